@@ -1,0 +1,1 @@
+"""zuke: release automation with durable runs."""

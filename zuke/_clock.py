@@ -1,0 +1,54 @@
+"""Time, injected: the engine and the stores read the clock through this seam.
+
+Tests pass a :class:`ManualClock` so TTLs and deadlines are tested without sleeps.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from typing import Protocol
+
+
+class Clock(Protocol):
+    def now_ms(self) -> int:
+        """Milliseconds since the epoch."""
+        ...
+
+
+class SystemClock:
+    def now_ms(self) -> int:
+        return time.time_ns() // 1_000_000
+
+
+class ManualClock:
+    """A clock that moves only when told to."""
+
+    def __init__(self, start_ms: int = 1_700_000_000_000) -> None:
+        self._now = start_ms
+
+    def now_ms(self) -> int:
+        return self._now
+
+    def advance(self, ms: int) -> None:
+        self._now += ms
+
+
+def iso(ms: int) -> str:
+    """ISO-8601 UTC with millisecond precision, e.g. ``2026-01-02T03:04:05.678Z``."""
+    stamp = datetime.fromtimestamp(ms / 1000, tz=UTC)
+    return stamp.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
+
+
+def parse_iso(text: str) -> int | None:
+    """Epoch ms of an ISO-8601 stamp, or ``None`` if it does not parse."""
+    try:
+        stamp = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if stamp.tzinfo is None:
+        stamp = stamp.replace(tzinfo=UTC)
+    return int(stamp.timestamp() * 1000)
+
+
+SYSTEM_CLOCK = SystemClock()

@@ -1,0 +1,25 @@
+"""Durable run state: the store protocol, records, stores, the writer and locks."""
+
+from zuke.state._protocol import (
+    Conflict,
+    JournalingStateStore,
+    LockAcquired,
+    LockHeld,
+    LockHolder,
+    RunQuery,
+    StateStore,
+    StoredRun,
+    Written,
+)
+
+__all__ = [
+    "Conflict",
+    "JournalingStateStore",
+    "LockAcquired",
+    "LockHeld",
+    "LockHolder",
+    "RunQuery",
+    "StateStore",
+    "StoredRun",
+    "Written",
+]

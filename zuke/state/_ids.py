@@ -1,0 +1,25 @@
+"""Validation of run ids and lock keys: the one place that decides what is safe.
+
+An id becomes a file name in the filesystem store and a path segment in the
+HTTP store, so it must not be able to name anything outside the store:
+only ``[A-Za-z0-9._-]``, not empty, not ``.`` or ``..``, at most 200 characters.
+"""
+
+from __future__ import annotations
+
+import re
+
+from zuke._errors import UnsafeIdError
+
+_SAFE = re.compile(r"[A-Za-z0-9._-]{1,200}")
+
+
+def check_id(value: object, what: str = "run id") -> str:
+    """Return ``value`` if it is a safe id, else raise :class:`UnsafeIdError` naming it."""
+    if not isinstance(value, str) or not _SAFE.fullmatch(value) or value in (".", ".."):
+        shown = repr(value)[:80]
+        raise UnsafeIdError(
+            f"state: unsafe {what} {shown}: use 1-200 characters from [A-Za-z0-9._-] "
+            "(not '.' or '..')"
+        )
+    return value

@@ -1,0 +1,143 @@
+"""The ``StateStore`` protocol and its result values.
+
+A store holds run records (compare-and-swap on an opaque version) and
+cross-run locks (acquire / renew / release with a server-judged TTL).
+Expected outcomes are values — ``Written`` / ``Conflict``,
+``LockAcquired`` / ``LockHeld`` — and exceptions are for broken things:
+:class:`~zuke.StoreUnavailableError` when the store cannot answer,
+:class:`~zuke.CorruptRecordError` for a record that does not parse,
+:class:`~zuke.UnsafeIdError` for an id that could escape the store.
+
+Stores are synchronous; the engine calls them off its event loop. A store
+that can also append a :class:`~zuke.state.records.RunDelta` implements
+:class:`JournalingStateStore`, which keeps persistence linear in the number
+of transitions (a whole-record store rewrites the record every time).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from zuke.state.records import RunDelta, RunRecord, RunStatus, RunSummary
+
+
+@dataclass(frozen=True)
+class StoredRun:
+    """A record and the version it was read at."""
+
+    record: RunRecord
+    version: str
+
+
+@dataclass(frozen=True)
+class Written:
+    """A write landed; ``version`` is the record's new version."""
+
+    version: str
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """A write did not land: the record is not at the expected version (or exists already)."""
+
+
+@dataclass(frozen=True)
+class LockHolder:
+    """Who holds a lock. Descriptive only: never an authorisation input."""
+
+    actor: str
+    run_id: str
+    since: str
+    run_url: str | None = None
+
+
+@dataclass(frozen=True)
+class LockAcquired:
+    """The lock is ours. ``token`` renews and releases it; ``fence`` is the fencing token.
+
+    ``fence`` is strictly greater than the fence of every earlier acquisition
+    of the same key, so a system that remembers the highest fence it has seen
+    can reject a stale holder.
+    """
+
+    token: str
+    fence: int = 0
+
+
+@dataclass(frozen=True)
+class LockHeld:
+    """Someone else holds the lock."""
+
+    holder: LockHolder
+
+
+@dataclass(frozen=True)
+class RunQuery:
+    """Filters for :meth:`StateStore.list_runs`; results are newest first."""
+
+    status: RunStatus | None = None
+    target: str | None = None
+    since: str | None = None
+    limit: int | None = None
+
+
+@runtime_checkable
+class StateStore(Protocol):
+    """Where run records and locks live."""
+
+    def get_run(self, run_id: str) -> StoredRun | None:
+        """The record and its version, or ``None`` if there is no such run."""
+        ...
+
+    def create_run(self, record: RunRecord) -> Written | Conflict:
+        """Store a new record; ``Conflict`` if a run with that id exists."""
+        ...
+
+    def put_run(self, record: RunRecord, *, expected_version: str) -> Written | Conflict:
+        """Replace the record if it is still at ``expected_version``."""
+        ...
+
+    def delete_run(self, run_id: str) -> None:
+        """Remove a run; removing an absent run is not an error."""
+        ...
+
+    def list_runs(self, query: RunQuery = RunQuery()) -> list[RunSummary]:
+        """Summaries matching ``query``, newest first by ``createdAt`` then id."""
+        ...
+
+    def acquire_lock(self, key: str, holder: LockHolder, ttl_ms: int) -> LockAcquired | LockHeld:
+        """Take ``key`` if free or expired (judged by the store's clock)."""
+        ...
+
+    def renew_lock(self, key: str, token: str, ttl_ms: int) -> bool:
+        """Extend a claim; ``False`` when ``token`` no longer holds ``key``."""
+        ...
+
+    def release_lock(self, key: str, token: str) -> None:
+        """Give a claim back; a token that no longer holds ``key`` is a no-op."""
+        ...
+
+
+@runtime_checkable
+class JournalingStateStore(StateStore, Protocol):
+    """A store that can persist a change without rewriting the whole record."""
+
+    def append_run(
+        self, run_id: str, delta: RunDelta, *, expected_version: str
+    ) -> Written | Conflict:
+        """Apply ``delta`` to the run if it is still at ``expected_version``."""
+        ...
+
+
+__all__ = [
+    "Conflict",
+    "JournalingStateStore",
+    "LockAcquired",
+    "LockHeld",
+    "LockHolder",
+    "RunQuery",
+    "StateStore",
+    "StoredRun",
+    "Written",
+]
