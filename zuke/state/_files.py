@@ -1,0 +1,159 @@
+"""File primitives for the filesystem store: the mutex, atomic writes, appends, OS errors.
+
+Everything here exists so that :mod:`zuke.state.filesystem` and
+:mod:`zuke.state._fs_locks` never leave a half-written file behind and never
+let a raw ``OSError`` escape: a full write goes to a temp file, is fsynced and
+renamed over the target (then the directory is fsynced so the rename itself is
+durable); an append is one ``write()`` of one complete line on an ``O_APPEND``
+descriptor, followed by ``fsync``. Every ``OSError`` is translated into a
+:class:`~zuke.StoreUnavailableError` whose message names the path and says
+what to do about it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import uuid
+from collections.abc import Iterator
+
+import filelock
+
+from zuke._errors import StoreUnavailableError
+
+# Errors that mean "this directory is not somewhere we may write", as opposed to
+# a transient failure: the fix is the operator's, so the message says what to do.
+_NOT_WRITABLE = frozenset({errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOTDIR, errno.EEXIST})
+
+
+def os_failure(action: str, path: str, exc: OSError, *, directory: str) -> StoreUnavailableError:
+    """A :class:`StoreUnavailableError` for ``exc``, naming ``path`` and the fix."""
+    reason = exc.strerror or type(exc).__name__
+    if exc.errno in _NOT_WRITABLE:
+        advice = (
+            f"fix the permissions of the state directory {directory!r} "
+            "(or of its parents), or point ZUKE_STATE_DIR at a writable directory"
+        )
+    else:
+        advice = f"check the state directory {directory!r} (disk space, mount) and retry"
+    return StoreUnavailableError(f"state: cannot {action} {path!r}: {reason}; {advice}")
+
+
+def ensure_directory(directory: str) -> None:
+    """Create the store directory (and parents) on first write."""
+    try:
+        os.makedirs(directory, exist_ok=True)
+    except OSError as exc:
+        raise os_failure(
+            "create the state directory", directory, exc, directory=directory
+        ) from None
+    if not os.path.isdir(directory):  # makedirs(exist_ok) accepts nothing else, but be explicit
+        raise os_failure(
+            "use the state directory",
+            directory,
+            OSError(errno.ENOTDIR, "not a directory"),
+            directory=directory,
+        )
+
+
+@contextlib.contextmanager
+def mutex(path: str, timeout_s: float, *, directory: str) -> Iterator[None]:
+    """Hold the cross-process mutex ``path`` for the block, waiting at most ``timeout_s``.
+
+    Why filelock's native (``flock``) lock: the kernel drops it when the holding
+    process dies, however it dies, so there is no stale marker to detect,
+    stamp or steal — the original implementation's O_EXCL marker needed all
+    of that. ``fallback_to_soft=False`` keeps that guarantee true: on a
+    filesystem without ``flock`` we fail loudly instead of silently degrading
+    to a marker file that a crash would leave behind. A fresh lock object per
+    call means each thread gets its own descriptor, so threads of one process
+    exclude each other exactly like separate processes do.
+    """
+    lock = filelock.FileLock(path, timeout=timeout_s, fallback_to_soft=False)
+    try:
+        lock.acquire()
+    except filelock.Timeout:
+        raise StoreUnavailableError(
+            f"state: could not take the mutex {path!r} within {timeout_s:g}s: another "
+            "zuke process is holding it (a slow disk or a hung process); retry, or find "
+            f"the holder with `fuser {path}`. The lock is released automatically when its "
+            "process exits, so never delete the file to break it."
+        ) from None
+    except OSError as exc:
+        raise os_failure("take the mutex", path, exc, directory=directory) from None
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def fsync_directory(directory: str) -> None:
+    """Make a rename in ``directory`` durable (a no-op where directories cannot be opened)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some filesystems refuse fsync on a directory; the rename is still atomic
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: str, data: bytes, *, directory: str) -> int:
+    """Replace ``path`` with ``data``: temp file, fsync, rename, fsync the directory.
+
+    A reader sees the old file or the new one, never a prefix; a crash at any
+    point leaves at worst an orphaned ``.tmp-`` file, which no reader looks at.
+    Returns the number of bytes written.
+    """
+    tmp = f"{path}.tmp-{uuid.uuid4().hex}"
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            # fsync before the rename: otherwise a power cut can leave the *new*
+            # name pointing at an empty or partial file.
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise os_failure("write", path, exc, directory=directory) from None
+    fsync_directory(directory)
+    return len(data)
+
+
+def append_line(path: str, line: bytes, *, truncate_to: int | None, directory: str) -> int:
+    """Append one complete line to ``path`` (which must exist) with a single ``write()``.
+
+    ``truncate_to`` first cuts off a torn tail left by a crashed appender, so
+    the new line starts on a line boundary. Returns the bytes written.
+    """
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+    except OSError as exc:
+        raise os_failure("open for append", path, exc, directory=directory) from None
+    try:
+        if truncate_to is not None:
+            os.ftruncate(fd, truncate_to)
+        written = os.write(fd, line)
+        if written != len(line):
+            # A short write on a regular file means the disk is full; cut the
+            # fragment off again so the journal keeps ending on a line boundary.
+            os.ftruncate(fd, os.fstat(fd).st_size - written)
+            raise OSError(errno.ENOSPC, "short write (disk full?)")
+        # fsync per append: a transition the engine believes persisted must
+        # survive a power cut, or a resume would redo (or skip) real work.
+        os.fsync(fd)
+    except OSError as exc:
+        raise os_failure("append to", path, exc, directory=directory) from None
+    finally:
+        os.close(fd)
+    return len(line)

@@ -1,0 +1,143 @@
+"""``MemoryStateStore``: the whole store protocol in one process's memory.
+
+For tests, and as the reference implementation of the semantics every store
+must share (the contract suite in :mod:`zuke.testing.store_contract` is run
+against it). One :class:`threading.Lock` serialises every operation, which
+makes compare-and-swap and lock acquisition trivially atomic.
+
+Records are kept as their JSON text, not as the caller's objects: a record's
+mappings are mutable, so storing the object would let a caller change stored
+state behind the store's back, and serialising on the way in catches a record
+that a real store could not persist. Versions come from one counter per store,
+so a run deleted and re-created never reuses a version (no ABA).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from dataclasses import dataclass
+from typing import Final
+
+from zuke._clock import SYSTEM_CLOCK, Clock
+from zuke.state._fs_locks import check_ttl
+from zuke.state._ids import check_id
+from zuke.state._journal import fold
+from zuke.state._protocol import (
+    Conflict,
+    LockAcquired,
+    LockHeld,
+    LockHolder,
+    RunQuery,
+    StoredRun,
+    Written,
+)
+from zuke.state._query import select
+from zuke.state.records import RunDelta, RunRecord, RunSummary, loads_record, record_to_json
+
+_EVERY_RUN: Final = RunQuery()
+
+
+@dataclass(frozen=True)
+class _Claim:
+    holder: LockHolder
+    token: str
+    expires_at: int
+
+
+class MemoryStateStore:
+    """An in-process, thread-safe :class:`~zuke.state.JournalingStateStore`."""
+
+    def __init__(self, *, clock: Clock = SYSTEM_CLOCK) -> None:
+        self.clock: Final[Clock] = clock
+        self._mutex = threading.Lock()
+        self._runs: dict[str, tuple[str, str]] = {}  # id -> (record JSON, version)
+        self._claims: dict[str, _Claim] = {}
+        self._fences: dict[str, int] = {}  # survives release: fences never repeat
+        self._counter = 0
+
+    def __repr__(self) -> str:
+        return f"MemoryStateStore({len(self._runs)} runs)"
+
+    def _store(self, record: RunRecord) -> Written:
+        self._counter += 1
+        version = str(self._counter)
+        self._runs[record.id] = (json.dumps(record_to_json(record)), version)
+        return Written(version=version)
+
+    def get_run(self, run_id: str) -> StoredRun | None:
+        check_id(run_id)
+        with self._mutex:
+            entry = self._runs.get(run_id)
+        if entry is None:
+            return None
+        return StoredRun(record=loads_record(entry[0], where=f"run {run_id!r}"), version=entry[1])
+
+    def create_run(self, record: RunRecord) -> Written | Conflict:
+        check_id(record.id)
+        with self._mutex:
+            if record.id in self._runs:
+                return Conflict()
+            return self._store(record)
+
+    def put_run(self, record: RunRecord, *, expected_version: str) -> Written | Conflict:
+        check_id(record.id)
+        with self._mutex:
+            entry = self._runs.get(record.id)
+            if entry is None or entry[1] != expected_version:
+                return Conflict()
+            return self._store(record)
+
+    def append_run(
+        self, run_id: str, delta: RunDelta, *, expected_version: str
+    ) -> Written | Conflict:
+        check_id(run_id)
+        with self._mutex:
+            entry = self._runs.get(run_id)
+            if entry is None or entry[1] != expected_version:
+                return Conflict()
+            current = loads_record(entry[0], where=f"run {run_id!r}")
+            return self._store(fold(current, [delta]))
+
+    def delete_run(self, run_id: str) -> None:
+        check_id(run_id)
+        with self._mutex:
+            self._runs.pop(run_id, None)
+
+    def list_runs(self, query: RunQuery = _EVERY_RUN) -> list[RunSummary]:
+        with self._mutex:
+            entries = list(self._runs.items())
+        return select((loads_record(text, where=f"run {i!r}") for i, (text, _) in entries), query)
+
+    def acquire_lock(self, key: str, holder: LockHolder, ttl_ms: int) -> LockAcquired | LockHeld:
+        check_id(key, "lock key")
+        check_ttl(ttl_ms)
+        with self._mutex:
+            now = self.clock.now_ms()
+            current = self._claims.get(key)
+            if current is not None and current.expires_at > now:
+                return LockHeld(holder=current.holder)
+            fence = self._fences.get(key, 0) + 1
+            self._fences[key] = fence
+            claim = _Claim(holder=holder, token=uuid.uuid4().hex, expires_at=now + ttl_ms)
+            self._claims[key] = claim
+            return LockAcquired(token=claim.token, fence=fence)
+
+    def renew_lock(self, key: str, token: str, ttl_ms: int) -> bool:
+        check_id(key, "lock key")
+        check_ttl(ttl_ms)
+        with self._mutex:
+            current = self._claims.get(key)
+            # Expired is not abandoned: a matching token renews until someone acquires.
+            if current is None or current.token != token:
+                return False
+            self._claims[key] = _Claim(current.holder, token, self.clock.now_ms() + ttl_ms)
+            return True
+
+    def release_lock(self, key: str, token: str) -> None:
+        check_id(key, "lock key")
+        with self._mutex:
+            current = self._claims.get(key)
+            if current is not None and current.token == token:
+                del self._claims[key]
