@@ -1,0 +1,5 @@
+"""``python -m zuke`` is the ``zuke`` command."""
+
+from zuke.cli import entrypoint
+
+entrypoint()

@@ -1,0 +1,67 @@
+"""The ``Build`` base class and its overridable hooks."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from zuke._errors import BuildDefinitionError
+from zuke._params import Parameter, parameters_of
+from zuke._target import Target, TargetBuilder, definitions_of
+
+if TYPE_CHECKING:
+    from zuke.state._protocol import StateStore
+
+#: Flags the command line owns; a parameter cannot take one of these names.
+RESERVED_PARAMETER_NAMES = frozenset(
+    {"list", "json", "skip", "parallel", "state", "actor", "file", "help", "format"}
+)
+
+
+class Build:
+    """Subclass this and declare targets with ``@target`` and parameters with ``parameter()``."""
+
+    def deadline(self) -> str | int | None:
+        """A wall-clock budget for a whole run (e.g. ``"45m"``), or ``None``."""
+        return None
+
+    def state_store(self) -> StateStore | None:
+        """The store for this build's runs, overriding the environment; ``None`` to not override."""
+        return None
+
+    def extra_edges(self) -> list[tuple[Target, Target]]:
+        """Ordering-only ``(before, after)`` edges, applied when both ends are in the run."""
+        return []
+
+    async def order_with(self, targets: Mapping[str, Target]) -> list[tuple[Target, Target]]:
+        """Like :meth:`extra_edges`, resolved at run time (e.g. from a file or an API)."""
+        return []
+
+
+def build_name(cls: type[Build]) -> str:
+    """The name recorded on runs: the class name."""
+    return cls.__name__
+
+
+def parameters(cls: type[Build]) -> list[Parameter[Any]]:
+    """The declared parameters, checked against the command line's own flags."""
+    params = parameters_of(cls)
+    for p in params:
+        if p.name in RESERVED_PARAMETER_NAMES:
+            raise BuildDefinitionError(
+                f"parameter {p.name!r} of {cls.__name__} collides with the built-in flag "
+                f"--{p.name}; rename it"
+            )
+    return params
+
+
+def define_targets(build: Build) -> dict[str, TargetBuilder]:
+    """Run every definition method once (after parameters resolve) and collect the builders."""
+    builders: dict[str, TargetBuilder] = {}
+    for definition in definitions_of(type(build)):
+        builders[definition.name] = definition.build(build)
+    if not builders:
+        raise BuildDefinitionError(
+            f"{type(build).__name__} declares no targets; add a method decorated with @target"
+        )
+    return builders

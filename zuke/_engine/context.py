@@ -1,0 +1,139 @@
+"""The context a body receives, and the in-memory run state behind it.
+
+Bodies run on worker threads (sync) or on the event loop (async), so
+:class:`RunState` guards its maps with a lock. ``ctx.state.set()`` never
+blocks: it merges into memory and notifies the state writer, which persists
+the change with the target's next transition at the latest — so whatever a
+body recorded is durable before any dependent starts.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from zuke._errors import ZukeError
+from zuke._redact import Redactor
+from zuke._target import Target
+from zuke._engine.result import Outcome
+from zuke.state.records import Signal
+
+
+def merge_patch(base: dict[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:
+    """JSON merge patch (RFC 7386): objects merge recursively, ``None`` deletes a key."""
+    out = dict(base)
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        elif isinstance(value, Mapping) and isinstance(out.get(key), dict):
+            out[key] = merge_patch(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+class RunState:
+    """Statuses, per-target metadata, outcomes and signals of one run, in memory."""
+
+    def __init__(
+        self,
+        *,
+        run_id: str,
+        actor: str,
+        redactor: Redactor,
+        signals: Mapping[str, Signal] | None = None,
+        meta: Mapping[str, Mapping[str, Any]] | None = None,
+        prior: Mapping[str, Outcome] | None = None,
+    ) -> None:
+        self.run_id = run_id
+        self.actor = actor
+        self.redactor = redactor
+        self.signals: Mapping[str, Signal] = dict(signals or {})
+        self._meta: dict[str, dict[str, Any]] = {k: dict(v) for k, v in (meta or {}).items()}
+        self._outcomes: dict[str, Outcome] = dict(prior or {})
+        self._lock = threading.Lock()
+        #: called with a target name after its metadata changed (the state writer listens)
+        self.on_meta_change: Callable[[str], None] | None = None
+        self.cancelled = threading.Event()
+
+    def meta(self, target: str) -> dict[str, Any]:
+        with self._lock:
+            return copy.deepcopy(self._meta.get(target, {}))
+
+    def patch_meta(self, target: str, patch: Mapping[str, Any]) -> None:
+        if not isinstance(patch, Mapping):
+            raise ZukeError(f"ctx.state.set() takes a dict, got {type(patch).__name__}")
+        try:
+            json.dumps(patch)
+        except (TypeError, ValueError) as exc:
+            raise ZukeError(f"ctx.state.set(): the value must be JSON-serialisable ({exc})") from None
+        clean = self.redactor.json(dict(patch))
+        with self._lock:
+            self._meta[target] = merge_patch(self._meta.get(target, {}), clean)
+        if self.on_meta_change is not None:
+            self.on_meta_change(target)
+
+    def settle(self, target: str, outcome: Outcome) -> None:
+        with self._lock:
+            self._outcomes[target] = outcome
+
+    def outcome(self, target: str) -> Outcome | None:
+        with self._lock:
+            found = self._outcomes.get(target)
+        if found is None or found.status in ("pending", "running", "waiting"):
+            return None
+        return found
+
+
+class StateHandle:
+    """``ctx.state``: a target's durable metadata."""
+
+    def __init__(self, run: RunState, target: str) -> None:
+        self._run = run
+        self._target = target
+
+    def get(self) -> dict[str, Any]:
+        """A copy of the metadata."""
+        return self._run.meta(self._target)
+
+    def set(self, patch: Mapping[str, Any]) -> None:
+        """Merge ``patch`` into the metadata (JSON merge: ``None`` removes a key)."""
+        self._run.patch_meta(self._target, patch)
+
+
+@dataclass(frozen=True)
+class LockInfo:
+    """The lock a target holds while its body runs."""
+
+    key: str
+    fence: int
+
+
+class Context:
+    """What a body receives as ``ctx``."""
+
+    def __init__(self, run: RunState, target: str, lock: LockInfo | None = None) -> None:
+        self._run = run
+        self.run_id = run.run_id
+        self.target = target
+        self.actor = run.actor
+        self.state = StateHandle(run, target)
+        self.signals: Mapping[str, Signal] = run.signals
+        #: set when the run is cancelled; a long sync body should check ``ctx.cancelled.is_set()``
+        self.cancelled: threading.Event = run.cancelled
+        self.lock = lock
+
+    def state_of(self, target: str | Target) -> StateHandle:
+        """Another target's metadata (read what an earlier target recorded)."""
+        return StateHandle(self._run, target.name if isinstance(target, Target) else str(target))
+
+    def outcome_of(self, target: str | Target) -> Outcome | None:
+        """How a target ended, or ``None`` if it has not settled."""
+        return self._run.outcome(target.name if isinstance(target, Target) else str(target))
+
+    def __repr__(self) -> str:
+        return f"Context(run_id={self.run_id!r}, target={self.target!r})"

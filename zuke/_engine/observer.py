@@ -1,0 +1,66 @@
+"""The transition stream: every change of a target's status passes through here once.
+
+The scheduler emits a :class:`Transition` for each target change and awaits
+every observer before going on. That is what makes durability rules
+enforceable in one place: the state writer is an observer, so a ``running``
+transition is persisted before the body starts and a ``succeeded`` one
+before any dependent is released.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from zuke.state.records import TargetStatus
+
+if TYPE_CHECKING:
+    from zuke._engine.plan import Plan
+    from zuke._engine.result import RunResult
+
+
+@dataclass(frozen=True)
+class Transition:
+    """A target moved to ``status`` at ``at_ms``."""
+
+    target: str
+    status: TargetStatus
+    at_ms: int
+    error: str | None = None
+    #: extra detail for the console only (a traceback); never persisted
+    detail: str | None = None
+    duration_ms: float | None = None
+    reason: str | None = None
+
+
+class Observer:
+    """Override what you need; every hook is awaited by the engine."""
+
+    async def run_started(self, run_id: str, plan: Plan) -> None:
+        return None
+
+    async def transition(self, t: Transition) -> None:
+        return None
+
+    async def run_finished(self, result: RunResult) -> None:
+        return None
+
+
+class Observers(Observer):
+    """Fans each hook out to several observers, in order."""
+
+    def __init__(self, observers: Sequence[Observer]) -> None:
+        self._observers = list(observers)
+
+    async def run_started(self, run_id: str, plan: Plan) -> None:
+        for o in self._observers:
+            await o.run_started(run_id, plan)
+
+    async def transition(self, t: Transition) -> None:
+        for o in self._observers:
+            await o.transition(t)
+
+    async def run_finished(self, result: RunResult) -> None:
+        for o in self._observers:
+            await o.run_finished(result)

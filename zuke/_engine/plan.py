@@ -1,0 +1,173 @@
+"""Freezing builders into immutable specs, validating the graph, planning a run.
+
+Everything here runs before any target does: an unknown reference or a cycle
+is reported up front, naming the targets involved. Graph walks are iterative
+so a 10,000-target chain does not hit Python's recursion limit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from zuke._errors import GraphError
+from zuke._target import BodySpec, Target, TargetBuilder, body_spec
+
+
+@dataclass(frozen=True)
+class TargetSpec:
+    """One target as the engine sees it: frozen, validated."""
+
+    name: str
+    description: str = ""
+    depends_on: tuple[str, ...] = ()
+    body: BodySpec | None = None
+    timeout_ms: int | None = None
+    retries: int = 0
+    retry_delay_ms: int = 0
+    proceed_after_failure: bool = False
+    lock: Callable[[Any], Any] | None = None
+
+
+def freeze(builder: TargetBuilder, name: str) -> TargetSpec:
+    return TargetSpec(
+        name=name,
+        description=builder._description,
+        depends_on=tuple(dict.fromkeys(t.name for t in builder._depends_on)),
+        body=None if builder._body is None else body_spec(builder._body, f"target {name!r}"),
+        timeout_ms=builder._timeout_ms,
+        retries=builder._retries,
+        retry_delay_ms=builder._retry_delay_ms,
+        proceed_after_failure=builder._proceed_after_failure,
+        lock=builder._lock,
+    )
+
+
+@dataclass(frozen=True)
+class BuildGraph:
+    """Every target of a build, frozen and validated (no unknown references, no cycles)."""
+
+    specs: Mapping[str, TargetSpec]
+
+    @classmethod
+    def from_builders(cls, builders: Mapping[str, TargetBuilder]) -> BuildGraph:
+        specs = {name: freeze(b, name) for name, b in builders.items()}
+        for spec in specs.values():
+            for dep in spec.depends_on:
+                if dep not in specs:
+                    raise GraphError(f"target {spec.name!r} depends on unknown target {dep!r}")
+        check_acyclic({n: s.depends_on for n, s in specs.items()}, specs)
+        return cls(specs)
+
+    def closure(self, roots: Iterable[str]) -> list[str]:
+        """``roots`` and everything they transitively depend on."""
+        seen: dict[str, None] = {}
+        stack = list(roots)[::-1]
+        while stack:
+            name = stack.pop()
+            if name in seen:
+                continue
+            seen[name] = None
+            stack.extend(reversed(self.specs[name].depends_on))
+        return list(seen)
+
+
+def check_acyclic(edges: Mapping[str, Sequence[str]], order: Iterable[str]) -> None:
+    """Raise :class:`GraphError` naming the first cycle found (``a → b → a``)."""
+    state: dict[str, int] = {}  # 1 = on the current path, 2 = done
+    for start in order:
+        if state.get(start):
+            continue
+        path: list[str] = [start]
+        iters = [iter(edges.get(start, ()))]
+        state[start] = 1
+        while iters:
+            nxt = next(iters[-1], None)
+            if nxt is None:
+                state[path.pop()] = 2
+                iters.pop()
+                continue
+            mark = state.get(nxt)
+            if mark == 1:
+                cycle = [*path[path.index(nxt) :], nxt]
+                raise GraphError("Dependency cycle detected: " + " → ".join(cycle))
+            if mark is None:
+                state[nxt] = 1
+                path.append(nxt)
+                iters.append(iter(edges.get(nxt, ())))
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What one run executes, in a deterministic order."""
+
+    order: tuple[str, ...]
+    specs: Mapping[str, TargetSpec]
+    #: hard dependencies (must succeed) per planned target
+    hard: Mapping[str, tuple[str, ...]]
+    #: ordering-only predecessors (must settle) per planned target
+    soft: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    skipped: frozenset[str] = frozenset()
+
+    def dependents(self) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {n: [] for n in self.order}
+        for name in self.order:
+            for dep in (*self.hard[name], *self.soft.get(name, ())):
+                out[dep].append(name)
+        return out
+
+
+def make_plan(
+    graph: BuildGraph,
+    roots: Sequence[str],
+    *,
+    skip: Iterable[str] = (),
+    ordering: Iterable[tuple[Target, Target]] = (),
+) -> Plan:
+    """Plan ``roots`` and their dependencies; ordering edges apply when both ends are planned."""
+    members = graph.closure(roots)
+    planned = set(members)
+    soft: dict[str, list[str]] = {}
+    for before, after in ordering:
+        b, a = _edge_end(before), _edge_end(after)
+        if b in planned and a in planned and b != a:
+            soft.setdefault(a, []).append(b)
+    preds = {n: (*graph.specs[n].depends_on, *soft.get(n, ())) for n in members}
+    check_acyclic(preds, members)
+    order = _topological(members, preds)
+    return Plan(
+        order=tuple(order),
+        specs={n: graph.specs[n] for n in order},
+        hard={n: graph.specs[n].depends_on for n in order},
+        soft={n: tuple(dict.fromkeys(v)) for n, v in soft.items()},
+        skipped=frozenset(skip) & planned,
+    )
+
+
+def _edge_end(value: object) -> str | None:
+    if isinstance(value, Target):
+        return value.name
+    name = getattr(value, "name", None)
+    return name if isinstance(name, str) else None
+
+
+def _topological(members: Sequence[str], preds: Mapping[str, Sequence[str]]) -> list[str]:
+    """Depth-first post-order: predecessors first, declaration order otherwise."""
+    done: set[str] = set()
+    out: list[str] = []
+    for start in members:
+        if start in done:
+            continue
+        stack: list[tuple[str, Iterable[str]]] = [(start, iter(preds[start]))]
+        done.add(start)
+        while stack:
+            name, it = stack[-1]
+            nxt = next((p for p in it if p not in done), None)
+            if nxt is None:
+                stack.pop()
+                out.append(name)
+            else:
+                done.add(nxt)
+                stack.append((nxt, iter(preds[nxt])))
+    return out

@@ -1,0 +1,41 @@
+"""What a run produced: per-target outcomes and the run's verdict."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from zuke.state.records import TargetStatus
+
+RunVerdict = Literal["succeeded", "failed", "cancelled", "suspended"]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How one target ended (record vocabulary), as ``ctx.outcome_of`` reports it."""
+
+    status: TargetStatus
+    error: str | None = None
+    started_at: str | None = None
+    ended_at: str | None = None
+    duration_ms: float | None = None
+    detail: str | None = field(default=None, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """The verdict of a run and each planned target's outcome, in plan order."""
+
+    run_id: str
+    status: RunVerdict
+    outcomes: dict[str, Outcome]
+    duration_ms: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        """True for a succeeded or suspended run."""
+        return self.status in ("succeeded", "suspended")
+
+    @property
+    def failures(self) -> dict[str, Outcome]:
+        return {n: o for n, o in self.outcomes.items() if o.status == "failed"}

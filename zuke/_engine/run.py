@@ -1,0 +1,247 @@
+"""``execute()``: one run of a build, from parameters to verdict.
+
+The pipeline: resolve parameters → instantiate the build and run its target
+definitions → freeze and validate the graph → resolve ordering edges → plan →
+schedule → verdict. Every step before scheduling raises (a usage or definition
+error, nothing has run); from scheduling on, failures are outcomes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import difflib
+import getpass
+import os
+import signal
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from zuke._build import Build, define_targets, parameters
+from zuke._clock import SYSTEM_CLOCK, Clock
+from zuke._engine.context import RunState
+from zuke._engine.observer import Observer, Observers
+from zuke._engine.plan import BuildGraph, Plan, make_plan
+from zuke._engine.result import RunResult, RunVerdict
+from zuke._engine.scheduler import Scheduler
+from zuke._errors import BuildDefinitionError, ParameterError, UsageError, ZukeError
+from zuke._params import Resolution, bind, resolve
+from zuke._redact import Redactor
+from zuke._target import Target
+
+
+@dataclass
+class RunOptions:
+    """How to run a build (what the command line sets)."""
+
+    targets: Sequence[str] = ()
+    params: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    skip: Sequence[str] = ()
+    parallel: int = 1
+    actor: str | None = None
+    observers: Sequence[Observer] = ()
+    clock: Clock = SYSTEM_CLOCK
+    #: install SIGINT/SIGTERM handlers that cancel the run (the CLI does)
+    handle_signals: bool = False
+    #: called once with a message when the first signal arrives
+    on_interrupt: Callable[[str], None] | None = None
+
+
+@dataclass
+class LoadedBuild:
+    """A build instance with its parameters bound and its graph validated."""
+
+    build: Build
+    graph: BuildGraph
+    resolution: Resolution
+
+    @property
+    def redactor(self) -> Redactor:
+        return Redactor(self.resolution.secrets)
+
+
+def load(
+    build_cls: type[Build],
+    params: Mapping[str, Sequence[str]],
+    env: Mapping[str, str],
+    *,
+    lenient: bool = False,
+) -> LoadedBuild:
+    """Resolve parameters, instantiate, define targets, validate the graph."""
+    if not (isinstance(build_cls, type) and issubclass(build_cls, Build)):
+        raise BuildDefinitionError(f"expected a Build subclass, got {build_cls!r}")
+    declared = parameters(build_cls)
+    known = {p.name for p in declared}
+    unknown = [name for name in params if name not in known]
+    if unknown:
+        flags = ", ".join("--" + n.replace("_", "-") for n in unknown)
+        raise UsageError(f"Unknown parameter {flags}. Run --help to see the available flags.")
+    resolution = resolve(declared, params, env, lenient=lenient)
+    if resolution.errors:
+        raise ParameterError(
+            "Invalid or missing parameters:\n" + "\n".join(f"  {e}" for e in resolution.errors)
+        )
+    build = build_cls()
+    bind(build, declared, resolution)
+    try:
+        builders = define_targets(build)
+    except ParameterError:
+        raise
+    except ZukeError:
+        raise
+    except Exception as exc:
+        raise BuildDefinitionError(f"defining the targets of {build_cls.__name__} failed: {exc}") from exc
+    return LoadedBuild(build=build, graph=BuildGraph.from_builders(builders), resolution=resolution)
+
+
+def check_targets(graph: BuildGraph, names: Sequence[str], what: str = "target") -> None:
+    for name in names:
+        if name not in graph.specs:
+            close = difflib.get_close_matches(name, list(graph.specs), n=1)
+            hint = f' Did you mean "{close[0]}"?' if close else " Run --list to see the targets."
+            raise UsageError(f"Unknown {what}: {name}.{hint}")
+
+
+async def ordering_edges(build: Build, graph: BuildGraph) -> list[tuple[Target, Target]]:
+    handles = {name: Target(name) for name in graph.specs}
+    try:
+        edges = list(build.extra_edges())
+        edges += list(await build.order_with(handles))
+    except ZukeError:
+        raise
+    except Exception as exc:
+        raise BuildDefinitionError(f"Failed to resolve ordering edges: {exc}") from exc
+    return edges
+
+
+def resolve_actor(explicit: str | None, env: Mapping[str, str]) -> str:
+    for candidate in (explicit, env.get("ZUKE_ACTOR"), env.get("GITHUB_ACTOR")):
+        if candidate:
+            return candidate
+    try:
+        return getpass.getuser() or "anonymous"
+    except (OSError, KeyError):
+        return "anonymous"
+
+
+def _verdict(outcomes: Mapping[str, Any], plan: Plan, cancelled: bool) -> RunVerdict:
+    if cancelled:
+        return "cancelled"
+    for name, outcome in outcomes.items():
+        if outcome.status == "failed" and not plan.specs[name].proceed_after_failure:
+            return "failed"
+        if outcome.status == "skipped" and name not in plan.skipped:
+            return "failed"
+    return "succeeded"
+
+
+async def execute_async(build_cls: type[Build], options: RunOptions) -> RunResult:
+    """Run ``options.targets`` of ``build_cls`` and their dependencies."""
+    started = time.perf_counter()
+    if not options.targets:
+        raise UsageError("No target given. Run --list to see the targets.")
+    loaded = load(build_cls, options.params, options.env)
+    graph = loaded.graph
+    check_targets(graph, options.targets)
+    check_targets(graph, options.skip, what="target in --skip")
+    edges = await ordering_edges(loaded.build, graph)
+    plan = make_plan(graph, options.targets, skip=options.skip, ordering=edges)
+    run_id = str(uuid.uuid4())
+    state = RunState(
+        run_id=run_id,
+        actor=resolve_actor(options.actor, options.env),
+        redactor=loaded.redactor,
+    )
+    observer = Observers(options.observers)
+    workers = max(4, options.parallel * 2)
+    # Not a `with` block: its exit would wait for timed-out bodies still running on threads.
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="zuke-body")
+    try:
+        scheduler = Scheduler(
+            plan,
+            state=state,
+            observer=observer,
+            concurrency=options.parallel,
+            pool=pool,
+            clock=options.clock,
+        )
+        await observer.run_started(run_id, plan)
+        with _signal_handlers(scheduler, options):
+            outcomes = await scheduler.run()
+        cancelled = scheduler.cancel_requested.is_set()
+        result = RunResult(
+            run_id=run_id,
+            status=_verdict(outcomes, plan, cancelled),
+            outcomes=outcomes,
+            duration_ms=(time.perf_counter() - started) * 1000,
+        )
+        await observer.run_finished(result)
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+    return result
+
+
+class _signal_handlers:
+    """First SIGINT/SIGTERM cancels the run; a second one exits at once with 130."""
+
+    def __init__(self, scheduler: Scheduler, options: RunOptions) -> None:
+        self.scheduler = scheduler
+        self.options = options
+        self.installed: list[signal.Signals] = []
+
+    def _on_signal(self, signum: signal.Signals) -> None:
+        if self.scheduler.cancel_requested.is_set():
+            os._exit(130)
+        if self.options.on_interrupt is not None:
+            self.options.on_interrupt(
+                f"{signum.name}: cancelling the run (send it again to stop at once)"
+            )
+        self.scheduler.cancel()
+
+    def __enter__(self) -> _signal_handlers:
+        if not self.options.handle_signals:
+            return self
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                loop.add_signal_handler(sig, self._on_signal, sig)
+                self.installed.append(sig)
+            except (NotImplementedError, RuntimeError, ValueError):
+                pass
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in self.installed:
+            loop.remove_signal_handler(sig)
+
+
+def execute(
+    build_cls: type[Build],
+    targets: Sequence[str],
+    *,
+    params: Mapping[str, str | Sequence[str]] | None = None,
+    env: Mapping[str, str] | None = None,
+    skip: Sequence[str] = (),
+    parallel: int = 1,
+    actor: str | None = None,
+    observers: Sequence[Observer] = (),
+) -> RunResult:
+    """Run targets of a build in this process and return the result (no printing)."""
+    supplied = {
+        k: [v] if isinstance(v, str) else list(v) for k, v in (params or {}).items()
+    }
+    options = RunOptions(
+        targets=list(targets),
+        params=supplied,
+        env=dict(os.environ) if env is None else env,
+        skip=list(skip),
+        parallel=parallel,
+        actor=actor,
+        observers=observers,
+    )
+    return asyncio.run(execute_async(build_cls, options))

@@ -1,0 +1,219 @@
+"""Launching ready targets up to a concurrency limit, and settling each one.
+
+A target is ready when every hard dependency succeeded (or failed with
+``proceed_after_failure``) and every ordering-only predecessor settled. A
+failed target strands its dependents, which settle ``skipped`` at once, while
+independent branches run on. Cancellation stops new launches, cancels async
+bodies in flight and settles everything unlaunched ``skipped``.
+
+Every status change goes through :meth:`Scheduler._transition`, which updates
+the in-memory state first and then awaits the observers (console, state
+writer) — the one place a durability rule can be enforced.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import time
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+
+from zuke._clock import SYSTEM_CLOCK, Clock, iso
+from zuke._engine.context import Context, RunState
+from zuke._engine.executor import BodyFailure, describe, run_body
+from zuke._engine.observer import Observer, Transition
+from zuke._engine.plan import Plan, TargetSpec
+from zuke._engine.result import Outcome
+from zuke.state.records import TargetStatus
+
+#: Runs the part of a target between its ``running`` transition and its body:
+#: returns an async context manager factory (locks) — see ``run.py``.
+TargetGuard = Callable[[TargetSpec, Context], Awaitable[Callable[[], Awaitable[None]] | None]]
+
+
+class Scheduler:
+    """Runs one plan."""
+
+    def __init__(
+        self,
+        plan: Plan,
+        *,
+        state: RunState,
+        observer: Observer,
+        concurrency: int,
+        pool: ThreadPoolExecutor,
+        guard: TargetGuard | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
+        self.plan = plan
+        self.state = state
+        self.observer = observer
+        self.concurrency = max(1, concurrency)
+        self.pool = pool
+        self.guard = guard
+        self.clock = clock
+        self.outcomes: dict[str, Outcome] = {}
+        self.cancel_requested = asyncio.Event()
+        self._index = {name: i for i, name in enumerate(plan.order)}
+        self._waiting_on = {
+            n: set(plan.hard[n]) | set(plan.soft.get(n, ())) for n in plan.order
+        }
+        self._dependents = plan.dependents()
+
+    def cancel(self) -> None:
+        """Stop launching; cancel what can be cancelled."""
+        self.state.cancelled.set()
+        self.cancel_requested.set()
+
+    async def run(self) -> dict[str, Outcome]:
+        ready = [self._index[n] for n in self.plan.order if not self._waiting_on[n]]
+        heapq.heapify(ready)
+        running: dict[asyncio.Task[Outcome], str] = {}
+        cancel_wait = asyncio.ensure_future(self.cancel_requested.wait())
+        try:
+            while ready or running:
+                while ready and len(running) < self.concurrency and not self.cancel_requested.is_set():
+                    name = self.plan.order[heapq.heappop(ready)]
+                    if name in self.plan.skipped:
+                        await self._settle_skipped(name, "skipped with --skip")
+                        self._release(name, ready=ready)
+                        continue
+                    running[asyncio.ensure_future(self._run_target(name))] = name
+                if self.cancel_requested.is_set():
+                    await self._drain_cancelled(running)
+                    break
+                if not running:
+                    continue
+                done, _ = await asyncio.wait(
+                    [*running, cancel_wait], return_when=asyncio.FIRST_COMPLETED
+                )
+                for task in done:
+                    if task is cancel_wait:
+                        continue
+                    name = running.pop(task)  # type: ignore[call-overload]
+                    outcome = task.result()
+                    spec = self.plan.specs[name]
+                    passed = outcome.status == "succeeded" or (
+                        outcome.status == "failed" and spec.proceed_after_failure
+                    )
+                    await self._release_or_strand(name, passed, ready)
+        finally:
+            cancel_wait.cancel()
+        for name in self.plan.order:
+            if name not in self.outcomes:
+                reason = "the run was cancelled" if self.cancel_requested.is_set() else "not reached"
+                await self._settle_skipped(name, reason)
+        return {n: self.outcomes[n] for n in self.plan.order}
+
+    # -- readiness ------------------------------------------------------------
+
+    def _release(self, name: str, *, ready: list[int]) -> None:
+        for dep in self._dependents[name]:
+            waiting = self._waiting_on[dep]
+            waiting.discard(name)
+            if not waiting and dep not in self.outcomes:
+                heapq.heappush(ready, self._index[dep])
+
+    async def _release_or_strand(self, name: str, passed: bool, ready: list[int]) -> None:
+        if passed:
+            self._release(name, ready=ready)
+            return
+        # Hard dependents are stranded (transitively); ordering-only ones just see it settle.
+        stack = [name]
+        while stack:
+            current = stack.pop()
+            for dep in self._dependents[current]:
+                if dep in self.outcomes:
+                    continue
+                if current in self.plan.hard[dep]:
+                    await self._settle_skipped(dep, f"{current} did not succeed")
+                    stack.append(dep)
+                else:
+                    self._waiting_on[dep].discard(current)
+                    if not self._waiting_on[dep]:
+                        heapq.heappush(ready, self._index[dep])
+
+    async def _drain_cancelled(self, running: dict[asyncio.Task[Outcome], str]) -> None:
+        for task in running:
+            task.cancel()
+        for task, name in running.items():
+            try:
+                await task
+            except asyncio.CancelledError:
+                if name not in self.outcomes:
+                    await self._settle(name, "failed", error="cancelled while running")
+
+    # -- one target -------------------------------------------------------------
+
+    async def _transition(self, t: Transition) -> None:
+        outcome = Outcome(
+            status=t.status,
+            error=t.error,
+            ended_at=iso(t.at_ms) if t.status in ("succeeded", "failed", "skipped") else None,
+            duration_ms=t.duration_ms,
+            detail=t.detail,
+        )
+        self.state.settle(t.target, outcome)
+        if t.status in ("succeeded", "failed", "skipped"):
+            self.outcomes[t.target] = outcome
+        await self.observer.transition(t)
+
+    async def _settle(
+        self,
+        name: str,
+        status: TargetStatus,
+        *,
+        error: str | None = None,
+        detail: str | None = None,
+        duration_ms: float | None = None,
+        reason: str | None = None,
+    ) -> Outcome:
+        await self._transition(
+            Transition(
+                target=name,
+                status=status,
+                at_ms=self.clock.now_ms(),
+                error=error,
+                detail=detail,
+                duration_ms=duration_ms,
+                reason=reason,
+            )
+        )
+        return self.outcomes[name]
+
+    async def _settle_skipped(self, name: str, reason: str) -> None:
+        await self._settle(name, "skipped", reason=reason)
+
+    async def _run_target(self, name: str) -> Outcome:
+        spec = self.plan.specs[name]
+        started = time.perf_counter()
+        await self._transition(Transition(target=name, status="running", at_ms=self.clock.now_ms()))
+        ctx = Context(self.state, name)
+        release: Callable[[], Awaitable[None]] | None = None
+
+        def elapsed() -> float:
+            return (time.perf_counter() - started) * 1000
+
+        try:
+            if self.guard is not None:
+                release = await self.guard(spec, ctx)
+            if spec.body is None:
+                raise BodyFailure(f"{name} has no body; call t.executes(...)")
+            await run_body(spec, ctx, self.pool, self.state.cancelled)
+        except BodyFailure as failure:
+            return await self._settle(
+                name, "failed", error=failure.message, detail=failure.detail, duration_ms=elapsed()
+            )
+        except asyncio.CancelledError:
+            await self._settle(name, "failed", error="cancelled while running", duration_ms=elapsed())
+            raise
+        except Exception as exc:  # a guard (lock) failure
+            message, detail = describe(exc)
+            return await self._settle(
+                name, "failed", error=message, detail=detail, duration_ms=elapsed()
+            )
+        finally:
+            if release is not None:
+                await release()
+        return await self._settle(name, "succeeded", duration_ms=elapsed())

@@ -1,0 +1,70 @@
+"""Finding and importing the build file (``build.py``, ``--file``, ``ZUKE_FILE``)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import traceback
+from collections.abc import Mapping
+from pathlib import Path
+
+from zuke._build import Build
+from zuke._errors import BuildDefinitionError, UsageError
+
+DEFAULT_BUILD_FILE = "build.py"
+
+
+def find_build_file(explicit: str | None, env: Mapping[str, str], cwd: Path | None = None) -> Path:
+    """The build file to load; a missing one is a :class:`UsageError` saying how to point at one."""
+    where = cwd or Path.cwd()
+    chosen = explicit or env.get("ZUKE_FILE") or DEFAULT_BUILD_FILE
+    path = (where / chosen).resolve()
+    if not path.is_file():
+        origin = "--file" if explicit else ("ZUKE_FILE" if env.get("ZUKE_FILE") else "default")
+        raise UsageError(
+            f"No build file: {chosen} ({origin}) does not exist in {where}. "
+            "Create build.py, pass --file PATH, or set ZUKE_FILE."
+        )
+    return path
+
+
+def load_build_class(path: Path) -> type[Build]:
+    """Import ``path`` and return the build it defines."""
+    module_name = "_zuke_build_" + path.stem.replace("-", "_")
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise BuildDefinitionError(f"cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    directory = str(path.parent)
+    if directory not in sys.path:
+        sys.path.insert(0, directory)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        frames = traceback.extract_tb(exc.__traceback__)
+        inside = [f for f in frames if f.filename == str(path)]
+        at = f" (line {inside[-1].lineno})" if inside else ""
+        raise BuildDefinitionError(
+            f"loading {path.name} failed{at}: {type(exc).__name__}: {exc}"
+        ) from exc
+    candidates = [
+        value
+        for value in vars(module).values()
+        if isinstance(value, type)
+        and issubclass(value, Build)
+        and value is not Build
+        and value.__module__ == module_name
+    ]
+    leaves = [c for c in candidates if not any(o is not c and issubclass(o, c) for o in candidates)]
+    if not leaves:
+        raise BuildDefinitionError(
+            f"{path.name} defines no build: declare a class that subclasses zuke.Build"
+        )
+    if len(leaves) > 1:
+        names = ", ".join(c.__name__ for c in leaves)
+        raise BuildDefinitionError(
+            f"{path.name} defines several builds ({names}); keep one per file, or run the file "
+            "itself with run(YourBuild) under `if __name__ == \"__main__\":`"
+        )
+    return leaves[0]

@@ -1,0 +1,219 @@
+"""Authoring targets: the ``@target`` decorator, the fluent builder and target handles.
+
+A build declares a target with a definition method::
+
+    @target
+    def deploy(self, t):
+        return t.depends_on(self.build).executes(self._apply)
+
+Reading ``self.deploy`` on a build instance gives a :class:`Target` handle: a
+reference by name, so a forward reference to a target declared further down
+just works. The engine never sees a builder: :mod:`zuke._engine.plan` freezes
+each builder into an immutable spec before a run.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
+
+from zuke._duration import Duration, parse_duration
+from zuke._errors import BuildDefinitionError
+
+if TYPE_CHECKING:
+    from zuke._lock_settings import LockSettings
+
+B = TypeVar("B")
+
+
+@dataclass(frozen=True)
+class Target:
+    """A handle to a build's target, by name. Obtained as ``self.<target>``."""
+
+    name: str
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class TargetBuilder:
+    """Configures one target fluently; every method returns the builder."""
+
+    def __init__(self, name: str | None = None) -> None:
+        self.name = name
+        self._description = ""
+        self._depends_on: list[Target] = []
+        self._body: Callable[..., Any] | None = None
+        self._timeout_ms: int | None = None
+        self._retries = 0
+        self._retry_delay_ms = 0
+        self._proceed_after_failure = False
+        self._lock: Callable[[LockSettings], Any] | None = None
+
+    def description(self, text: str) -> TargetBuilder:
+        """Shown in ``--list``, help and the graph."""
+        self._description = str(text)
+        return self
+
+    def depends_on(self, *targets: Target) -> TargetBuilder:
+        """Targets that must succeed before this one runs."""
+        for t in targets:
+            self._depends_on.append(_as_handle(t, f"{self._label()}.depends_on()"))
+        return self
+
+    def executes(self, body: Callable[..., Any]) -> TargetBuilder:
+        """The body: ``f()`` or ``f(ctx)``, sync or ``async``."""
+        if not callable(body):
+            raise BuildDefinitionError(f"{self._label()}.executes() needs a callable, got {body!r}")
+        self._body = body
+        return self
+
+    def timeout(self, duration: Duration) -> TargetBuilder:
+        """Fail an attempt of the body that runs longer than ``duration``."""
+        self._timeout_ms = parse_duration(duration, what=f"{self._label()}.timeout()")
+        return self
+
+    def retry(self, times: int, delay: Duration = 0) -> TargetBuilder:
+        """Run a failing body up to ``times`` more times, ``delay`` apart."""
+        if isinstance(times, bool) or not isinstance(times, int) or times < 0:
+            raise BuildDefinitionError(
+                f"{self._label()}.retry(): times must be a whole number >= 0, got {times!r}"
+            )
+        self._retries = times
+        self._retry_delay_ms = parse_duration(
+            delay, what=f"{self._label()}.retry() delay", allow_zero=True
+        )
+        return self
+
+    def proceed_after_failure(self) -> TargetBuilder:
+        """A failure here is reported but does not fail the run; dependents still run."""
+        self._proceed_after_failure = True
+        return self
+
+    def lock(self, configure: Callable[[LockSettings], Any]) -> TargetBuilder:
+        """Guard the target with a cross-run lock; ``configure(s)`` runs after parameters resolve."""
+        if not callable(configure):
+            raise BuildDefinitionError(f"{self._label()}.lock() needs a function of the settings")
+        self._lock = configure
+        return self
+
+    def _label(self) -> str:
+        return f"target {self.name!r}" if self.name else "target()"
+
+
+def _as_handle(value: object, where: str) -> Target:
+    if isinstance(value, Target):
+        return value
+    if isinstance(value, TargetDefinition):
+        return Target(value.name)
+    if isinstance(value, str):
+        raise BuildDefinitionError(
+            f"{where}: got the string {value!r}; pass a target handle such as self.{value}"
+        )
+    if isinstance(value, TargetBuilder):
+        raise BuildDefinitionError(
+            f"{where}: got a builder; pass a target handle such as self.<name> "
+            "(free target() builders are only for fan-out stages)"
+        )
+    raise BuildDefinitionError(f"{where}: expected a target handle, got {value!r}")
+
+
+class TargetDefinition(Generic[B]):
+    """The descriptor ``@target`` puts on a build class."""
+
+    def __init__(self, define: Callable[[B, TargetBuilder], TargetBuilder | None]) -> None:
+        self.define = define
+        self.name = define.__name__
+        self.__doc__ = define.__doc__
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, instance: None, owner: type) -> TargetDefinition[B]: ...
+    @overload
+    def __get__(self, instance: object, owner: type) -> Target: ...
+    def __get__(self, instance: object | None, owner: type) -> TargetDefinition[B] | Target:
+        if instance is None:
+            return self
+        return Target(self.name)
+
+    def build(self, instance: B) -> TargetBuilder:
+        """Run the definition method with a fresh builder and return the configured builder."""
+        builder = TargetBuilder(self.name)
+        returned = self.define(instance, builder)
+        if returned is None:
+            return builder
+        if not isinstance(returned, TargetBuilder):
+            raise BuildDefinitionError(
+                f"target {self.name!r}: the definition must return its builder "
+                f"(return t.executes(...)), got {type(returned).__name__}"
+            )
+        if returned.name is None:
+            returned.name = self.name
+        elif returned is not builder:
+            raise BuildDefinitionError(
+                f"target {self.name!r}: the definition returned the builder of {returned.name!r}"
+            )
+        return returned
+
+
+@overload
+def target() -> TargetBuilder: ...
+@overload
+def target(define: Callable[[B, TargetBuilder], TargetBuilder | None]) -> TargetDefinition[B]: ...
+def target(
+    define: Callable[[B, TargetBuilder], TargetBuilder | None] | None = None,
+) -> TargetBuilder | TargetDefinition[B]:
+    """``@target`` declares a target method; ``target()`` returns a free builder (fan-out stages)."""
+    if define is None:
+        return TargetBuilder()
+    if not callable(define):
+        raise BuildDefinitionError(f"@target decorates a method, got {define!r}")
+    return TargetDefinition(define)
+
+
+def definitions_of(cls: type) -> list[TargetDefinition[Any]]:
+    """The target definitions of ``cls`` and its bases, base classes first, in declaration order."""
+    seen: dict[str, TargetDefinition[Any]] = {}
+    for klass in reversed(cls.__mro__):
+        for name, value in vars(klass).items():
+            if isinstance(value, TargetDefinition):
+                seen.pop(name, None)
+                seen[name] = value
+    return list(seen.values())
+
+
+@dataclass(frozen=True)
+class BodySpec:
+    """A body and how to call it."""
+
+    fn: Callable[..., Any]
+    takes_ctx: bool
+    is_async: bool
+
+
+def body_spec(fn: Callable[..., Any], where: str) -> BodySpec:
+    """Inspect ``fn`` once: does it take ``ctx``, is it a coroutine function?"""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return BodySpec(fn, takes_ctx=False, is_async=inspect.iscoroutinefunction(fn))
+    positional = [
+        p
+        for p in sig.parameters.values()
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+    ]
+    varargs = any(p.kind == p.VAR_POSITIONAL for p in sig.parameters.values())
+    required = [p for p in positional if p.default is p.empty]
+    if len(required) > 1:
+        raise BuildDefinitionError(
+            f"{where}: a body takes no argument or one (ctx); "
+            f"{getattr(fn, '__name__', fn)!r} requires {len(required)}"
+        )
+    is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+        getattr(fn, "__call__", None)  # noqa: B004 - callable objects with async __call__
+    )
+    return BodySpec(fn, takes_ctx=bool(positional) or varargs, is_async=is_async)

@@ -1,0 +1,193 @@
+"""The ``zuke`` command: a thin layer over the library.
+
+The pipeline is load → parse → dispatch → render. Run-management commands
+(``runs``, ``resume``, ``cancel``, ``serve``) live in :mod:`zuke.cli.manage`
+(typer, imported only when one of them is used, so ``zuke --list`` stays light);
+everything about a build (running targets, ``--list``, ``graph``, ``--help``)
+is parsed here against the loaded build's targets and parameters.
+
+Exceptions become exit codes in one table, :data:`EXIT_CODES`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import threading
+from collections.abc import Mapping, Sequence
+from typing import TextIO
+
+from zuke._build import Build, parameters
+from zuke._engine.run import RunOptions, execute_async, load
+from zuke._errors import (
+    BuildDefinitionError,
+    ParameterError,
+    UsageError,
+    ZukeError,
+)
+from zuke._loader import find_build_file, load_build_class
+from zuke.cli import args as cli_args
+from zuke.cli import listing
+from zuke.cli.console import ConsoleReporter
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+#: Exception type → exit code; the first matching entry wins.
+EXIT_CODES: tuple[tuple[type[BaseException], int], ...] = (
+    (UsageError, EXIT_USAGE),
+    (ParameterError, EXIT_USAGE),
+    (BuildDefinitionError, EXIT_USAGE),
+    (ZukeError, EXIT_FAILED),
+    (KeyboardInterrupt, EXIT_INTERRUPTED),
+)
+
+
+def exit_code_for(exc: BaseException) -> int:
+    for kind, code in EXIT_CODES:
+        if isinstance(exc, kind):
+            return code
+    return EXIT_FAILED
+
+
+def main(
+    argv: Sequence[str] | None = None,
+    *,
+    build: type[Build] | None = None,
+    env: Mapping[str, str] | None = None,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+) -> int:
+    """Run the CLI; returns the exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    env = dict(os.environ) if env is None else env
+    out = out or sys.stdout
+    err = err or sys.stderr
+    try:
+        if argv and argv[0] in ("runs", "resume", "cancel", "serve"):
+            from zuke.cli.manage import run_command  # typer: imported only here
+
+            return run_command(argv, build=build, env=env, out=out, err=err)
+        return _build_command(argv, build=build, env=env, out=out, err=err)
+    except BaseException as exc:
+        if isinstance(exc, SystemExit):
+            raise
+        code = exit_code_for(exc)
+        if isinstance(exc, KeyboardInterrupt):
+            err.write("Interrupted.\n")
+        elif isinstance(exc, ZukeError):
+            err.write(f"zuke: {exc}\n")
+        else:
+            raise
+        err.flush()
+        return code
+
+
+def _build_command(
+    argv: list[str],
+    *,
+    build: type[Build] | None,
+    env: Mapping[str, str],
+    out: TextIO,
+    err: TextIO,
+) -> int:
+    file, wants_help = cli_args.prescan(argv)
+    if build is None:
+        try:
+            build = load_build_class(find_build_file(file, env))
+        except UsageError as exc:
+            if wants_help:
+                out.write(listing.help_text(None, [], note=f"({exc})") + "\n")
+                return EXIT_OK
+            raise
+    params = parameters(build)
+    parsed = cli_args.parse(argv, params)
+    is_graph = bool(parsed.targets) and parsed.targets[0] == "graph"
+    if parsed.help or parsed.list or is_graph:
+        loaded = load(build, parsed.params, env, lenient=True)
+        if parsed.help:
+            out.write(listing.help_text(loaded.graph, params) + "\n")
+        elif is_graph:
+            if parsed.format not in listing.GRAPH_FORMATS:
+                raise UsageError(
+                    f"--format {parsed.format}: expected one of {', '.join(listing.GRAPH_FORMATS)}"
+                )
+            out.write(listing.graph_text(loaded.graph, parsed.format) + "\n")
+        elif parsed.json:
+            out.write(listing.list_json(loaded.graph, params) + "\n")
+        else:
+            out.write(listing.list_text(loaded.graph, params) + "\n")
+        return EXIT_OK
+    targets = parsed.targets
+    if not targets:
+        loaded = load(build, parsed.params, env, lenient=True)
+        if "default" not in loaded.graph.specs:
+            out.write(listing.help_text(loaded.graph, params) + "\n")
+            return EXIT_OK
+        targets = ["default"]
+    return run_targets(build, targets, parsed, env=env, out=out, err=err)
+
+
+def run_targets(
+    build: type[Build],
+    targets: Sequence[str],
+    parsed: cli_args.RunArgs,
+    *,
+    env: Mapping[str, str],
+    out: TextIO,
+    err: TextIO,
+) -> int:
+    reporter = ConsoleReporter(out=out, err=err)
+    secrets = [v for p in parameters(build) if p.is_secret for v in parsed.params.get(p.name, [])]
+    secrets += [env.get(p.env_var, "") for p in parameters(build) if p.is_secret]
+    reporter.redactor.add(*secrets)
+
+    def on_interrupt(message: str) -> None:
+        err.write(message + "\n")
+        err.flush()
+
+    options = RunOptions(
+        targets=list(targets),
+        params=parsed.params,
+        env=env,
+        skip=parsed.skip,
+        parallel=parsed.parallel,
+        actor=parsed.actor,
+        observers=[reporter],
+        handle_signals=threading.current_thread() is threading.main_thread(),
+        on_interrupt=on_interrupt,
+    )
+    result = asyncio.run(execute_async(build, options))
+    if result.status == "cancelled":
+        return EXIT_INTERRUPTED
+    return EXIT_OK if result.ok else EXIT_FAILED
+
+
+def entrypoint() -> None:
+    """The console script: exit with :func:`main`'s code without waiting on stray threads."""
+    code = main()
+    _exit_now_if_bodies_linger(code)
+    sys.exit(code)
+
+
+def _exit_now_if_bodies_linger(code: int) -> None:
+    # A timed-out synchronous body cannot be stopped; the interpreter would wait
+    # for its thread at exit. The run is over, so leave without it.
+    if any(t.name.startswith("zuke-body") and t.is_alive() for t in threading.enumerate()):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def run(build: type[Build], argv: Sequence[str] | None = None) -> None:
+    """``python build.py ...``: the same CLI for this build class, then exit."""
+    code = main(argv, build=build)
+    _exit_now_if_bodies_linger(code)
+    sys.exit(code)
+
+
+__all__ = ["EXIT_CODES", "entrypoint", "exit_code_for", "main", "run"]
+

@@ -1,0 +1,132 @@
+"""Parsing the command line of a build: targets, built-in flags and dynamic parameter flags.
+
+Targets and parameters come from the loaded build, so this is a small parser
+of its own rather than a static typer signature. ``--name value`` and
+``--name=value`` both work; a boolean parameter's bare ``--flag`` means true.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from zuke._errors import UsageError
+from zuke._params import Parameter
+
+#: Commands handled by the management CLI rather than as targets.
+COMMANDS = ("graph", "runs", "resume", "cancel", "serve")
+_VALUE_FLAGS = {"--skip", "--actor", "--file", "-f", "--format"}
+_SWITCHES = {"--list", "-l", "--json", "--state", "--help", "-h"}
+
+
+@dataclass
+class RunArgs:
+    """A parsed build command line."""
+
+    targets: list[str] = field(default_factory=list)
+    params: dict[str, list[str]] = field(default_factory=dict)
+    skip: list[str] = field(default_factory=list)
+    parallel: int = 1
+    list: bool = False
+    json: bool = False
+    state: bool = False
+    help: bool = False
+    actor: str | None = None
+    file: str | None = None
+    format: str = "text"
+
+
+def prescan(argv: Sequence[str]) -> tuple[str | None, bool]:
+    """The ``--file`` value and whether help was asked for, before the build is loaded."""
+    file: str | None = None
+    wants_help = False
+    it = iter(argv)
+    for token in it:
+        if token in ("--help", "-h"):
+            wants_help = True
+        elif token in ("--file", "-f"):
+            file = next(it, None)
+        elif token.startswith("--file="):
+            file = token.split("=", 1)[1]
+    return file, wants_help
+
+
+def _cpu_count() -> int:
+    return os.cpu_count() or 4
+
+
+def _parallel(value: str | None) -> int:
+    if value is None or value == "":
+        return _cpu_count()
+    try:
+        n = int(value)
+    except ValueError:
+        raise UsageError(f"--parallel={value}: expected a whole number of targets") from None
+    if n < 1:
+        raise UsageError(f"--parallel={value}: expected a number of targets of at least 1")
+    return n
+
+
+def parse(argv: Sequence[str], params: Sequence[Parameter[Any]]) -> RunArgs:
+    """Parse ``argv`` for a build whose parameters are ``params``."""
+    by_flag = {p.flag: p for p in params}
+    out = RunArgs()
+    tokens = list(argv)
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        i += 1
+        if token == "--":
+            continue
+        if not token.startswith("-") or token == "-":
+            out.targets.append(token)
+            continue
+        flag, has_inline, inline = token.partition("=")
+        if flag in _SWITCHES:
+            if has_inline:
+                raise UsageError(f"{flag} takes no value; drop '={inline}'")
+            if flag in ("--list", "-l"):
+                out.list = True
+            elif flag in ("--help", "-h"):
+                out.help = True
+            else:
+                setattr(out, flag[2:], True)
+            continue
+        if flag == "--parallel":
+            out.parallel = _parallel(inline if has_inline else None)
+            continue
+        param = by_flag.get(flag)
+        if param is not None and param.kind == "boolean" and not param.is_array and not has_inline:
+            out.params.setdefault(param.name, []).append("true")
+            continue
+        if flag in _VALUE_FLAGS or param is not None:
+            if has_inline:
+                value = inline
+            elif i < len(tokens):
+                value = tokens[i]
+                i += 1
+            else:
+                raise UsageError(f"{flag} needs a value")
+            if param is not None:
+                out.params.setdefault(param.name, []).append(value)
+            elif flag == "--skip":
+                out.skip.extend(v for v in value.split(",") if v)
+            elif flag == "--actor":
+                out.actor = value
+            elif flag in ("--file", "-f"):
+                out.file = value
+            else:
+                out.format = value
+            continue
+        raise UsageError(_unknown_flag(flag, [*by_flag, *_VALUE_FLAGS, *_SWITCHES, "--parallel"]))
+    return out
+
+
+def _unknown_flag(flag: str, known: Sequence[str]) -> str:
+    close = difflib.get_close_matches(flag, [k for k in known if k.startswith("--")], n=1)
+    if close:
+        return f'Unknown flag "{flag}". Did you mean "{close[0]}"?'
+    return f'Unknown flag "{flag}". Run --help to see the available flags.'

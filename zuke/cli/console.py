@@ -1,0 +1,162 @@
+"""Console output of a run: a header per target, a summary table, a failure footer.
+
+Colour only when the stream is a terminal and ``NO_COLOR`` is unset, so piped
+output stays plain text. Every line passes through the run's redactor.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from datetime import datetime
+from typing import TextIO
+
+from zuke._duration import format_duration
+from zuke._engine.observer import Observer, Transition
+from zuke._engine.plan import Plan
+from zuke._engine.result import RunResult
+from zuke._redact import Redactor
+
+_LABELS = {
+    "succeeded": "Succeeded",
+    "failed": "Failed",
+    "skipped": "Skipped",
+    "waiting": "Waiting",
+    "pending": "Pending",
+    "running": "Running",
+}
+
+
+class Style:
+    """ANSI styling that degrades to plain text."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+
+    @classmethod
+    def for_stream(cls, stream: TextIO) -> Style:
+        isatty = getattr(stream, "isatty", lambda: False)()
+        return cls(bool(isatty) and "NO_COLOR" not in os.environ)
+
+    def _wrap(self, code: str, text: str) -> str:
+        return f"\x1b[{code}m{text}\x1b[0m" if self.enabled else text
+
+    def bold(self, text: str) -> str:
+        return self._wrap("1", text)
+
+    def green(self, text: str) -> str:
+        return self._wrap("32", text)
+
+    def red(self, text: str) -> str:
+        return self._wrap("31", text)
+
+    def dim(self, text: str) -> str:
+        return self._wrap("2", text)
+
+    def yellow(self, text: str) -> str:
+        return self._wrap("33", text)
+
+
+class ConsoleReporter(Observer):
+    """Prints a run as it happens."""
+
+    def __init__(
+        self,
+        *,
+        out: TextIO | None = None,
+        err: TextIO | None = None,
+        redactor: Redactor | None = None,
+    ) -> None:
+        self.out = out or sys.stdout
+        self.err = err or sys.stderr
+        self.style = Style.for_stream(self.out)
+        self.redactor = redactor or Redactor()
+        self.plan: Plan | None = None
+
+    def line(self, text: str = "", *, err: bool = False) -> None:
+        stream = self.err if err else self.out
+        stream.write(self.redactor.text(text) + "\n")
+
+    async def run_started(self, run_id: str, plan: Plan) -> None:
+        self.plan = plan
+
+    async def transition(self, t: Transition) -> None:
+        s = self.style
+        if t.status == "running":
+            self.line(s.bold(f"══ {t.target} ══"))
+            self.out.flush()
+        elif t.status == "succeeded":
+            self.line(s.green(f"✔ {t.target} succeeded in {format_duration(t.duration_ms or 0)}"))
+        elif t.status == "failed":
+            self.out.flush()
+            self.line(s.red(f"✘ {t.target} failed in {format_duration(t.duration_ms or 0)}"), err=True)
+            if t.detail:
+                for detail_line in t.detail.splitlines():
+                    self.line(s.dim(f"    {detail_line}"), err=True)
+            elif t.error:
+                self.line(f"    {t.error}", err=True)
+            self.err.flush()
+        elif t.status == "waiting":
+            self.line(s.yellow(f"⏸ {t.target} waiting for {t.reason or 'a trigger'}"))
+
+    async def run_finished(self, result: RunResult) -> None:
+        self.summary(result)
+
+    def summary(self, result: RunResult) -> None:
+        s = self.style
+        rows = [
+            (
+                name,
+                _LABELS.get(o.status, o.status),
+                format_duration(o.duration_ms) if o.duration_ms is not None else "—",
+            )
+            for name, o in result.outcomes.items()
+        ]
+        width = max([len("Target"), *(len(r[0]) for r in rows)])
+        self.line()
+        self.line(s.bold("Build Summary"))
+        self.line(f"{'Target':<{width}}  {'Status':<10}  Duration")
+        for name, label, duration in rows:
+            colour = {"Succeeded": s.green, "Failed": s.red}.get(label, s.dim)
+            self.line(f"{name:<{width}}  {colour(f'{label:<10}')}  {duration}")
+        self.line(f"{'Total':<{width}}  {'':<10}  {format_duration(result.duration_ms)}")
+        self.line()
+        self._footer(result)
+        self.line(self._closing(result))
+        self.out.flush()
+
+    def _footer(self, result: RunResult) -> None:
+        failures = result.failures
+        if not failures:
+            return
+        self.out.flush()
+        self.line(self.style.red("Failures:"), err=True)
+        for name, outcome in failures.items():
+            message = outcome.error or "failed"
+            first, *rest = message.splitlines() or [""]
+            self.line(f"  {name}: {first}", err=True)
+            for more in rest:
+                self.line(f"    {more}", err=True)
+        self.line(err=True)
+        self.err.flush()
+
+    def _closing(self, result: RunResult) -> str:
+        s = self.style
+        stamp = datetime.now().strftime("%Y-%m-%d %H:%M")
+        total = len(result.outcomes)
+        done = sum(1 for o in result.outcomes.values() if o.status == "succeeded")
+        elapsed = format_duration(result.duration_ms)
+        if result.status == "succeeded":
+            return s.green(f"✔ Build succeeded — {done}/{total} targets in {elapsed}  ({stamp})")
+        if result.status == "suspended":
+            waiting = sum(1 for o in result.outcomes.values() if o.status == "waiting")
+            return s.yellow(
+                f"⏸ Build suspended — {waiting} target(s) waiting after {elapsed}  ({stamp})"
+            )
+        if result.status == "cancelled":
+            return s.red(f"✘ Build cancelled after {elapsed}  ({stamp})")
+        failed = list(result.failures)
+        culprit = f"'{failed[0]}' failed" if len(failed) == 1 else f"{len(failed)} targets failed"
+        if not failed:
+            culprit = "no target failed, but some were not reached"
+        return s.red(f"✘ Build failed — {culprit} after {elapsed}  ({stamp})")

@@ -1,0 +1,135 @@
+"""Static views of a build: ``--list``, ``--list --json``, ``graph`` and ``--help``.
+
+These describe the declared graph only; a fan-out's items and ordering edges
+resolved at run time are not part of it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from zuke._engine.plan import BuildGraph
+from zuke._params import UNSET, Parameter
+
+GRAPH_FORMATS = ("text", "mermaid", "dot", "json")
+
+
+def describe_parameters(params: Sequence[Parameter[Any]]) -> list[dict[str, Any]]:
+    out = []
+    for p in params:
+        row: dict[str, Any] = {
+            "name": p.name,
+            "flag": p.flag,
+            "env": p.env_var,
+            "description": p.description,
+            "kind": p.kind,
+            "required": p.is_required,
+            "array": p.is_array,
+            "secret": p.is_secret,
+            "options": list(p.choices),
+        }
+        if p.default_value is not UNSET and not p.is_secret:
+            row["default"] = p.default_value
+        out.append(row)
+    return out
+
+
+def describe_targets(graph: BuildGraph) -> list[dict[str, Any]]:
+    return [
+        {"name": s.name, "description": s.description, "dependsOn": list(s.depends_on)}
+        for s in graph.specs.values()
+    ]
+
+
+def list_json(graph: BuildGraph, params: Sequence[Parameter[Any]]) -> str:
+    payload = {"targets": describe_targets(graph), "parameters": describe_parameters(params)}
+    return json.dumps(payload, indent=2)
+
+
+def _param_line(p: Parameter[Any]) -> tuple[str, str]:
+    notes = [p.kind_label]
+    if p.is_required:
+        notes.append("required")
+    if p.default_value is not UNSET and not p.is_secret:
+        notes.append(f"default {p.default_value!r}")
+    if p.is_secret:
+        notes.append("secret")
+    desc = f"{p.description}  " if p.description else ""
+    return f"{p.flag} ({p.env_var})", f"{desc}[{', '.join(notes)}]"
+
+
+def list_text(graph: BuildGraph, params: Sequence[Parameter[Any]]) -> str:
+    lines = ["Targets:"]
+    width = max(len(n) for n in graph.specs)
+    for spec in graph.specs.values():
+        deps = f"  (depends on: {', '.join(spec.depends_on)})" if spec.depends_on else ""
+        lines.append(f"  {spec.name:<{width}}  {spec.description}{deps}".rstrip())
+    if params:
+        lines.append("")
+        lines.append("Parameters:")
+        rows = [_param_line(p) for p in params]
+        pwidth = max(len(r[0]) for r in rows)
+        lines.extend(f"  {flag:<{pwidth}}  {text}" for flag, text in rows)
+    return "\n".join(lines)
+
+
+def _mermaid_id(name: str) -> str:
+    return "t_" + "".join(c if c.isalnum() else "_" for c in name)
+
+
+def graph_text(graph: BuildGraph, fmt: str) -> str:
+    specs = graph.specs.values()
+    if fmt == "json":
+        return json.dumps({"targets": describe_targets(graph)}, indent=2)
+    if fmt == "mermaid":
+        lines = ["graph TD"]
+        for s in specs:
+            lines.append(f'  {_mermaid_id(s.name)}["{s.name}"]')
+        for s in specs:
+            lines.extend(f"  {_mermaid_id(d)} --> {_mermaid_id(s.name)}" for d in s.depends_on)
+        return "\n".join(lines)
+    if fmt == "dot":
+        lines = ["digraph zuke {", "  rankdir=LR;"]
+        for s in specs:
+            lines.append(f"  {json.dumps(s.name)};")
+        for s in specs:
+            lines.extend(f"  {json.dumps(d)} -> {json.dumps(s.name)};" for d in s.depends_on)
+        lines.append("}")
+        return "\n".join(lines)
+    lines = ["Dependency graph:"]
+    for s in specs:
+        arrow = f" → {', '.join(s.depends_on)}" if s.depends_on else ""
+        lines.append(f"  {s.name}{arrow}")
+    return "\n".join(lines)
+
+
+USAGE = """\
+Usage:
+  zuke [TARGET ...] [--PARAM VALUE ...] [--skip TARGET ...] [--parallel[=N]] [--state] [--actor NAME]
+  zuke --list [--json]
+  zuke graph [--format text|mermaid|dot|json]
+  zuke runs list|show|prune ...
+  zuke resume RUN_ID [--signal NAME [--data JSON]] | zuke resume --check [RUN_ID]
+  zuke cancel RUN_ID [--actor NAME]
+  zuke serve [--host 127.0.0.1] [--port 8780] [--db PATH]
+
+Options:
+  -f, --file PATH     the build file (default build.py, or ZUKE_FILE)
+  -l, --list          list targets and parameters (--json for machine-readable)
+  --skip TARGET       treat TARGET as done (repeatable, or comma-separated)
+  --parallel[=N]      run up to N independent targets at once (default: CPU count)
+  --state             record the run in the state store (.zuke/runs by default)
+  --actor NAME        who is running this (recorded on the run)
+  -h, --help          show this help
+"""
+
+
+def help_text(graph: BuildGraph | None, params: Sequence[Parameter[Any]], note: str = "") -> str:
+    parts = [USAGE]
+    if graph is not None:
+        parts.append(list_text(graph, params))
+    if note:
+        parts.append(note)
+    return "\n".join(parts)
