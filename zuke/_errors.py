@@ -1,7 +1,7 @@
 """Every error zuke raises, under one root.
 
     ZukeError
-    ├── BuildDefinitionError      a build that cannot be planned (unknown reference, cycle, bad setting)
+    ├── BuildDefinitionError      a build that cannot be planned (bad reference, cycle, setting)
     │   ├── GraphError            unknown target reference or dependency cycle
     │   └── DurationError         a duration string that does not parse
     ├── ParameterError            a parameter value that is missing or invalid

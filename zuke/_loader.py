@@ -65,6 +65,6 @@ def load_build_class(path: Path) -> type[Build]:
         names = ", ".join(c.__name__ for c in leaves)
         raise BuildDefinitionError(
             f"{path.name} defines several builds ({names}); keep one per file, or run the file "
-            "itself with run(YourBuild) under `if __name__ == \"__main__\":`"
+            'itself with run(YourBuild) under `if __name__ == "__main__":`'
         )
     return leaves[0]

@@ -63,7 +63,11 @@ class LockSettings:
 
     def key(self, literal: str) -> LockSettings:
         """Set the key as given; it must already be filename-safe."""
-        if not isinstance(literal, str) or not _SAFE_KEY.fullmatch(literal) or literal in (".", ".."):
+        if (
+            not isinstance(literal, str)
+            or not _SAFE_KEY.fullmatch(literal)
+            or literal in (".", "..")
+        ):
             raise BuildDefinitionError(
                 f"target {self._target!r}: lock key {literal!r} is not filename-safe; use 1-200 "
                 "characters from [A-Za-z0-9._-], or build it with lock_key(...) which sanitises"

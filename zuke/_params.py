@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Generic, Literal, TypeVar, overload
+from typing import Any, Generic, Literal, TypeVar, cast, overload
 
 from zuke._errors import ParameterError
 
@@ -51,9 +51,9 @@ class Parameter(Generic[T]):
     # -- fluent declaration -------------------------------------------------
 
     @overload
-    def required(self: Parameter[str | None]) -> Parameter[str]: ...
+    def required(self: Parameter[str | None]) -> Parameter[str]: ...  # type: ignore[overload-overlap]
     @overload
-    def required(self: Parameter[float | None]) -> Parameter[float]: ...
+    def required(self: Parameter[float | None]) -> Parameter[float]: ...  # type: ignore[overload-overlap]
     @overload
     def required(self: Parameter[int | None]) -> Parameter[int]: ...
     @overload
@@ -81,7 +81,8 @@ class Parameter(Generic[T]):
     def boolean(self) -> Parameter[bool]:
         """``true/1/yes/on`` or ``false/0/no/off``; a bare ``--flag`` means true; default false."""
         default = False if self.default_value is UNSET else self.default_value
-        return replace(self, kind="boolean", choices=(), is_required=False, default_value=default)
+        flipped = replace(self, kind="boolean", choices=(), is_required=False, default_value=default)
+        return cast("Parameter[bool]", flipped)
 
     def options(self, *values: str) -> Parameter[T]:
         """Restrict the value (each element, for an array) to ``values``."""
@@ -90,11 +91,11 @@ class Parameter(Generic[T]):
         return replace(self, choices=tuple(str(v) for v in values))
 
     @overload
-    def array(self: Parameter[str | None]) -> Parameter[list[str]]: ...
+    def array(self: Parameter[str | None]) -> Parameter[list[str]]: ...  # type: ignore[overload-overlap]
     @overload
     def array(self: Parameter[str]) -> Parameter[list[str]]: ...
     @overload
-    def array(self: Parameter[float | None]) -> Parameter[list[float]]: ...
+    def array(self: Parameter[float | None]) -> Parameter[list[float]]: ...  # type: ignore[overload-overlap]
     @overload
     def array(self: Parameter[float]) -> Parameter[list[float]]: ...
     @overload
@@ -152,7 +153,7 @@ class Parameter(Generic[T]):
 
     @property
     def kind_label(self) -> str:
-        label = self.kind
+        label: str = self.kind
         if self.choices:
             label = "one of " + ", ".join(self.choices)
         return f"list of {label}" if self.is_array else label

@@ -93,7 +93,7 @@ class TargetBuilder:
         return self
 
     def lock(self, configure: Callable[[LockSettings], Any]) -> TargetBuilder:
-        """Guard the target with a cross-run lock; ``configure(s)`` runs after parameters resolve."""
+        """Guard the target with a cross-run lock; ``configure(s)`` runs after params resolve."""
         if not callable(configure):
             raise BuildDefinitionError(f"{self._label()}.lock() needs a function of the settings")
         self._lock = configure
@@ -167,7 +167,7 @@ def target(define: Callable[[B, TargetBuilder], TargetBuilder | None]) -> Target
 def target(
     define: Callable[[B, TargetBuilder], TargetBuilder | None] | None = None,
 ) -> TargetBuilder | TargetDefinition[B]:
-    """``@target`` declares a target method; ``target()`` returns a free builder (fan-out stages)."""
+    """``@target`` declares a target method; ``target()`` returns a free (fan-out stage) builder."""
     if define is None:
         return TargetBuilder()
     if not callable(define):
@@ -202,9 +202,7 @@ def body_spec(fn: Callable[..., Any], where: str) -> BodySpec:
     except (TypeError, ValueError):
         return BodySpec(fn, takes_ctx=False, is_async=inspect.iscoroutinefunction(fn))
     positional = [
-        p
-        for p in sig.parameters.values()
-        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        p for p in sig.parameters.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
     ]
     varargs = any(p.kind == p.VAR_POSITIONAL for p in sig.parameters.values())
     required = [p for p in positional if p.default is p.empty]

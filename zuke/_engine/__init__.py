@@ -1,10 +1,10 @@
 """The engine: plan a run, schedule its targets, execute their bodies, report transitions.
 
-    plan.py       builders -> frozen TargetSpecs; graph validation; the run's Plan
-    runstate.py   the in-memory state of one run (statuses, meta, outcomes, signals)
-    context.py    the ctx a body receives
-    executor.py   calling one body: thread or coroutine, timeout, retry
-    scheduler.py  launching ready targets up to a concurrency limit; skip, fail, cancel
-    observer.py   the single transition stream that the console and the state writer watch
-    run.py        execute(): parameters -> plan -> state -> scheduler -> result
+plan.py       builders -> frozen TargetSpecs; graph validation; the run's Plan
+runstate.py   the in-memory state of one run (statuses, meta, outcomes, signals)
+context.py    the ctx a body receives
+executor.py   calling one body: thread or coroutine, timeout, retry
+scheduler.py  launching ready targets up to a concurrency limit; skip, fail, cancel
+observer.py   the single transition stream that the console and the state writer watch
+run.py        execute(): parameters -> plan -> state -> scheduler -> result
 """

@@ -16,10 +16,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from zuke._engine.result import Outcome
 from zuke._errors import ZukeError
 from zuke._redact import Redactor
 from zuke._target import Target
-from zuke._engine.result import Outcome
 from zuke.state.records import Signal
 
 
@@ -70,7 +70,9 @@ class RunState:
         try:
             json.dumps(patch)
         except (TypeError, ValueError) as exc:
-            raise ZukeError(f"ctx.state.set(): the value must be JSON-serialisable ({exc})") from None
+            raise ZukeError(
+                f"ctx.state.set(): the value must be JSON-serialisable ({exc})"
+            ) from None
         clean = self.redactor.json(dict(patch))
         with self._lock:
             self._meta[target] = merge_patch(self._meta.get(target, {}), clean)

@@ -24,7 +24,6 @@ from zuke._engine.plan import TargetSpec
 from zuke._errors import TargetTimeoutError, ZukeError
 from zuke._target import BodySpec
 
-
 _HIDDEN_PREFIXES = (
     str(Path(__file__).resolve().parent.parent),
     str(Path(concurrent.futures.__file__).resolve().parent),
@@ -67,7 +66,9 @@ async def _call_once(body: BodySpec, ctx: Context, pool: ThreadPoolExecutor) -> 
         await result
 
 
-async def _attempt(spec: TargetSpec, body: BodySpec, ctx: Context, pool: ThreadPoolExecutor) -> None:
+async def _attempt(
+    spec: TargetSpec, body: BodySpec, ctx: Context, pool: ThreadPoolExecutor
+) -> None:
     if spec.timeout_ms is None:
         await _call_once(body, ctx, pool)
         return
@@ -93,7 +94,7 @@ async def run_body(
             return
         except (asyncio.CancelledError, KeyboardInterrupt):
             raise
-        except BaseException as exc:  # noqa: BLE001 - a body's SystemExit is a failure too
+        except BaseException as exc:
             if isinstance(exc, SystemExit):
                 exc = ZukeError(f"the body called sys.exit({exc.code!r})")
             if attempt == attempts or cancelled.is_set():

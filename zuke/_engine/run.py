@@ -49,6 +49,8 @@ class RunOptions:
     handle_signals: bool = False
     #: called once with a message when the first signal arrives
     on_interrupt: Callable[[str], None] | None = None
+    #: set it (from the loop) to cancel the run, as Ctrl-C does
+    cancel: asyncio.Event | None = None
 
 
 @dataclass
@@ -94,7 +96,9 @@ def load(
     except ZukeError:
         raise
     except Exception as exc:
-        raise BuildDefinitionError(f"defining the targets of {build_cls.__name__} failed: {exc}") from exc
+        raise BuildDefinitionError(
+            f"defining the targets of {build_cls.__name__} failed: {exc}"
+        ) from exc
     return LoadedBuild(build=build, graph=BuildGraph.from_builders(builders), resolution=resolution)
 
 
@@ -168,6 +172,7 @@ async def execute_async(build_cls: type[Build], options: RunOptions) -> RunResul
             concurrency=options.parallel,
             pool=pool,
             clock=options.clock,
+            cancel_requested=options.cancel,
         )
         await observer.run_started(run_id, plan)
         with _signal_handlers(scheduler, options):
@@ -232,9 +237,7 @@ def execute(
     observers: Sequence[Observer] = (),
 ) -> RunResult:
     """Run targets of a build in this process and return the result (no printing)."""
-    supplied = {
-        k: [v] if isinstance(v, str) else list(v) for k, v in (params or {}).items()
-    }
+    supplied = {k: [v] if isinstance(v, str) else list(v) for k, v in (params or {}).items()}
     options = RunOptions(
         targets=list(targets),
         params=supplied,

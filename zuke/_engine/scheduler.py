@@ -17,6 +17,7 @@ import asyncio
 import heapq
 import time
 from collections.abc import Awaitable, Callable
+from typing import cast
 from concurrent.futures import ThreadPoolExecutor
 
 from zuke._clock import SYSTEM_CLOCK, Clock, iso
@@ -45,6 +46,7 @@ class Scheduler:
         pool: ThreadPoolExecutor,
         guard: TargetGuard | None = None,
         clock: Clock = SYSTEM_CLOCK,
+        cancel_requested: asyncio.Event | None = None,
     ) -> None:
         self.plan = plan
         self.state = state
@@ -54,11 +56,9 @@ class Scheduler:
         self.guard = guard
         self.clock = clock
         self.outcomes: dict[str, Outcome] = {}
-        self.cancel_requested = asyncio.Event()
+        self.cancel_requested = cancel_requested or asyncio.Event()
         self._index = {name: i for i, name in enumerate(plan.order)}
-        self._waiting_on = {
-            n: set(plan.hard[n]) | set(plan.soft.get(n, ())) for n in plan.order
-        }
+        self._waiting_on = {n: set(plan.hard[n]) | set(plan.soft.get(n, ())) for n in plan.order}
         self._dependents = plan.dependents()
 
     def cancel(self) -> None:
@@ -67,13 +67,17 @@ class Scheduler:
         self.cancel_requested.set()
 
     async def run(self) -> dict[str, Outcome]:
+        if self.cancel_requested.is_set():
+            self.state.cancelled.set()
         ready = [self._index[n] for n in self.plan.order if not self._waiting_on[n]]
         heapq.heapify(ready)
         running: dict[asyncio.Task[Outcome], str] = {}
         cancel_wait = asyncio.ensure_future(self.cancel_requested.wait())
         try:
             while ready or running:
-                while ready and len(running) < self.concurrency and not self.cancel_requested.is_set():
+                while (
+                    ready and len(running) < self.concurrency and not self.cancel_requested.is_set()
+                ):
                     name = self.plan.order[heapq.heappop(ready)]
                     if name in self.plan.skipped:
                         await self._settle_skipped(name, "skipped with --skip")
@@ -81,6 +85,7 @@ class Scheduler:
                         continue
                     running[asyncio.ensure_future(self._run_target(name))] = name
                 if self.cancel_requested.is_set():
+                    self.state.cancelled.set()
                     await self._drain_cancelled(running)
                     break
                 if not running:
@@ -91,8 +96,8 @@ class Scheduler:
                 for task in done:
                     if task is cancel_wait:
                         continue
-                    name = running.pop(task)  # type: ignore[call-overload]
-                    outcome = task.result()
+                    name = running.pop(cast("asyncio.Task[Outcome]", task))
+                    outcome = cast(Outcome, task.result())
                     spec = self.plan.specs[name]
                     passed = outcome.status == "succeeded" or (
                         outcome.status == "failed" and spec.proceed_after_failure
@@ -102,7 +107,9 @@ class Scheduler:
             cancel_wait.cancel()
         for name in self.plan.order:
             if name not in self.outcomes:
-                reason = "the run was cancelled" if self.cancel_requested.is_set() else "not reached"
+                reason = (
+                    "the run was cancelled" if self.cancel_requested.is_set() else "not reached"
+                )
                 await self._settle_skipped(name, reason)
         return {n: self.outcomes[n] for n in self.plan.order}
 
@@ -206,7 +213,9 @@ class Scheduler:
                 name, "failed", error=failure.message, detail=failure.detail, duration_ms=elapsed()
             )
         except asyncio.CancelledError:
-            await self._settle(name, "failed", error="cancelled while running", duration_ms=elapsed())
+            await self._settle(
+                name, "failed", error="cancelled while running", duration_ms=elapsed()
+            )
             raise
         except Exception as exc:  # a guard (lock) failure
             message, detail = describe(exc)

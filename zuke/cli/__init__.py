@@ -190,4 +190,3 @@ def run(build: type[Build], argv: Sequence[str] | None = None) -> None:
 
 
 __all__ = ["EXIT_CODES", "entrypoint", "exit_code_for", "main", "run"]
-

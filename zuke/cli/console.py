@@ -89,7 +89,9 @@ class ConsoleReporter(Observer):
             self.line(s.green(f"✔ {t.target} succeeded in {format_duration(t.duration_ms or 0)}"))
         elif t.status == "failed":
             self.out.flush()
-            self.line(s.red(f"✘ {t.target} failed in {format_duration(t.duration_ms or 0)}"), err=True)
+            self.line(
+                s.red(f"✘ {t.target} failed in {format_duration(t.duration_ms or 0)}"), err=True
+            )
             if t.detail:
                 for detail_line in t.detail.splitlines():
                     self.line(s.dim(f"    {detail_line}"), err=True)

@@ -107,7 +107,8 @@ def graph_text(graph: BuildGraph, fmt: str) -> str:
 
 USAGE = """\
 Usage:
-  zuke [TARGET ...] [--PARAM VALUE ...] [--skip TARGET ...] [--parallel[=N]] [--state] [--actor NAME]
+  zuke [TARGET ...] [--PARAM VALUE ...] [--skip TARGET ...] [--parallel[=N]] [--state]
+       [--actor NAME]
   zuke --list [--json]
   zuke graph [--format text|mermaid|dot|json]
   zuke runs list|show|prune ...
