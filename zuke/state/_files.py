@@ -40,21 +40,12 @@ def os_failure(action: str, path: str, exc: OSError, *, directory: str) -> Store
     return StoreUnavailableError(f"state: cannot {action} {path!r}: {reason}; {advice}")
 
 
-def ensure_directory(directory: str) -> None:
-    """Create the store directory (and parents) on first write."""
+def ensure_directory(path: str, *, directory: str) -> None:
+    """Create ``path`` (the store ``directory`` or a folder in it) on first write."""
     try:
-        os.makedirs(directory, exist_ok=True)
+        os.makedirs(path, exist_ok=True)
     except OSError as exc:
-        raise os_failure(
-            "create the state directory", directory, exc, directory=directory
-        ) from None
-    if not os.path.isdir(directory):  # makedirs(exist_ok) accepts nothing else, but be explicit
-        raise os_failure(
-            "use the state directory",
-            directory,
-            OSError(errno.ENOTDIR, "not a directory"),
-            directory=directory,
-        )
+        raise os_failure("create the directory", path, exc, directory=directory) from None
 
 
 @contextlib.contextmanager
@@ -126,7 +117,7 @@ def atomic_write(path: str, data: bytes, *, directory: str) -> int:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise os_failure("write", path, exc, directory=directory) from None
-    fsync_directory(directory)
+    fsync_directory(os.path.dirname(path) or ".")
     return len(data)
 
 

@@ -94,7 +94,7 @@ class FsLocks:
 
     @contextlib.contextmanager
     def _locked(self, key: str) -> Iterator[None]:
-        ensure_directory(self._dir)
+        ensure_directory(self._dir, directory=self._store_dir)
         with mutex(self._path(key, ".lock"), self._timeout_s, directory=self._store_dir):
             yield
 
@@ -143,7 +143,7 @@ class FsLocks:
             ) from None
 
     def _write(self, path: str, data: bytes) -> None:
-        self._count(atomic_write(path, data, directory=self._dir))
+        self._count(atomic_write(path, data, directory=self._store_dir))
 
     def acquire(self, key: str, holder: LockHolder, ttl_ms: int) -> LockAcquired | LockHeld:
         check_id(key, "lock key")

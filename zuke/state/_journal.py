@@ -1,6 +1,6 @@
 """The run journal file format: one file per run, a base record plus appended deltas.
 
-A journal (``<run id>.jsonl``) is UTF-8 JSON lines, each compact and ending in
+A journal (``<run id>.jsonl``) is ASCII JSON lines, each compact and ending in
 ``\\n``::
 
     {"zuke":"run-journal","v":1,"gen":"<uuid hex>","base":<bytes of line 2>}
@@ -57,8 +57,12 @@ _HEADER_MAX = 4096
 
 
 def encode_line(obj: Any) -> bytes:
-    """One compact JSON line, newline-terminated. ``json.dumps`` escapes raw newlines."""
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode("utf-8") + b"\n"
+    """One compact JSON line, newline-terminated.
+
+    ``json.dumps`` escapes raw newlines, so a line never contains one; ASCII
+    escaping means any Python string (even a lone surrogate) can be stored.
+    """
+    return json.dumps(obj, separators=(",", ":")).encode("ascii") + b"\n"
 
 
 def version_of(gen: str, length: int) -> str:

@@ -92,7 +92,7 @@ class FileSystemStateStore:
         return f"run {run_id!r} ({self._path(run_id)})"
 
     def _run_mutex(self, run_id: str) -> AbstractContextManager[None]:
-        ensure_directory(self.directory)
+        ensure_directory(self.directory, directory=self.directory)
         path = os.path.join(self.directory, check_id(run_id) + ".lock")
         return mutex(path, self.mutex_timeout_s, directory=self.directory)
 
