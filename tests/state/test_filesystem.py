@@ -21,7 +21,7 @@ import pytest
 from zuke._clock import ManualClock
 from zuke._errors import CorruptRecordError, StateError, StoreUnavailableError, UnsafeIdError
 from zuke.state import _journal
-from zuke.state._protocol import Conflict, LockAcquired, RunQuery, Written
+from zuke.state._protocol import Conflict, LockAcquired, LockHeld, RunQuery, Written
 from zuke.state.filesystem import FileSystemStateStore
 from zuke.state.records import RunDelta, RunEvent, RunRecord, TargetRecord, apply_delta
 from zuke.testing.store_contract import rich_record, sample_holder, sample_record
@@ -453,3 +453,16 @@ def test_a_second_store_on_the_same_directory_sees_every_write(directory: Path) 
     assert isinstance(one.append_run("run-1", step(2), expected_version="stale:0"), Conflict)
     appended(one, "run-1", step(2), version)
     assert [s.id for s in two.list_runs(RunQuery(target="build"))] == ["run-1"]
+
+
+def test_a_lock_is_live_until_its_expiry_instant_and_free_from_it(directory: Path) -> None:
+    clock = ManualClock()
+    store = FileSystemStateStore(directory, clock=clock)
+    first = store.acquire_lock("k", sample_holder("a"), 1000)
+    assert isinstance(first, LockAcquired)
+    clock.advance(999)
+    assert store.acquire_lock("k", sample_holder("b"), 1000) == LockHeld(holder=sample_holder("a"))
+    clock.advance(1)  # now == expiresAt: expired
+    second = store.acquire_lock("k", sample_holder("b"), 1000)
+    assert isinstance(second, LockAcquired)
+    assert second.fence == first.fence + 1
