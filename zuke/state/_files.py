@@ -61,7 +61,8 @@ def mutex(path: str, timeout_s: float, *, directory: str) -> Iterator[None]:
     call means each thread gets its own descriptor, so threads of one process
     exclude each other exactly like separate processes do.
     """
-    lock = filelock.FileLock(path, timeout=timeout_s, fallback_to_soft=False)
+    # filelock polls a contended lock; a write holds it for one fsync, so poll often.
+    lock = filelock.FileLock(path, timeout=timeout_s, poll_interval=0.005, fallback_to_soft=False)
     try:
         lock.acquire()
     except filelock.Timeout:
