@@ -30,6 +30,8 @@ class RunResult:
     status: RunVerdict
     outcomes: dict[str, Outcome]
     duration_ms: float = 0.0
+    #: whether the run was recorded in a state store
+    recorded: bool = False
 
     @property
     def ok(self) -> bool:

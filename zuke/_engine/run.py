@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from zuke._build import Build, define_targets, parameters
@@ -25,12 +26,15 @@ from zuke._clock import SYSTEM_CLOCK, Clock
 from zuke._engine.context import RunState
 from zuke._engine.observer import Observer, Observers
 from zuke._engine.plan import BuildGraph, Plan, make_plan
+from zuke._engine.record import deadline_at, new_record
 from zuke._engine.result import RunResult, RunVerdict
 from zuke._engine.scheduler import Scheduler
 from zuke._errors import BuildDefinitionError, ParameterError, UsageError, ZukeError
 from zuke._params import Resolution, bind, resolve
 from zuke._redact import Redactor
 from zuke._target import Target
+from zuke.state.resolve import resolve_store
+from zuke.state.writer import RunStateWriter
 
 
 @dataclass
@@ -51,6 +55,12 @@ class RunOptions:
     on_interrupt: Callable[[str], None] | None = None
     #: set it (from the loop) to cancel the run, as Ctrl-C does
     cancel: asyncio.Event | None = None
+    #: record the run in a state store even if no feature needs one (``--state``)
+    state: bool = False
+    #: where a problem that does not stop the run is reported (a store that is briefly down)
+    on_warning: Callable[[str], None] = lambda message: None
+    #: the directory ``.zuke/runs`` is relative to
+    cwd: Path | None = None
 
 
 @dataclass
@@ -160,7 +170,8 @@ async def execute_async(build_cls: type[Build], options: RunOptions) -> RunResul
         actor=resolve_actor(options.actor, options.env),
         redactor=loaded.redactor,
     )
-    observer = Observers(options.observers)
+    writer = await _open_writer(loaded, plan, state, options)
+    observer = Observers([*([writer] if writer else []), *options.observers])
     workers = max(4, options.parallel * 2)
     # Not a `with` block: its exit would wait for timed-out bodies still running on threads.
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="zuke-body")
@@ -178,16 +189,62 @@ async def execute_async(build_cls: type[Build], options: RunOptions) -> RunResul
         with _signal_handlers(scheduler, options):
             outcomes = await scheduler.run()
         cancelled = scheduler.cancel_requested.is_set()
+        verdict = _verdict(outcomes, plan, cancelled)
+        if writer is not None:
+            await writer.finish(verdict)
         result = RunResult(
             run_id=run_id,
-            status=_verdict(outcomes, plan, cancelled),
+            status=verdict,
             outcomes=outcomes,
             duration_ms=(time.perf_counter() - started) * 1000,
+            recorded=writer is not None,
         )
         await observer.run_finished(result)
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
     return result
+
+
+def _needs_state(plan: Plan) -> bool:
+    return any(spec.lock is not None for spec in plan.specs.values())
+
+
+async def _open_writer(
+    loaded: LoadedBuild, plan: Plan, state: RunState, options: RunOptions
+) -> RunStateWriter | None:
+    """Resolve the store and write the run's first record, or ``None`` for a stateless run."""
+    store = resolve_store(
+        override=loaded.build.state_store(),
+        env=options.env,
+        required=options.state or _needs_state(plan),
+        cwd=options.cwd,
+    )
+    if store is None:
+        return None
+    now = options.clock.now_ms()
+    secret_names = {p.name for p in parameters(type(loaded.build)) if p.is_secret}
+    record = new_record(
+        run_id=state.run_id,
+        build=type(loaded.build).__name__,
+        plan=plan,
+        roots=list(options.targets),
+        params={k: v for k, v in loaded.resolution.raw.items() if k not in secret_names},
+        actor=state.actor,
+        now_ms=now,
+        env=options.env,
+        deadline=deadline_at(loaded.build.deadline(), now),
+    )
+    writer = RunStateWriter(
+        store,
+        record,
+        version=None,
+        run_state=state,
+        clock=options.clock,
+        redactor=state.redactor,
+        warn=options.on_warning,
+    )
+    await writer.create()
+    return writer
 
 
 class _signal_handlers:

@@ -17,8 +17,8 @@ import asyncio
 import heapq
 import time
 from collections.abc import Awaitable, Callable
-from typing import cast
 from concurrent.futures import ThreadPoolExecutor
+from typing import cast
 
 from zuke._clock import SYSTEM_CLOCK, Clock, iso
 from zuke._engine.context import Context, RunState

@@ -23,6 +23,7 @@ from zuke._engine.run import RunOptions, execute_async, load
 from zuke._errors import (
     BuildDefinitionError,
     ParameterError,
+    UnsafeIdError,
     UsageError,
     ZukeError,
 )
@@ -41,6 +42,7 @@ EXIT_CODES: tuple[tuple[type[BaseException], int], ...] = (
     (UsageError, EXIT_USAGE),
     (ParameterError, EXIT_USAGE),
     (BuildDefinitionError, EXIT_USAGE),
+    (UnsafeIdError, EXIT_USAGE),
     (ZukeError, EXIT_FAILED),
     (KeyboardInterrupt, EXIT_INTERRUPTED),
 )
@@ -145,7 +147,7 @@ def run_targets(
     secrets += [env.get(p.env_var, "") for p in parameters(build) if p.is_secret]
     reporter.redactor.add(*secrets)
 
-    def on_interrupt(message: str) -> None:
+    def on_interrupt(message: str) -> None:  # also used for warnings: one line on stderr
         err.write(message + "\n")
         err.flush()
 
@@ -159,6 +161,8 @@ def run_targets(
         observers=[reporter],
         handle_signals=threading.current_thread() is threading.main_thread(),
         on_interrupt=on_interrupt,
+        on_warning=on_interrupt,
+        state=parsed.state,
     )
     result = asyncio.run(execute_async(build, options))
     if result.status == "cancelled":

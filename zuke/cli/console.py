@@ -125,6 +125,8 @@ class ConsoleReporter(Observer):
         self.line()
         self._footer(result)
         self.line(self._closing(result))
+        if result.recorded:
+            self.line(s.dim(f"Run {result.run_id} (zuke runs show {result.run_id})"))
         self.out.flush()
 
     def _footer(self, result: RunResult) -> None:

@@ -1,0 +1,61 @@
+"""The initial run record of a fresh run: graph snapshot, parameters, origin, deadline."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from zuke._clock import iso
+from zuke._duration import parse_duration
+from zuke._engine.plan import Plan
+from zuke.state.records import GraphNode, RunRecord, TargetRecord
+
+
+def build_origin(env: Mapping[str, str]) -> str | None:
+    """The build a run belongs to across machines: ``ZUKE_BUILD_ID``, else ``GITHUB_REPOSITORY``."""
+    return env.get("ZUKE_BUILD_ID") or env.get("GITHUB_REPOSITORY") or None
+
+
+def ci_run_url(env: Mapping[str, str]) -> str | None:
+    """The GitHub Actions run this process belongs to, when all three variables are set."""
+    server, repo, run = (
+        env.get(k) for k in ("GITHUB_SERVER_URL", "GITHUB_REPOSITORY", "GITHUB_RUN_ID")
+    )
+    if server and repo and run:
+        return f"{server.rstrip('/')}/{repo}/actions/runs/{run}"
+    return None
+
+
+def deadline_at(deadline: str | int | None, now_ms: int) -> str | None:
+    """``Build.deadline()`` as an absolute stamp; a bad value raises :class:`DurationError`."""
+    if deadline is None:
+        return None
+    return iso(now_ms + parse_duration(deadline, what="Build.deadline()"))
+
+
+def new_record(
+    *,
+    run_id: str,
+    build: str,
+    plan: Plan,
+    roots: list[str],
+    params: Mapping[str, str],
+    actor: str,
+    now_ms: int,
+    env: Mapping[str, str],
+    deadline: str | None,
+) -> RunRecord:
+    stamp = iso(now_ms)
+    return RunRecord(
+        id=run_id,
+        build=build,
+        build_id=build_origin(env),
+        root_target=roots[0],
+        status="running",
+        actor=actor,
+        created_at=stamp,
+        updated_at=stamp,
+        graph=tuple(GraphNode(name, plan.hard[name]) for name in plan.order),
+        params=dict(params),
+        targets={name: TargetRecord() for name in plan.order},
+        deadline_at=deadline,
+    )

@@ -1,0 +1,133 @@
+"""Run-management commands: ``zuke runs``, ``zuke cancel``, ``zuke serve``.
+
+Parsed with typer (imported only when one of these commands is used). Each
+command calls a library function from :mod:`zuke.runs` and renders its
+result; errors propagate to :func:`zuke.cli.main`, which maps them to exit codes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Annotated, TextIO
+
+import typer
+
+from zuke._build import Build
+from zuke._clock import SYSTEM_CLOCK
+from zuke._duration import parse_duration
+from zuke._errors import UsageError
+from zuke.cli import runs_view
+from zuke.runs import count_runs, list_runs, open_store, parse_query, prune_runs, show_run
+
+
+@dataclass
+class Invocation:
+    env: Mapping[str, str]
+    out: TextIO
+    err: TextIO
+    build: type[Build] | None
+
+    def print(self, text: str) -> None:
+        self.out.write(text + "\n")
+
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False)
+runs_app = typer.Typer(
+    add_completion=False, no_args_is_help=False, help="List, show and prune recorded runs."
+)
+app.add_typer(runs_app, name="runs")
+
+
+def _inv(ctx: typer.Context) -> Invocation:
+    inv = ctx.find_root().obj
+    assert isinstance(inv, Invocation)
+    return inv
+
+
+@runs_app.callback(invoke_without_command=True)
+def _runs_default(ctx: typer.Context) -> None:
+    """``zuke runs`` alone lists runs."""
+    if ctx.invoked_subcommand is None:
+        runs_list(ctx, status=None, target=None, since=None, limit=None, counts=False, json=False)
+
+
+@runs_app.command("list")
+def runs_list(
+    ctx: typer.Context,
+    status: Annotated[str | None, typer.Option(help="only runs with this status")] = None,
+    target: Annotated[str | None, typer.Option(help="only runs that plan this target")] = None,
+    since: Annotated[str | None, typer.Option(help="only runs created at or after (ISO)")] = None,
+    limit: Annotated[int | None, typer.Option(help="at most this many runs")] = None,
+    counts: Annotated[bool, typer.Option("--counts", help="count runs by status")] = False,
+    json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
+) -> None:
+    """List runs, newest first."""
+    inv = _inv(ctx)
+    query = parse_query(status=status, target=target, since=since, limit=limit)
+    store = open_store(inv.env, build=inv.build)
+    if counts:
+        tally = count_runs(store, query)
+        inv.print(runs_view.counts_json(tally) if json else runs_view.counts_text(tally))
+        return
+    found = list_runs(store, query)
+    inv.print(runs_view.runs_json(found) if json else runs_view.runs_table(found))
+
+
+@runs_app.command("show")
+def runs_show(
+    ctx: typer.Context,
+    run_id: Annotated[str, typer.Argument(help="the run's id")],
+    json: Annotated[bool, typer.Option("--json", help="the raw record")] = False,
+) -> None:
+    """Show one run: targets, signals and audit trail."""
+    inv = _inv(ctx)
+    record = show_run(open_store(inv.env, build=inv.build), run_id)
+    inv.print(runs_view.record_json(record) if json else runs_view.record_text(record))
+
+
+@runs_app.command("prune")
+def runs_prune(
+    ctx: typer.Context,
+    keep: Annotated[str | None, typer.Option(help="keep runs younger than this (e.g. 90d)")] = None,
+    keep_last: Annotated[int | None, typer.Option(help="keep the newest N finished runs")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="only say what would go")] = False,
+) -> None:
+    """Delete finished runs; a running or suspended run is never pruned."""
+    inv = _inv(ctx)
+    if keep_last is not None and keep_last < 0:
+        raise UsageError(f"--keep-last {keep_last}: expected a whole number >= 0")
+    keep_ms = None if keep is None else parse_duration(keep, what="--keep")
+    ids = prune_runs(
+        open_store(inv.env, build=inv.build),
+        keep_ms=keep_ms,
+        keep_last=keep_last,
+        now_ms=SYSTEM_CLOCK.now_ms(),
+        dry_run=dry_run,
+    )
+    verb = "Would prune" if dry_run else "Pruned"
+    inv.print(f"{verb} {len(ids)} run(s)" + (": " + ", ".join(ids) if ids else "."))
+
+
+def run_command(
+    argv: Sequence[str],
+    *,
+    build: type[Build] | None,
+    env: Mapping[str, str],
+    out: TextIO,
+    err: TextIO,
+) -> int:
+    """Run a management command; returns the exit code."""
+    if argv[0] == "serve":
+        from zuke._serve.__main__ import main as serve_main
+
+        return serve_main(list(argv[1:]))
+    inv = Invocation(env=env, out=out, err=err, build=build)
+    command = typer.main.get_command(app)
+    # Standalone mode: typer reports its own usage errors (exit 2) and exits via
+    # SystemExit; zuke's errors are not typer's, so they propagate to main().
+    try:
+        command.main(args=list(argv), prog_name="zuke", obj=inv, standalone_mode=True)
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    return 0

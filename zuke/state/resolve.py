@@ -1,0 +1,84 @@
+"""Which store a run uses: the one place that reads the state configuration.
+
+First match wins:
+
+1. the build's ``state_store()`` override;
+2. ``ZUKE_STATE_URL`` (+ ``ZUKE_STATE_TOKEN``): the HTTP store;
+3. ``ZUKE_STATE_DIR``: a filesystem store there;
+4. ``ZUKE_STATE=scheme://...``: a store registered under the ``zuke.state_stores``
+   entry point for that scheme (``github://`` comes from ``zuke_gh``), so the
+   core never imports an integration;
+5. ``.zuke/runs`` when asked for (``--state``), or when a feature needs it
+   (locks, gates) — ``required=True``.
+
+Empty environment values count as unset. Heavy modules (httpx) are imported
+only when the HTTP store is chosen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+from zuke._errors import StateError
+
+if TYPE_CHECKING:
+    from zuke.state._protocol import StateStore
+
+DEFAULT_DIRECTORY = Path(".zuke") / "runs"
+
+
+def configured_store(env: Mapping[str, str], *, cwd: Path | None = None) -> StateStore | None:
+    """The store the environment names, or ``None`` if it names none."""
+    url = env.get("ZUKE_STATE_URL", "")
+    if url:
+        from zuke.state.http import HttpStateStore, check_url_is_secure
+
+        check_url_is_secure(url, env)
+        return HttpStateStore(url, token=env.get("ZUKE_STATE_TOKEN") or None)
+    directory = env.get("ZUKE_STATE_DIR", "")
+    if directory:
+        from zuke.state.filesystem import FileSystemStateStore
+
+        return FileSystemStateStore(Path(cwd or Path.cwd()) / directory)
+    spec = env.get("ZUKE_STATE", "")
+    if spec:
+        return _from_entry_point(spec, env)
+    return None
+
+
+def resolve_store(
+    *,
+    override: StateStore | None,
+    env: Mapping[str, str],
+    required: bool,
+    cwd: Path | None = None,
+) -> StateStore | None:
+    """The store for a run, or ``None`` when state is neither configured nor required."""
+    if override is not None:
+        return override
+    store = configured_store(env, cwd=cwd)
+    if store is not None or not required:
+        return store
+    from zuke.state.filesystem import FileSystemStateStore
+
+    return FileSystemStateStore(Path(cwd or Path.cwd()) / DEFAULT_DIRECTORY)
+
+
+def _from_entry_point(spec: str, env: Mapping[str, str]) -> StateStore:
+    scheme, sep, _ = spec.partition("://")
+    if not sep or not scheme:
+        raise StateError(
+            f"ZUKE_STATE={spec!r} is not a store URL; expected e.g. "
+            "github://OWNER/REPO?branch=zuke-state"
+        )
+    found = [ep for ep in entry_points(group="zuke.state_stores") if ep.name == scheme]
+    if not found:
+        raise StateError(
+            f"ZUKE_STATE uses the scheme {scheme!r}, but no installed package provides it "
+            "(github:// comes with zuke_gh)"
+        )
+    factory = cast(Callable[..., Any], found[0].load())
+    return cast("StateStore", factory(spec, env))
