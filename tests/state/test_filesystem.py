@@ -264,7 +264,7 @@ def test_compaction_rewrites_the_journal_to_the_same_folded_record(
     record = sample_record("run-1", targets=tuple(f"t{i}" for i in range(20)))
     version = created(store, record)
     first_gen = version.split(":")[0]
-    deltas = []
+    deltas: list[RunDelta] = []
     path = directory / "run-1.jsonl"
     while version.split(":")[0] == first_gen:
         deltas.append(step(len(deltas), target=f"t{len(deltas) % 20}"))
@@ -401,7 +401,7 @@ def test_a_read_only_directory_gives_a_state_error_naming_it(read_only_directory
             lambda: store.acquire_lock("k", sample_holder(), 1000),
         ):
             with pytest.raises(StateError) as caught:
-                call()  # type: ignore[no-untyped-call]
+                call()
             outcomes.append(f"{type(caught.value).__name__}|{caught.value}")
     assert len(outcomes) == 2, outcomes
     for outcome in outcomes:
