@@ -13,7 +13,7 @@ from zuke.state.memory import MemoryStateStore
 from zuke.state.records import record_to_json
 
 
-def stored(store: StateStore, run_id: str):  # noqa: ANN201
+def stored(store: StateStore, run_id: str):
     found = store.get_run(run_id)
     assert found is not None
     return found.record
@@ -143,7 +143,7 @@ def test_a_bad_deadline_is_a_definition_error_before_anything_runs() -> None:
         def a(self, t):
             return t.executes(lambda: ran.append("a"))
 
-    with pytest.raises(DurationError, match="Build.deadline\\(\\): 'soon' is not a duration"):
+    with pytest.raises(DurationError, match=r"Build\.deadline\(\): .soon. is not a duration"):
         execute(Late, ["a"], env={})
     assert ran == [] and store.list_runs() == []
 
@@ -172,7 +172,7 @@ def test_a_chain_persists_with_about_one_write_per_target(tmp_path: Path) -> Non
     namespace: dict[str, object] = {"state_store": lambda self: store}
     for i in range(200):
 
-        def define(self, t, i=i):  # noqa: ANN001, ANN202
+        def define(self, t, i=i):
             t = t.executes(lambda: None)
             return t.depends_on(getattr(self, f"t{i - 1}")) if i else t
 

@@ -40,7 +40,7 @@ class FlakyStore(MemoryStateStore):
         self.before_conflict: Callable[[], None] = lambda: None
         self.appends = 0
 
-    def append_run(self, run_id: str, delta: RunDelta, *, expected_version: str):  # noqa: ANN201
+    def append_run(self, run_id: str, delta: RunDelta, *, expected_version: str):
         if self.down:
             raise StoreUnavailableError("state: the store is down")
         if self.conflicts_left:
@@ -166,7 +166,7 @@ def test_creating_a_run_whose_id_exists_is_an_error() -> None:
         writer = RunStateWriter(store, record(), version=None, clock=CLOCK)
         try:
             await writer.create()
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             return str(exc)
         return "no error"
 
