@@ -466,3 +466,16 @@ def test_a_lock_is_live_until_its_expiry_instant_and_free_from_it(directory: Pat
     second = store.acquire_lock("k", sample_holder("b"), 1000)
     assert isinstance(second, LockAcquired)
     assert second.fence == first.fence + 1
+
+
+def test_a_record_line_with_a_bad_field_names_the_run_file_and_field(
+    store: FileSystemStateStore, directory: Path
+) -> None:
+    created(store, sample_record("run-1"))
+    path = directory / "run-1.jsonl"
+    path.write_bytes(path.read_bytes().replace(b'"status":"running"', b'"status":"exploded"'))
+    with pytest.raises(CorruptRecordError) as caught:
+        store.get_run("run-1")
+    assert "'run-1'" in str(caught.value)
+    assert str(path) in str(caught.value)
+    assert '"status" is "exploded"' in str(caught.value)

@@ -266,3 +266,11 @@ def test_merging_is_associative_over_a_sequence() -> None:
     record = rich_record("run-rich")
     deltas = [_delta(i) for i in range(9)]
     assert apply_delta(record, reduce(merge_deltas, deltas)) == reduce(apply_delta, deltas, record)
+
+
+def test_an_error_names_both_the_callers_context_and_the_run() -> None:
+    with pytest.raises(CorruptRecordError) as caught:
+        parse_record(minimal_json(status="bogus"), where="PUT /runs/run-1 body")
+    assert str(caught.value).startswith("state: PUT /runs/run-1 body (run 'run-1'): \"status\"")
+    with pytest.raises(CorruptRecordError, match=r"^state: run 'run-1': \"status\""):
+        parse_record(minimal_json(status="bogus"))

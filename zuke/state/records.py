@@ -406,7 +406,10 @@ def parse_record(raw: Any, *, where: str = "run record") -> RunRecord:
     """Parse the wire form of a record, tolerating missing optional parts."""
     rd = _Reader(where)
     obj = rd.obj(raw, "record")
-    rd = _Reader(f"run {obj.get('id')!r}" if isinstance(obj.get("id"), str) else where)
+    run_id = obj.get("id")
+    if isinstance(run_id, str) and repr(run_id) not in where:
+        # Name the run, but keep the caller's context (a file, a request) too.
+        rd = _Reader(f"run {run_id!r}" if where == "run record" else f"{where} (run {run_id!r})")
     graph_raw = obj.get("graph") or []
     if not isinstance(graph_raw, list):
         raise rd.fail('"graph" must be a list')
@@ -490,7 +493,9 @@ def parse_delta(raw: Any, *, where: str = "run delta") -> RunDelta:
         degraded=degraded,
         deadline_at=rd.opt_string(obj, "deadlineAt"),
         intended_terminal=cast("RunStatus | None", intended),
-        targets={name: parse_target(row, f"{where} target {name!r}") for name, row in targets.items()},
+        targets={
+            name: parse_target(row, f"{where} target {name!r}") for name, row in targets.items()
+        },
         signals={name: _parse_signal(rd, name, s) for name, s in signals.items()},
         events=tuple(_parse_event(rd, e) for e in events),
     )
