@@ -32,6 +32,8 @@ class RunResult:
     duration_ms: float = 0.0
     #: whether the run was recorded in a state store
     recorded: bool = False
+    #: why the run was stopped early (a lost lock or lease, another process's cancel)
+    stop_reason: str | None = None
 
     @property
     def ok(self) -> bool:

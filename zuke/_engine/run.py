@@ -24,17 +24,15 @@ from typing import Any
 from zuke._build import Build, define_targets, parameters
 from zuke._clock import SYSTEM_CLOCK, Clock
 from zuke._engine.context import RunState
+from zuke._engine.durable import DurableRun
 from zuke._engine.observer import Observer, Observers
 from zuke._engine.plan import BuildGraph, Plan, make_plan
-from zuke._engine.record import deadline_at, new_record
 from zuke._engine.result import RunResult, RunVerdict
 from zuke._engine.scheduler import Scheduler
 from zuke._errors import BuildDefinitionError, ParameterError, UsageError, ZukeError
 from zuke._params import Resolution, bind, resolve
 from zuke._redact import Redactor
 from zuke._target import Target
-from zuke.state.resolve import resolve_store
-from zuke.state.writer import RunStateWriter
 
 
 @dataclass
@@ -170,7 +168,22 @@ async def execute_async(build_cls: type[Build], options: RunOptions) -> RunResul
         actor=resolve_actor(options.actor, options.env),
         redactor=loaded.redactor,
     )
-    writer = await _open_writer(loaded, plan, state, options)
+    secret_names = {p.name for p in parameters(build_cls) if p.is_secret}
+    durable = await DurableRun.open(
+        build_name=build_cls.__name__,
+        override=loaded.build.state_store(),
+        deadline=loaded.build.deadline(),
+        plan=plan,
+        roots=list(options.targets),
+        params={k: v for k, v in loaded.resolution.raw.items() if k not in secret_names},
+        state=state,
+        env=options.env,
+        clock=options.clock,
+        required=options.state,
+        cwd=options.cwd,
+        warn=options.on_warning,
+    )
+    writer = durable.writer if durable else None
     observer = Observers([*([writer] if writer else []), *options.observers])
     workers = max(4, options.parallel * 2)
     # Not a `with` block: its exit would wait for timed-out bodies still running on threads.
@@ -184,67 +197,35 @@ async def execute_async(build_cls: type[Build], options: RunOptions) -> RunResul
             pool=pool,
             clock=options.clock,
             cancel_requested=options.cancel,
+            guard=durable.guard if durable else None,
         )
+        if durable is not None:
+            durable.attach(scheduler)
         await observer.run_started(run_id, plan)
-        with _signal_handlers(scheduler, options):
-            outcomes = await scheduler.run()
-        cancelled = scheduler.cancel_requested.is_set()
-        verdict = _verdict(outcomes, plan, cancelled)
-        if writer is not None:
-            await writer.finish(verdict)
+        try:
+            with _signal_handlers(scheduler, options):
+                outcomes = await scheduler.run()
+        finally:
+            cancelled = scheduler.cancel_requested.is_set() and scheduler.stop_reason is None
+            verdict = _verdict(scheduler.outcomes, plan, cancelled)
+            if scheduler.stop_reason is not None:
+                verdict = "failed"
+            if durable is not None:
+                await durable.close(verdict)
+                if durable.stopped_because is not None:
+                    verdict = "failed"  # settled elsewhere meanwhile: never report success
         result = RunResult(
             run_id=run_id,
             status=verdict,
             outcomes=outcomes,
             duration_ms=(time.perf_counter() - started) * 1000,
-            recorded=writer is not None,
+            recorded=durable is not None,
+            stop_reason=scheduler.stop_reason or (durable.stopped_because if durable else None),
         )
         await observer.run_finished(result)
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
     return result
-
-
-def _needs_state(plan: Plan) -> bool:
-    return any(spec.lock is not None for spec in plan.specs.values())
-
-
-async def _open_writer(
-    loaded: LoadedBuild, plan: Plan, state: RunState, options: RunOptions
-) -> RunStateWriter | None:
-    """Resolve the store and write the run's first record, or ``None`` for a stateless run."""
-    store = resolve_store(
-        override=loaded.build.state_store(),
-        env=options.env,
-        required=options.state or _needs_state(plan),
-        cwd=options.cwd,
-    )
-    if store is None:
-        return None
-    now = options.clock.now_ms()
-    secret_names = {p.name for p in parameters(type(loaded.build)) if p.is_secret}
-    record = new_record(
-        run_id=state.run_id,
-        build=type(loaded.build).__name__,
-        plan=plan,
-        roots=list(options.targets),
-        params={k: v for k, v in loaded.resolution.raw.items() if k not in secret_names},
-        actor=state.actor,
-        now_ms=now,
-        env=options.env,
-        deadline=deadline_at(loaded.build.deadline(), now),
-    )
-    writer = RunStateWriter(
-        store,
-        record,
-        version=None,
-        run_state=state,
-        clock=options.clock,
-        redactor=state.redactor,
-        warn=options.on_warning,
-    )
-    await writer.create()
-    return writer
 
 
 class _signal_handlers:

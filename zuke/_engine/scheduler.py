@@ -18,7 +18,7 @@ import heapq
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import cast
+from typing import Any, Protocol, cast
 
 from zuke._clock import SYSTEM_CLOCK, Clock, iso
 from zuke._engine.context import Context, RunState
@@ -28,9 +28,19 @@ from zuke._engine.plan import Plan, TargetSpec
 from zuke._engine.result import Outcome
 from zuke.state.records import TargetStatus
 
-#: Runs the part of a target between its ``running`` transition and its body:
-#: returns an async context manager factory (locks) — see ``run.py``.
-TargetGuard = Callable[[TargetSpec, Context], Awaitable[Callable[[], Awaitable[None]] | None]]
+
+class Held(Protocol):
+    """What a guard holds while a body runs (a lock): lost if the store takes it back."""
+
+    lost: asyncio.Event
+
+    def loss_message(self) -> str: ...
+
+    async def release(self) -> None: ...
+
+
+#: Runs between a target's ``running`` transition and its body (takes its lock).
+TargetGuard = Callable[[TargetSpec, Context], Awaitable[Held | None]]
 
 
 class Scheduler:
@@ -57,14 +67,23 @@ class Scheduler:
         self.clock = clock
         self.outcomes: dict[str, Outcome] = {}
         self.cancel_requested = cancel_requested or asyncio.Event()
+        #: why the run was stopped, when it was aborted rather than cancelled
+        self.stop_reason: str | None = None
         self._index = {name: i for i, name in enumerate(plan.order)}
         self._waiting_on = {n: set(plan.hard[n]) | set(plan.soft.get(n, ())) for n in plan.order}
         self._dependents = plan.dependents()
+        self._bodies: dict[str, asyncio.Future[None]] = {}
 
     def cancel(self) -> None:
-        """Stop launching; cancel what can be cancelled."""
+        """Stop launching; cancel what can be cancelled. The run ends ``cancelled``."""
         self.state.cancelled.set()
         self.cancel_requested.set()
+
+    def abort(self, reason: str) -> None:
+        """Stop the run because it cannot go on (a lost lock or lease). It ends ``failed``."""
+        if self.stop_reason is None:
+            self.stop_reason = reason
+        self.cancel()
 
     async def run(self) -> dict[str, Outcome]:
         if self.cancel_requested.is_set():
@@ -142,14 +161,11 @@ class Scheduler:
                         heapq.heappush(ready, self._index[dep])
 
     async def _drain_cancelled(self, running: dict[asyncio.Task[Outcome], str]) -> None:
-        for task in running:
-            task.cancel()
-        for task, name in running.items():
-            try:
-                await task
-            except asyncio.CancelledError:
-                if name not in self.outcomes:
-                    await self._settle(name, "failed", error="cancelled while running")
+        # Cancel the bodies, not the targets' tasks: each target still settles (and
+        # releases its lock) on its own path, with no write torn by a cancellation.
+        for body in list(self._bodies.values()):
+            body.cancel()
+        await asyncio.gather(*running, return_exceptions=True)
 
     # -- one target -------------------------------------------------------------
 
@@ -197,32 +213,56 @@ class Scheduler:
         started = time.perf_counter()
         await self._transition(Transition(target=name, status="running", at_ms=self.clock.now_ms()))
         ctx = Context(self.state, name)
-        release: Callable[[], Awaitable[None]] | None = None
+        held: Held | None = None
 
         def elapsed() -> float:
             return (time.perf_counter() - started) * 1000
 
         try:
             if self.guard is not None:
-                release = await self.guard(spec, ctx)
+                held = await self.guard(spec, ctx)
             if spec.body is None:
                 raise BodyFailure(f"{name} has no body; call t.executes(...)")
-            await run_body(spec, ctx, self.pool, self.state.cancelled)
+            if self.cancel_requested.is_set():
+                raise BodyFailure(self.stop_reason or "cancelled before its body ran")
+            body = asyncio.ensure_future(run_body(spec, ctx, self.pool, self.state.cancelled))
+            self._bodies[name] = body
+            try:
+                await (body if held is None else self._body_while_held(body, held))
+            finally:
+                self._bodies.pop(name, None)
         except BodyFailure as failure:
             return await self._settle(
                 name, "failed", error=failure.message, detail=failure.detail, duration_ms=elapsed()
             )
         except asyncio.CancelledError:
-            await self._settle(
-                name, "failed", error="cancelled while running", duration_ms=elapsed()
-            )
-            raise
-        except Exception as exc:  # a guard (lock) failure
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise  # this task itself is being torn down, not just its body
+            error = "cancelled while running" if self.stop_reason is None else self.stop_reason
+            return await self._settle(name, "failed", error=error, duration_ms=elapsed())
+        except Exception as exc:  # a guard failure: a lock conflict, a store that is down
             message, detail = describe(exc)
             return await self._settle(
                 name, "failed", error=message, detail=detail, duration_ms=elapsed()
             )
         finally:
-            if release is not None:
-                await release()
+            if held is not None:
+                await held.release()
         return await self._settle(name, "succeeded", duration_ms=elapsed())
+
+    async def _body_while_held(self, body_task: asyncio.Future[None], held: Held) -> None:
+        """Wait for the body; if the claim is lost meanwhile, stop it and the run."""
+        lost = asyncio.ensure_future(held.lost.wait())
+        try:
+            waiting: list[asyncio.Future[Any]] = [body_task, lost]
+            await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            lost.cancel()
+        if body_task.done():
+            body_task.result()
+            return
+        body_task.cancel()
+        message = held.loss_message()
+        self.abort(message)
+        raise BodyFailure(message)

@@ -124,6 +124,8 @@ class ConsoleReporter(Observer):
         self.line(f"{'Total':<{width}}  {'':<10}  {format_duration(result.duration_ms)}")
         self.line()
         self._footer(result)
+        if result.stop_reason:
+            self.line(s.red(result.stop_reason), err=True)
         self.line(self._closing(result))
         if result.recorded:
             self.line(s.dim(f"Run {result.run_id} (zuke runs show {result.run_id})"))

@@ -18,7 +18,18 @@ from zuke._clock import SYSTEM_CLOCK
 from zuke._duration import parse_duration
 from zuke._errors import UsageError
 from zuke.cli import runs_view
-from zuke.runs import count_runs, list_runs, open_store, parse_query, prune_runs, show_run
+from zuke._engine.record import build_origin
+from zuke._engine.run import resolve_actor
+from zuke._loader import find_build_file, load_build_class
+from zuke.runs import (
+    cancel_run,
+    count_runs,
+    list_runs,
+    open_store,
+    parse_query,
+    prune_runs,
+    show_run,
+)
 
 
 @dataclass
@@ -109,6 +120,61 @@ def runs_prune(
     inv.print(f"{verb} {len(ids)} run(s)" + (": " + ", ".join(ids) if ids else "."))
 
 
+@app.command("cancel")
+def cancel(
+    ctx: typer.Context,
+    run_id: Annotated[str, typer.Argument(help="the run to cancel")],
+    actor: Annotated[str | None, typer.Option(help="who is cancelling (recorded)")] = None,
+) -> None:
+    """Cancel a run from any process: record it cancelled and release its lease and locks."""
+    inv = _inv(ctx)
+    result = cancel_run(
+        open_store(inv.env, build=inv.build),
+        run_id,
+        actor=resolve_actor(actor, inv.env),
+        origin=build_origin(inv.env),
+        build_name=inv.build.__name__ if inv.build else None,
+    )
+    if result.noop:
+        inv.print(f"Run {run_id} is already {result.status}; nothing to cancel.")
+        return
+    released = f" ({', '.join(result.released)})" if result.released else ""
+    inv.print(f"Run {run_id} cancelled; released {len(result.released)} claim(s){released}.")
+    for warning in result.warnings:
+        inv.err.write(f"zuke: {warning}\n")
+
+
+def _build_if_present(file: str | None, env: Mapping[str, str]) -> type[Build] | None:
+    """The build named by ``--file``, else the working directory's, if there is one.
+
+    Management commands use it for ownership checks and its ``state_store()``.
+    """
+    try:
+        path = find_build_file(file, env)
+    except UsageError:
+        if file is not None:
+            raise
+        return None
+    return load_build_class(path)
+
+
+def _take_file_flag(argv: Sequence[str]) -> tuple[str | None, list[str]]:
+    """Split ``--file PATH`` / ``-f PATH`` / ``--file=PATH`` off a management command line."""
+    rest: list[str] = []
+    file: str | None = None
+    it = iter(argv)
+    for token in it:
+        if token in ("--file", "-f"):
+            file = next(it, None)
+            if file is None:
+                raise UsageError(f"{token} needs a value")
+        elif token.startswith("--file="):
+            file = token.split("=", 1)[1]
+        else:
+            rest.append(token)
+    return file, rest
+
+
 def run_command(
     argv: Sequence[str],
     *,
@@ -122,7 +188,8 @@ def run_command(
         from zuke._serve.__main__ import main as serve_main
 
         return serve_main(list(argv[1:]))
-    inv = Invocation(env=env, out=out, err=err, build=build)
+    file, argv = _take_file_flag(argv)
+    inv = Invocation(env=env, out=out, err=err, build=build or _build_if_present(file, env))
     command = typer.main.get_command(app)
     # Standalone mode: typer reports its own usage errors (exit 2) and exits via
     # SystemExit; zuke's errors are not typer's, so they propagate to main().

@@ -10,9 +10,13 @@ from zuke.runs.inspect import (
     select_prunable,
     show_run,
 )
+from zuke.runs.cancel import CancelResult, ForeignRunError, cancel_run
 from zuke.runs.store import open_store
 
 __all__ = [
+    "CancelResult",
+    "ForeignRunError",
+    "cancel_run",
     "RunCounts",
     "count_runs",
     "list_runs",

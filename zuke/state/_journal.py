@@ -31,16 +31,14 @@ import json
 import os
 import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from zuke._errors import CorruptRecordError
 from zuke.state.records import (
     RunDelta,
-    RunEvent,
     RunRecord,
-    Signal,
-    TargetRecord,
+    apply_deltas,
     delta_to_json,
     parse_delta,
     parse_record,
@@ -196,35 +194,5 @@ def _json(line: bytes, where: str, number: int) -> Any:
 
 
 def fold(record: RunRecord, deltas: Iterable[RunDelta]) -> RunRecord:
-    """``record`` with ``deltas`` applied in order; same result as repeated ``apply_delta``.
-
-    Accumulates into mutable containers and builds the record once, because
-    ``apply_delta`` copies the target map and event tuple per delta, which is
-    quadratic over a long journal.
-    """
-    changes: dict[str, Any] = {}
-    targets: dict[str, TargetRecord] | None = None
-    signals: dict[str, Signal] | None = None
-    events: list[RunEvent] | None = None
-    for delta in deltas:
-        changes["updated_at"] = delta.updated_at
-        for name in ("status", "actor", "degraded", "deadline_at", "intended_terminal"):
-            value = getattr(delta, name)
-            if value is not None:
-                changes[name] = value
-        if delta.targets:
-            targets = dict(record.targets) if targets is None else targets
-            targets.update(delta.targets)
-        if delta.signals:
-            signals = dict(record.signals) if signals is None else signals
-            signals.update(delta.signals)
-        if delta.events:
-            events = list(record.events) if events is None else events
-            events.extend(delta.events)
-    if targets is not None:
-        changes["targets"] = targets
-    if signals is not None:
-        changes["signals"] = signals
-    if events is not None:
-        changes["events"] = tuple(events)
-    return replace(record, **changes) if changes else record
+    """``record`` with ``deltas`` applied in order (one pass; see ``apply_deltas``)."""
+    return apply_deltas(record, deltas)

@@ -18,7 +18,7 @@ run linear in its number of transitions (see ``docs/state.md``).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, cast, get_args
 
@@ -110,6 +110,9 @@ class RunRecord:
     build_id: str | None = None
     deadline_at: str | None = None
     intended_terminal: RunStatus | None = None
+    #: the claims the run holds right now: lock key -> token (its lease included), so
+    #: that ``zuke cancel`` in another process can give them back
+    locks: Mapping[str, str] = field(default_factory=dict)
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def summary(self) -> RunSummary:
@@ -142,7 +145,7 @@ class RunDelta:
     """One change to a run record.
 
     ``None`` fields are unchanged. ``targets`` replaces whole rows, ``signals``
-    sets entries, ``events`` are appended.
+    sets entries, ``events`` are appended; in ``locks`` a ``None`` token removes the key.
     """
 
     updated_at: str
@@ -154,28 +157,56 @@ class RunDelta:
     targets: Mapping[str, TargetRecord] = field(default_factory=dict)
     signals: Mapping[str, Signal] = field(default_factory=dict)
     events: tuple[RunEvent, ...] = ()
+    locks: Mapping[str, str | None] = field(default_factory=dict)
 
 
 def apply_delta(record: RunRecord, delta: RunDelta) -> RunRecord:
     """Return ``record`` with ``delta`` applied."""
-    changes: dict[str, Any] = {"updated_at": delta.updated_at}
-    if delta.status is not None:
-        changes["status"] = delta.status
-    if delta.actor is not None:
-        changes["actor"] = delta.actor
-    if delta.degraded is not None:
-        changes["degraded"] = delta.degraded
-    if delta.deadline_at is not None:
-        changes["deadline_at"] = delta.deadline_at
-    if delta.intended_terminal is not None:
-        changes["intended_terminal"] = delta.intended_terminal
-    if delta.targets:
-        changes["targets"] = {**record.targets, **delta.targets}
-    if delta.signals:
-        changes["signals"] = {**record.signals, **delta.signals}
-    if delta.events:
-        changes["events"] = record.events + delta.events
-    return replace(record, **changes)
+    return apply_deltas(record, (delta,))
+
+
+def apply_deltas(record: RunRecord, deltas: Iterable[RunDelta]) -> RunRecord:
+    """Return ``record`` with ``deltas`` applied in order.
+
+    Accumulates into mutable maps and builds the record once: applying a long
+    journal one delta at a time would copy the target map per delta (quadratic).
+    """
+    changes: dict[str, Any] = {}
+    targets: dict[str, TargetRecord] | None = None
+    signals: dict[str, Signal] | None = None
+    events: list[RunEvent] | None = None
+    locks: dict[str, str] | None = None
+    for delta in deltas:
+        changes["updated_at"] = delta.updated_at
+        for name in ("status", "actor", "degraded", "deadline_at", "intended_terminal"):
+            value = getattr(delta, name)
+            if value is not None:
+                changes[name] = value
+        if delta.targets:
+            targets = dict(record.targets) if targets is None else targets
+            targets.update(delta.targets)
+        if delta.signals:
+            signals = dict(record.signals) if signals is None else signals
+            signals.update(delta.signals)
+        if delta.events:
+            events = list(record.events) if events is None else events
+            events.extend(delta.events)
+        if delta.locks:
+            locks = dict(record.locks) if locks is None else locks
+            for key, token in delta.locks.items():
+                if token is None:
+                    locks.pop(key, None)
+                else:
+                    locks[key] = token
+    if targets is not None:
+        changes["targets"] = targets
+    if signals is not None:
+        changes["signals"] = signals
+    if events is not None:
+        changes["events"] = tuple(events)
+    if locks is not None:
+        changes["locks"] = locks
+    return replace(record, **changes) if changes else record
 
 
 def merge_deltas(first: RunDelta, second: RunDelta) -> RunDelta:
@@ -194,6 +225,7 @@ def merge_deltas(first: RunDelta, second: RunDelta) -> RunDelta:
         targets={**first.targets, **second.targets},
         signals={**first.signals, **second.signals},
         events=first.events + second.events,
+        locks={**first.locks, **second.locks},
     )
 
 
@@ -263,6 +295,8 @@ def record_to_json(r: RunRecord) -> dict[str, Any]:
     _optional(out, "buildId", r.build_id)
     _optional(out, "deadlineAt", r.deadline_at)
     _optional(out, "intendedTerminal", r.intended_terminal)
+    if r.locks:
+        out["locks"] = dict(r.locks)
     return out
 
 
@@ -291,6 +325,8 @@ def delta_to_json(d: RunDelta) -> dict[str, Any]:
         out["signals"] = {name: _signal_to_json(s) for name, s in d.signals.items()}
     if d.events:
         out["events"] = [_event_to_json(e) for e in d.events]
+    if d.locks:
+        out["locks"] = dict(d.locks)
     return out
 
 
@@ -305,7 +341,7 @@ _RECORD_KEYS = frozenset(
     {
         "id", "build", "buildId", "rootTarget", "status", "actor", "createdAt", "updatedAt",
         "graph", "params", "targets", "signals", "events", "degraded", "deadlineAt",
-        "intendedTerminal",
+        "intendedTerminal", "locks",
     }
 )  # fmt: skip
 _TARGET_KEYS = frozenset({"status", "meta", "startedAt", "endedAt", "error", "waitingFor"})
@@ -451,8 +487,16 @@ def parse_record(raw: Any, *, where: str = "run record") -> RunRecord:
         build_id=rd.opt_string(obj, "buildId"),
         deadline_at=rd.opt_string(obj, "deadlineAt"),
         intended_terminal=cast("RunStatus | None", intended),
+        locks=_parse_locks(rd, obj.get("locks")),
         extra={k: v for k, v in obj.items() if k not in _RECORD_KEYS},
     )
+
+
+def _parse_locks(rd: _Reader, raw: Any) -> dict[str, str]:
+    locks = rd.obj(raw or {}, "locks")
+    if not all(isinstance(v, str) for v in locks.values()):
+        raise rd.fail('"locks" must map lock keys to token strings')
+    return dict(locks)
 
 
 def parse_summary(raw: Any, *, where: str = "run summary") -> RunSummary:
@@ -498,7 +542,15 @@ def parse_delta(raw: Any, *, where: str = "run delta") -> RunDelta:
         },
         signals={name: _parse_signal(rd, name, s) for name, s in signals.items()},
         events=tuple(_parse_event(rd, e) for e in events),
+        locks=_parse_delta_locks(rd, obj.get("locks")),
     )
+
+
+def _parse_delta_locks(rd: _Reader, raw: Any) -> dict[str, str | None]:
+    locks = rd.obj(raw or {}, "locks")
+    if not all(v is None or isinstance(v, str) for v in locks.values()):
+        raise rd.fail('"locks" must map lock keys to a token string or null')
+    return dict(locks)
 
 
 def loads_record(text: str | bytes, *, where: str = "run record") -> RunRecord:
@@ -525,6 +577,7 @@ __all__ = [
     "TargetStatus",
     "WaitingFor",
     "apply_delta",
+    "apply_deltas",
     "delta_to_json",
     "dumps_record",
     "loads_record",

@@ -74,6 +74,11 @@ class RunStateWriter(Observer):
         self._pending: RunDelta | None = None
         self._dirty_meta: set[str] = set()
         self._lost = False
+        #: set when a re-read shows another process ended the run (``zuke cancel``)
+        self.settled_elsewhere: RunStatus | None = None
+        #: called on the loop with the status another process gave the run
+        self.on_settled_elsewhere: Callable[[RunStatus], None] = lambda status: None
+        self._disowned = False
         self._write_lock = asyncio.Lock()
         self._debounce: asyncio.TimerHandle | None = None
         self._background: asyncio.Future[None] | None = None
@@ -151,6 +156,18 @@ class RunStateWriter(Observer):
         )
         self._queue(RunDelta(updated_at=event.at, events=(event,)))
 
+    def note_lock(self, key: str, token: str | None) -> None:
+        """Record that the run holds (``token``) or gave back (``None``) the claim on ``key``."""
+        self._queue(RunDelta(updated_at=self._now(), locks={key: token}))
+
+    def disown(self) -> None:
+        """Write nothing more: the run belongs to someone else now (its lease was lost)."""
+        self._disowned = True
+        self._pending = None
+        if self._debounce is not None:
+            self._debounce.cancel()
+            self._debounce = None
+
     async def create(self) -> None:
         """Write the initial record; a run id that already exists is an error."""
         outcome = await asyncio.to_thread(self.store.create_run, self.record)
@@ -180,6 +197,8 @@ class RunStateWriter(Observer):
     async def flush(self) -> None:
         """Write everything queued so far; return once it landed (or was reported lost)."""
         async with self._write_lock:
+            if self._disowned:
+                return
             self._take_meta()
             delta = self._pending
             if delta is None:
@@ -196,7 +215,10 @@ class RunStateWriter(Observer):
                 )
                 self.warn(f"state: could not record run {self.run_id}: {exc}")
                 return
-            if landed:
+            if self.settled_elsewhere is not None:
+                self.disown()
+                self.on_settled_elsewhere(self.settled_elsewhere)
+            elif landed:
                 self._lost = False
             else:
                 self._lost = True
@@ -218,6 +240,10 @@ class RunStateWriter(Observer):
             if fresh is None:
                 raise StateError(f"run {self.run_id} is no longer in the store")
             self.record, self.version = fresh.record, fresh.version
+            if fresh.record.status not in ("running", "suspended"):
+                # Another process ended the run (zuke cancel): never write over that.
+                self.settled_elsewhere = fresh.record.status
+                return False
         return False
 
     def _write_once(self, delta: RunDelta) -> Written | Conflict:
