@@ -14,6 +14,7 @@ requests finish, wake idle keep-alive connections, then close the database.
 from __future__ import annotations
 
 import contextlib
+import select
 import signal
 import socket
 import sys
@@ -93,13 +94,21 @@ class _Connections:
         """Wake idle connections and wait (bounded) until every connection is gone."""
         with self._cond:
             for sock, busy in self._busy.items():
-                if not busy:
+                if not busy and not _has_unread_bytes(sock):
                     # Shutting the read side ends a handler blocked waiting for
-                    # the next request; one that already read a request can
-                    # still write its answer.
+                    # the next request; bytes already received stay readable, and
+                    # a handler that already read a request can still answer it.
                     with contextlib.suppress(OSError):
                         sock.shutdown(socket.SHUT_RD)
             self._cond.wait_for(lambda: not self._busy, timeout=timeout_s)
+
+
+def _has_unread_bytes(sock: socket.socket) -> bool:
+    """Whether bytes (a request, or EOF) have arrived that the handler has not read yet."""
+    # A zero-timeout poll, not recv(MSG_PEEK): a socket with a timeout would wait.
+    poller = select.poll()
+    poller.register(sock, select.POLLIN)
+    return bool(poller.poll(0))
 
 
 class _HttpServer(ThreadingHTTPServer):
@@ -141,25 +150,26 @@ class _Handler(BaseHTTPRequestHandler):
         finally:
             self.server.connections.closed(self.connection)
 
+    def handle_one_request(self) -> None:
+        try:
+            super().handle_one_request()
+        finally:
+            self.server.connections.end(self.connection)
+
+    def parse_request(self) -> bool:
+        # A request is in flight from its first line on: a graceful stop waits
+        # for it (and a client sending "Expect: 100-continue" sees the 100 only
+        # after this point).
+        self.server.connections.begin(self.connection)
+        return super().parse_request()
+
     def do_GET(self) -> None:
-        self._serve_one()
+        self._send(self._respond())
 
     do_PUT = do_POST = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = do_GET
 
-    def _serve_one(self) -> None:
-        connections = self.server.connections
-        connections.begin(self.connection)
-        try:
-            response = self._respond()
-            self._send(response)
-        finally:
-            connections.end(self.connection)
-
     def _respond(self) -> Response:
         server = self.server
-        if server.stopping:
-            self.close_connection = True
-            return error_response(503, "shutting down")
         headers = {k.lower(): v for k, v in self.headers.items()}
         # Auth first, before the body is read and before any route is revealed.
         if not server.app.authorized(headers):
@@ -369,7 +379,10 @@ def serve(
         try:
             if ready is not None:
                 ready(server.url)
-            stop.wait()
+            # Wait in slices: the kernel may deliver SIGTERM to a worker thread,
+            # and Python runs signal handlers only when the main thread wakes up.
+            while not stop.wait(0.1):
+                pass
         finally:
             server.stop()
     finally:

@@ -1,0 +1,139 @@
+"""Start a real ``python -m zuke._serve`` process on 127.0.0.1 for tests.
+
+:func:`running_server` starts the service on a free port (``--port 0``),
+waits — with a deadline, no sleeps — for its one ``listening on`` line,
+yields a :class:`ServerProcess` with the base URL, and on exit stops it with
+SIGTERM and asserts a clean exit (code 0). The child's stderr (one log line per
+request) goes to a file, so a chatty server can never block on a full pipe.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import selectors
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+TOKEN = f"test-serve-token-{uuid.uuid4().hex}"
+START_DEADLINE_S = 20.0
+STOP_DEADLINE_S = 20.0
+_LISTENING = re.compile(rb"^zuke serve listening on (http://\S+)\n")
+
+
+@dataclass
+class ServerProcess:
+    url: str
+    proc: subprocess.Popen[bytes]
+    stderr_path: Path
+    more_stdout: bytes = b""
+
+    @property
+    def port(self) -> int:
+        return int(self.url.rsplit(":", 1)[1])
+
+    def stderr(self) -> str:
+        return self.stderr_path.read_text(errors="replace")
+
+    def terminate(self) -> int:
+        """SIGTERM, then the exit code (waits with a deadline); idempotent.
+
+        Whatever the process printed after its listening line is kept in
+        :attr:`more_stdout`.
+        """
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            code = self.proc.wait(timeout=STOP_DEADLINE_S)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise AssertionError(
+                f"zuke serve ignored SIGTERM for {STOP_DEADLINE_S}s\n{self.stderr()}"
+            ) from None
+        finally:
+            stdout = self.proc.stdout
+            if stdout is not None and not stdout.closed:
+                self.more_stdout += stdout.read() if self.proc.poll() is not None else b""
+                stdout.close()
+        return code
+
+
+def serve_command(db: Path, *args: str) -> list[str]:
+    return [sys.executable, "-m", "zuke._serve", "--host", "127.0.0.1", "--db", str(db), *args]
+
+
+def child_env(token: str | None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ZUKE_")}
+    if token is not None:
+        env["ZUKE_SERVE_TOKEN"] = token
+    return env
+
+
+def start_server(
+    workdir: Path,
+    *,
+    db: Path | None = None,
+    token: str | None = TOKEN,
+    args: Sequence[str] = (),
+) -> ServerProcess:
+    """Start the service and return once it has printed its listening line."""
+    db = db or workdir / "state.db"
+    stderr_path = workdir / f"serve-{uuid.uuid4().hex[:8]}.stderr"
+    with stderr_path.open("wb") as stderr:
+        proc = subprocess.Popen(
+            serve_command(db, "--port", "0", *args),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            env=child_env(token),
+            bufsize=0,
+        )
+    assert proc.stdout is not None
+    line = b""
+    deadline = time.monotonic() + START_DEADLINE_S
+    with selectors.DefaultSelector() as selector:
+        selector.register(proc.stdout, selectors.EVENT_READ)
+        while not line.endswith(b"\n"):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not selector.select(remaining):
+                proc.kill()
+                proc.wait()
+                raise AssertionError(f"zuke serve did not start in time\n{stderr_path.read_text()}")
+            chunk = os.read(proc.stdout.fileno(), 1)
+            if not chunk:
+                code = proc.wait()
+                raise AssertionError(
+                    f"zuke serve exited with {code} before listening\n{stderr_path.read_text()}"
+                )
+            line += chunk
+    match = _LISTENING.match(line)
+    assert match, f"unexpected first line {line!r}"
+    return ServerProcess(url=match.group(1).decode(), proc=proc, stderr_path=stderr_path)
+
+
+@contextmanager
+def running_server(
+    workdir: Path,
+    *,
+    db: Path | None = None,
+    token: str | None = TOKEN,
+    args: Sequence[str] = (),
+) -> Iterator[ServerProcess]:
+    """A started service; stopped with SIGTERM afterwards, which must exit 0."""
+    server = start_server(workdir, db=db, token=token, args=args)
+    try:
+        yield server
+    finally:
+        code = server.terminate()
+    assert code == 0, f"zuke serve exited with {code}\n{server.stderr()}"
+    rest = server.more_stdout
+    assert rest == b"", f"zuke serve printed more than its listening line: {rest!r}"
+    assert "Traceback" not in server.stderr(), server.stderr()
