@@ -100,10 +100,11 @@ async def acquire_lease(
     holder: LockHolder,
     *,
     ttl_ms: int,
-    backoff_s: tuple[float, ...] = LEASE_ACQUIRE_BACKOFF_S,
+    backoff_s: tuple[float, ...] | None = None,
 ) -> LockAcquired | LockHeld:
     """Take a run's lease, retrying a store that errors (not one that answers "held")."""
-    for delay in (*backoff_s, None):
+    delays = LEASE_ACQUIRE_BACKOFF_S if backoff_s is None else backoff_s
+    for delay in (*delays, None):
         try:
             return await acquire(store, lease_key(run_id), holder, ttl_ms)
         except StateError as exc:

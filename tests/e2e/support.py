@@ -1,0 +1,69 @@
+"""Real ``zuke`` processes for end-to-end tests: spawn, wait with deadlines, read output."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+ZUKE = str(Path(sys.executable).parent / "zuke")
+DEADLINE_S = 30.0
+
+
+def write_build(directory: Path, source: str, name: str = "build.py") -> Path:
+    path = directory / name
+    path.write_text(textwrap.dedent(source))
+    return path
+
+
+def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The test's environment without zuke or GitHub settings, plus ``extra``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ZUKE_", "GITHUB_"))}
+    env.update(extra or {})
+    return env
+
+
+def spawn(
+    args: list[str], cwd: Path, env: Mapping[str, str] | None = None
+) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [ZUKE, *args],
+        cwd=cwd,
+        env=clean_env(env),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def wait_until(condition: Callable[[], bool], what: str, timeout: float = DEADLINE_S) -> None:
+    """Poll ``condition`` until true; fail naming ``what`` past the deadline."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.01)
+
+
+def finish(proc: subprocess.Popen[str], timeout: float = DEADLINE_S) -> tuple[int, str]:
+    """Wait for a process; its exit code and combined output."""
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, _ = proc.communicate()
+        raise AssertionError(f"process did not finish in {timeout}s:\n{out}") from None
+    return proc.returncode, out
+
+
+def kill(proc: subprocess.Popen[str]) -> str:
+    """SIGKILL a process (if still running), reap it and close its pipe; its output."""
+    if proc.poll() is None:
+        proc.kill()
+    out, _ = proc.communicate(timeout=DEADLINE_S)
+    return out
