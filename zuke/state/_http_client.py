@@ -114,8 +114,13 @@ class Wire:
         body: Any = None,
         headers: Mapping[str, str] | None = None,
         params: Mapping[str, str] | None = None,
+        handles: frozenset[int] = frozenset(),
     ) -> Reply:
-        """One request; its body read (capped) and the response closed on every path."""
+        """One request; its body read (capped) and the response closed on every path.
+
+        ``handles``: statuses the caller interprets itself, exempt from the
+        shared server-error check (PATCH's 501 means "no PATCH here").
+        """
         call = f"{method} {path}"
         content = None if body is None else json.dumps(body).encode()
         send_headers = dict(headers or {})
@@ -145,7 +150,7 @@ class Wire:
             # The exception's text is not shown: it is the transport's, not ours to vet.
             raise self.unavailable(call, f"could not connect ({type(exc).__name__})") from None
         reply = Reply(call, response.status_code, response.headers, b"".join(chunks))
-        self._check_common(reply)
+        self._check_common(reply, handles)
         return reply
 
     def unavailable(self, call: str, what: str) -> StoreUnavailableError:
@@ -154,7 +159,7 @@ class Wire:
             f"Check {STATE_URL_ENV}."
         )
 
-    def _check_common(self, reply: Reply) -> None:
+    def _check_common(self, reply: Reply, handles: frozenset[int]) -> None:
         """Failures every call shares: protocol mismatch, refused token, server errors."""
         echoed = reply.headers.get(PROTOCOL_HEADER)
         if echoed is not None and echoed.strip() != PROTOCOL_VERSION:
@@ -171,7 +176,7 @@ class Wire:
                 else "the state service requires a token; set ZUKE_STATE_TOKEN"
             )
             raise StoreUnavailableError(f"state: {reply.call} got HTTP {reply.status}: {advice}.")
-        if reply.status >= 500:
+        if reply.status >= 500 and reply.status not in handles:
             raise self.unavailable(reply.call, f"failed with HTTP {reply.status}")
 
     def unexpected(self, reply: Reply) -> StoreUnavailableError:

@@ -136,7 +136,11 @@ class HttpStateStore:
         path = _run_path(run_id)
         if self._patch_supported is not False:
             reply = self._wire.send(
-                "PATCH", path, body=delta_to_json(delta), headers={"If-Match": expected_version}
+                "PATCH",
+                path,
+                body=delta_to_json(delta),
+                headers={"If-Match": expected_version},
+                handles=_NO_PATCH_STATUSES,
             )
             if reply.status in _NO_PATCH_STATUSES and not _has_journal(reply):
                 # The TypeScript service (or a proxy) has no PATCH: remember, fall back.
