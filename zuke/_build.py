@@ -6,11 +6,14 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from zuke._errors import BuildDefinitionError
-from zuke._params import Parameter, parameters_of
+from zuke._params import Parameter, default_problem, parameters_of
 from zuke._target import Target, TargetBuilder, definitions_of
 
 if TYPE_CHECKING:
     from zuke.state._protocol import StateStore
+
+#: Commands of the command line; a target cannot take one of these names.
+RESERVED_TARGET_NAMES = frozenset({"graph", "runs", "resume", "cancel", "serve"})
 
 #: Flags the command line owns; a parameter cannot take one of these names.
 RESERVED_PARAMETER_NAMES = frozenset(
@@ -52,6 +55,9 @@ def parameters(cls: type[Build]) -> list[Parameter[Any]]:
                 f"parameter {p.name!r} of {cls.__name__} collides with the built-in flag "
                 f"--{p.name}; rename it"
             )
+        problem = default_problem(p)
+        if problem:
+            raise BuildDefinitionError(f"parameter {p.name!r} of {cls.__name__}: {problem}")
     return params
 
 
@@ -59,6 +65,11 @@ def define_targets(build: Build) -> dict[str, TargetBuilder]:
     """Run every definition method once (after parameters resolve) and collect the builders."""
     builders: dict[str, TargetBuilder] = {}
     for definition in definitions_of(type(build)):
+        if definition.name in RESERVED_TARGET_NAMES:
+            raise BuildDefinitionError(
+                f"target {definition.name!r} of {type(build).__name__} has the name of the "
+                f"command `zuke {definition.name}`; rename it"
+            )
         builders[definition.name] = definition.build(build)
     if not builders:
         raise BuildDefinitionError(

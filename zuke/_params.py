@@ -81,7 +81,9 @@ class Parameter(Generic[T]):
     def boolean(self) -> Parameter[bool]:
         """``true/1/yes/on`` or ``false/0/no/off``; a bare ``--flag`` means true; default false."""
         default = False if self.default_value is UNSET else self.default_value
-        flipped = replace(self, kind="boolean", choices=(), is_required=False, default_value=default)
+        flipped = replace(
+            self, kind="boolean", choices=(), is_required=False, default_value=default
+        )
         return cast("Parameter[bool]", flipped)
 
     def options(self, *values: str) -> Parameter[T]:
@@ -206,6 +208,8 @@ def parameters_of(cls: type) -> list[Parameter[Any]]:
 
 def _parse_scalar(p: Parameter[Any], text: str) -> Any:
     shown = "(hidden)" if p.is_secret else repr(text)
+    if p.choices and text.strip() not in p.choices:
+        raise ValueError(f"expected one of {', '.join(p.choices)}, got {shown}")
     if p.kind == "number":
         try:
             number = float(text)
@@ -226,9 +230,33 @@ def _parse_scalar(p: Parameter[Any], text: str) -> Any:
         if lowered in _FALSE:
             return False
         raise ValueError(f"expected true/false (or yes/no, 1/0), got {shown}")
-    if p.choices and text not in p.choices:
-        raise ValueError(f"expected one of {', '.join(p.choices)}, got {shown}")
     return text
+
+
+def _fits(p: Parameter[Any], value: object) -> bool:
+    if p.kind == "number":
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    elif p.kind == "integer":
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif p.kind == "boolean":
+        ok = isinstance(value, bool)
+    else:
+        ok = isinstance(value, str)
+    return ok and (not p.choices or str(value) in p.choices)
+
+
+def default_problem(p: Parameter[Any]) -> str | None:
+    """Why ``p``'s default does not fit its kind or options, or ``None`` if it does."""
+    value = p.default_value
+    if value is UNSET or (value is None and not p.is_array):
+        return None
+    values = value if p.is_array and isinstance(value, list) else [value]
+    if p.is_array and not isinstance(value, list):
+        return f"default {value!r} is not a list"
+    for item in values:
+        if not _fits(p, item):
+            return f"default {item!r} is not a valid {p.kind_label}"
+    return None
 
 
 def parse_value(p: Parameter[Any], texts: Sequence[str]) -> Any:

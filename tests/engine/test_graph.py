@@ -232,3 +232,13 @@ def test_a_long_chain_plans_without_recursion_limits() -> None:
     Chain = type("Chain", (Build,), namespace)
     result = execute(Chain, ["t2999"], env={})
     assert result.ok and len(result.outcomes) == 3000
+
+
+def test_a_target_named_like_a_command_is_refused() -> None:
+    class Clash(Build):
+        @target
+        def graph(self, t):
+            return t
+
+    with pytest.raises(BuildDefinitionError, match="has the name of the command `zuke graph`"):
+        execute(Clash, ["graph"], env={})

@@ -174,3 +174,47 @@ def test_parse_value_drops_blank_array_entries() -> None:
 def test_lenient_resolution_leaves_missing_required_values_unset() -> None:
     resolution = resolve([Kinds.__dict__["must"]], {}, {}, lenient=True)
     assert resolution.errors == [] and "must" not in resolution.values
+
+
+@pytest.mark.parametrize(
+    ("declare", "message"),
+    [
+        (lambda: parameter("n").integer().default("3"), "default '3' is not a valid integer"),
+        (lambda: parameter("e").options("a", "b").default("zzz"), "default 'zzz' is not a valid"),
+        (lambda: parameter("f").boolean().default("yes"), "default 'yes' is not a valid boolean"),
+        (lambda: parameter("l").array().default("a,b"), "default 'a,b' is not a list"),
+    ],
+)
+def test_a_default_that_does_not_fit_is_a_definition_error(declare, message) -> None:
+    from zuke import BuildDefinitionError
+
+    Bad = type("Bad", (Build,), {"p": declare(), "t": target(lambda self, t: t)})
+    with pytest.raises(BuildDefinitionError, match=message):
+        execute(Bad, ["t"], env={})
+
+
+def test_options_apply_to_numbers_too() -> None:
+    class Pick(Build):
+        size = parameter("size").integer().options("1", "2")
+
+        @target
+        def t(self, t):
+            return t
+
+    with pytest.raises(ParameterError, match="--size: expected one of 1, 2, got '7'"):
+        execute(Pick, ["t"], params={"size": "7"}, env={})
+    assert execute(Pick, ["t"], params={"size": "2"}, env={}).ok
+
+
+def test_a_parameter_named_like_a_builtin_flag_is_refused() -> None:
+    from zuke import BuildDefinitionError
+
+    class Clash(Build):
+        parallel = parameter("oops")
+
+        @target
+        def t(self, t):
+            return t
+
+    with pytest.raises(BuildDefinitionError, match="collides with the built-in flag --parallel"):
+        execute(Clash, ["t"], env={})

@@ -240,14 +240,22 @@ def test_retry_gives_up_with_the_last_error() -> None:
     assert result.outcomes["hopeless"].error == "RuntimeError: attempt 2 (after 2 attempts)"
 
 
-def test_a_target_without_a_body_fails_saying_so() -> None:
-    class Empty(Build):
-        @target
-        def nothing(self, t):
-            return t
+def test_a_target_without_a_body_succeeds_once_its_dependencies_do() -> None:
+    ran: list[str] = []
 
-    result = execute(Empty, ["nothing"], env={})
-    assert result.outcomes["nothing"].error == "nothing has no body; call t.executes(...)"
+    class Aggregate(Build):
+        @target
+        def part(self, t):
+            return t.executes(lambda: ran.append("part"))
+
+        @target
+        def all(self, t):
+            return t.depends_on(self.part)
+
+    result = execute(Aggregate, ["all"], env={})
+    assert result.ok and ran == ["part"]
+    assert result.outcomes["all"].status == "succeeded"
+    assert result.outcomes["all"].started_at is not None
 
 
 def test_a_body_that_calls_sys_exit_fails_instead_of_exiting() -> None:
@@ -311,3 +319,51 @@ def test_cancel_stops_launching_cancels_async_bodies_and_skips_the_rest() -> Non
     assert result.status == "cancelled"
     assert statuses(result) == {"long": "failed", "later": "skipped"}
     assert result.outcomes["long"].error == "cancelled while running"
+
+
+def test_a_timed_out_sync_attempt_is_told_to_stop_and_the_retry_is_not() -> None:
+    seen: list[bool] = []
+    first_told = threading.Event()
+
+    def body(ctx: Context) -> None:
+        if not seen:
+            seen.append(False)
+            first_told.set() if ctx.cancelled.wait(WAIT) else None
+            return
+        seen.append(ctx.cancelled.is_set())
+
+    class Slow(Build):
+        @target
+        def slow(self, t):
+            return t.timeout("50ms").retry(1).executes(body)
+
+    result = execute(Slow, ["slow"], env={})
+    assert result.ok
+    assert first_told.wait(WAIT), "the timed-out attempt was never told to stop"
+    assert seen == [False, False]
+
+
+def test_merge_patch_follows_rfc_7386() -> None:
+    from zuke._engine.context import merge_patch
+
+    base = {"a": 1, "b": {"c": 2, "d": 3}, "e": "x"}
+    patch = {"a": None, "b": {"c": None, "f": 4}, "e": {"g": None, "h": 5}}
+    assert merge_patch(base, patch) == {"b": {"d": 3, "f": 4}, "e": {"h": 5}}
+
+
+def test_a_bad_deadline_fails_before_anything_runs_even_without_state() -> None:
+    from zuke import DurationError
+
+    ran: list[str] = []
+
+    class Late(Build):
+        def deadline(self) -> str:
+            return "whenever"
+
+        @target
+        def a(self, t):
+            return t.executes(lambda: ran.append("a"))
+
+    with pytest.raises(DurationError, match="'whenever' is not a duration"):
+        execute(Late, ["a"], env={})
+    assert ran == []

@@ -29,8 +29,9 @@ def merge_patch(base: dict[str, Any], patch: Mapping[str, Any]) -> dict[str, Any
     for key, value in patch.items():
         if value is None:
             out.pop(key, None)
-        elif isinstance(value, Mapping) and isinstance(out.get(key), dict):
-            out[key] = merge_patch(out[key], value)
+        elif isinstance(value, Mapping):
+            current = out.get(key)
+            out[key] = merge_patch(current if isinstance(current, dict) else {}, value)
         else:
             out[key] = copy.deepcopy(value)
     return out
@@ -58,7 +59,31 @@ class RunState:
         self._lock = threading.Lock()
         #: called with a target name after its metadata changed (the state writer listens)
         self.on_meta_change: Callable[[str], None] | None = None
+        #: set when the run is cancelled or stopped
         self.cancelled = threading.Event()
+        self._attempt_events: set[threading.Event] = set()
+
+    def attempt_event(self) -> threading.Event:
+        """A fresh ``ctx.cancelled`` for one attempt of a body: set by a timeout of that
+        attempt, or when the run is cancelled."""
+        event = threading.Event()
+        with self._lock:
+            self._attempt_events.add(event)
+        if self.cancelled.is_set():
+            event.set()
+        return event
+
+    def forget_attempt(self, event: threading.Event) -> None:
+        with self._lock:
+            self._attempt_events.discard(event)
+
+    def cancel(self) -> None:
+        """Tell every running body that the run is cancelled."""
+        self.cancelled.set()
+        with self._lock:
+            events = list(self._attempt_events)
+        for event in events:
+            event.set()
 
     def meta(self, target: str) -> dict[str, Any]:
         with self._lock:
@@ -118,15 +143,22 @@ class LockInfo:
 class Context:
     """What a body receives as ``ctx``."""
 
-    def __init__(self, run: RunState, target: str, lock: LockInfo | None = None) -> None:
+    def __init__(
+        self,
+        run: RunState,
+        target: str,
+        lock: LockInfo | None = None,
+        cancelled: threading.Event | None = None,
+    ) -> None:
         self._run = run
         self.run_id = run.run_id
         self.target = target
         self.actor = run.actor
         self.state = StateHandle(run, target)
         self.signals: Mapping[str, Signal] = run.signals
-        #: set when the run is cancelled; a long sync body should check ``ctx.cancelled.is_set()``
-        self.cancelled: threading.Event = run.cancelled
+        #: set when the run is cancelled or this attempt timed out; a long synchronous
+        #: body should check ``ctx.cancelled.is_set()`` and return
+        self.cancelled: threading.Event = cancelled or run.cancelled
         self.lock = lock
 
     def state_of(self, target: str | Target) -> StateHandle:
@@ -136,6 +168,10 @@ class Context:
     def outcome_of(self, target: str | Target) -> Outcome | None:
         """How a target ended, or ``None`` if it has not settled."""
         return self._run.outcome(target.name if isinstance(target, Target) else str(target))
+
+    def for_attempt(self) -> Context:
+        """A copy for one attempt of the body, with its own cancellation event."""
+        return Context(self._run, self.target, self.lock, self._run.attempt_event())
 
     def __repr__(self) -> str:
         return f"Context(run_id={self.run_id!r}, target={self.target!r})"

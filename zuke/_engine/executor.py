@@ -3,8 +3,8 @@
 A synchronous body runs on a worker thread so that it can never stall the
 event loop, where the heartbeats that keep the run's lease and locks alive are
 timers. A timed-out synchronous body cannot be interrupted (Python has no safe
-way to kill a thread): the attempt fails, ``ctx.cancelled`` tells the body to
-give up, and the thread is left to finish on its own.
+way to kill a thread): the attempt fails, that attempt's ``ctx.cancelled`` is
+set so a cooperative body returns, and the thread is left to finish on its own.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import inspect
-import threading
 import traceback
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -76,31 +75,41 @@ async def _attempt(
     try:
         await asyncio.wait_for(asyncio.shield(task), spec.timeout_ms / 1000)
     except TimeoutError:
-        task.cancel()  # an async body stops here; a sync body's thread runs on, unobserved
+        # An async body stops here. A sync body's thread cannot be stopped: its
+        # ctx.cancelled is set so that a cooperative body returns early.
+        ctx.cancelled.set()
+        task.cancel()
         raise TargetTimeoutError(
             f"{spec.name} timed out after {format_duration(spec.timeout_ms)}"
         ) from None
 
 
-async def run_body(
-    spec: TargetSpec, ctx: Context, pool: ThreadPoolExecutor, cancelled: threading.Event
-) -> None:
-    """Run ``spec``'s body with its retries; raise :class:`BodyFailure` on the last failure."""
+async def run_body(spec: TargetSpec, ctx: Context, pool: ThreadPoolExecutor) -> None:
+    """Run ``spec``'s body with its retries; raise :class:`BodyFailure` on the last failure.
+
+    Each attempt gets its own ``ctx`` (and ``ctx.cancelled``), so an attempt that
+    timed out and still runs on its thread is told to stop without the next
+    attempt seeing that.
+    """
     assert spec.body is not None
     attempts = spec.retries + 1
     for attempt in range(1, attempts + 1):
+        attempt_ctx = ctx.for_attempt()
         try:
-            await _attempt(spec, spec.body, ctx, pool)
+            await _attempt(spec, spec.body, attempt_ctx, pool)
             return
         except (asyncio.CancelledError, KeyboardInterrupt):
             raise
         except BaseException as exc:
             if isinstance(exc, SystemExit):
                 exc = ZukeError(f"the body called sys.exit({exc.code!r})")
-            if attempt == attempts or cancelled.is_set():
+            if attempt == attempts or ctx.cancelled.is_set():
                 message, detail = describe(exc)
                 if attempts > 1:
                     message = f"{message} (after {attempt} attempts)"
                 raise BodyFailure(message, detail) from None
+        finally:
+            if not attempt_ctx.cancelled.is_set():
+                attempt_ctx._run.forget_attempt(attempt_ctx.cancelled)
         if spec.retry_delay_ms:
             await asyncio.sleep(spec.retry_delay_ms / 1000)

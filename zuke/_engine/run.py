@@ -23,6 +23,7 @@ from typing import Any
 
 from zuke._build import Build, define_targets, parameters
 from zuke._clock import SYSTEM_CLOCK, Clock
+from zuke._duration import parse_duration
 from zuke._engine.context import RunState
 from zuke._engine.durable import DurableRun
 from zuke._engine.observer import Observer, Observers
@@ -157,6 +158,9 @@ async def execute_async(build_cls: type[Build], options: RunOptions) -> RunResul
     if not options.targets:
         raise UsageError("No target given. Run --list to see the targets.")
     loaded = load(build_cls, options.params, options.env)
+    deadline = loaded.build.deadline()
+    if deadline is not None:
+        parse_duration(deadline, what="Build.deadline()")  # a bad value fails before anything
     graph = loaded.graph
     check_targets(graph, options.targets)
     check_targets(graph, options.skip, what="target in --skip")
@@ -172,7 +176,7 @@ async def execute_async(build_cls: type[Build], options: RunOptions) -> RunResul
     durable = await DurableRun.open(
         build_name=build_cls.__name__,
         override=loaded.build.state_store(),
-        deadline=loaded.build.deadline(),
+        deadline=deadline,
         plan=plan,
         roots=list(options.targets),
         params={k: v for k, v in loaded.resolution.raw.items() if k not in secret_names},
@@ -185,7 +189,9 @@ async def execute_async(build_cls: type[Build], options: RunOptions) -> RunResul
     )
     writer = durable.writer if durable else None
     observer = Observers([*([writer] if writer else []), *options.observers])
-    workers = max(4, options.parallel * 2)
+    # Threads start lazily; the headroom keeps a few timed-out bodies (whose threads
+    # cannot be stopped) from starving the targets after them.
+    workers = max(32, options.parallel * 4)
     # Not a `with` block: its exit would wait for timed-out bodies still running on threads.
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="zuke-body")
     try:

@@ -73,10 +73,11 @@ class Scheduler:
         self._waiting_on = {n: set(plan.hard[n]) | set(plan.soft.get(n, ())) for n in plan.order}
         self._dependents = plan.dependents()
         self._bodies: dict[str, asyncio.Future[None]] = {}
+        self._started_at: dict[str, str] = {}
 
     def cancel(self) -> None:
         """Stop launching; cancel what can be cancelled. The run ends ``cancelled``."""
-        self.state.cancelled.set()
+        self.state.cancel()
         self.cancel_requested.set()
 
     def abort(self, reason: str) -> None:
@@ -87,7 +88,7 @@ class Scheduler:
 
     async def run(self) -> dict[str, Outcome]:
         if self.cancel_requested.is_set():
-            self.state.cancelled.set()
+            self.state.cancel()
         ready = [self._index[n] for n in self.plan.order if not self._waiting_on[n]]
         heapq.heapify(ready)
         running: dict[asyncio.Task[Outcome], str] = {}
@@ -104,7 +105,7 @@ class Scheduler:
                         continue
                     running[asyncio.ensure_future(self._run_target(name))] = name
                 if self.cancel_requested.is_set():
-                    self.state.cancelled.set()
+                    self.state.cancel()
                     await self._drain_cancelled(running)
                     break
                 if not running:
@@ -127,7 +128,9 @@ class Scheduler:
         for name in self.plan.order:
             if name not in self.outcomes:
                 reason = (
-                    "the run was cancelled" if self.cancel_requested.is_set() else "not reached"
+                    (self.stop_reason or "the run was cancelled")
+                    if self.cancel_requested.is_set()
+                    else "not reached"
                 )
                 await self._settle_skipped(name, reason)
         return {n: self.outcomes[n] for n in self.plan.order}
@@ -170,9 +173,12 @@ class Scheduler:
     # -- one target -------------------------------------------------------------
 
     async def _transition(self, t: Transition) -> None:
+        if t.status == "running":
+            self._started_at[t.target] = iso(t.at_ms)
         outcome = Outcome(
             status=t.status,
             error=t.error,
+            started_at=self._started_at.get(t.target),
             ended_at=iso(t.at_ms) if t.status in ("succeeded", "failed", "skipped") else None,
             duration_ms=t.duration_ms,
             detail=t.detail,
@@ -221,11 +227,11 @@ class Scheduler:
         try:
             if self.guard is not None:
                 held = await self.guard(spec, ctx)
-            if spec.body is None:
-                raise BodyFailure(f"{name} has no body; call t.executes(...)")
             if self.cancel_requested.is_set():
                 raise BodyFailure(self.stop_reason or "cancelled before its body ran")
-            body = asyncio.ensure_future(run_body(spec, ctx, self.pool, self.state.cancelled))
+            if spec.body is None:  # an aggregate: its dependencies are the work
+                return await self._settle(name, "succeeded", duration_ms=elapsed())
+            body = asyncio.ensure_future(run_body(spec, ctx, self.pool))
             self._bodies[name] = body
             try:
                 await (body if held is None else self._body_while_held(body, held))

@@ -15,7 +15,7 @@ import asyncio
 import os
 import sys
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TextIO
 
 from zuke._build import Build, parameters
@@ -172,7 +172,17 @@ def run_targets(
 
 def entrypoint() -> None:
     """The console script: exit with :func:`main`'s code without waiting on stray threads."""
-    code = main()
+    _exit(main)
+
+
+def _exit(run_main: Callable[[], int]) -> None:
+    try:
+        code = run_main()
+    except BrokenPipeError:
+        # The reader went away (`zuke --list | head`): stop quietly, as other tools do.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        code = EXIT_FAILED
     _exit_now_if_bodies_linger(code)
     sys.exit(code)
 
@@ -188,9 +198,7 @@ def _exit_now_if_bodies_linger(code: int) -> None:
 
 def run(build: type[Build], argv: Sequence[str] | None = None) -> None:
     """``python build.py ...``: the same CLI for this build class, then exit."""
-    code = main(argv, build=build)
-    _exit_now_if_bodies_linger(code)
-    sys.exit(code)
+    _exit(lambda: main(argv, build=build))
 
 
 __all__ = ["EXIT_CODES", "entrypoint", "exit_code_for", "main", "run"]

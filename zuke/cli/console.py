@@ -36,7 +36,7 @@ class Style:
     @classmethod
     def for_stream(cls, stream: TextIO) -> Style:
         isatty = getattr(stream, "isatty", lambda: False)()
-        return cls(bool(isatty) and "NO_COLOR" not in os.environ)
+        return cls(bool(isatty) and not os.environ.get("NO_COLOR"))
 
     def _wrap(self, code: str, text: str) -> str:
         return f"\x1b[{code}m{text}\x1b[0m" if self.enabled else text

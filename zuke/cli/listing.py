@@ -65,7 +65,8 @@ def list_text(graph: BuildGraph, params: Sequence[Parameter[Any]]) -> str:
     width = max(len(n) for n in graph.specs)
     for spec in graph.specs.values():
         deps = f"  (depends on: {', '.join(spec.depends_on)})" if spec.depends_on else ""
-        lines.append(f"  {spec.name:<{width}}  {spec.description}{deps}".rstrip())
+        text = "  ".join(part for part in (spec.description, deps.strip()) if part)
+        lines.append(f"  {spec.name:<{width}}  {text}".rstrip())
     if params:
         lines.append("")
         lines.append("Parameters:")

@@ -16,11 +16,11 @@ import typer
 from zuke._build import Build
 from zuke._clock import SYSTEM_CLOCK
 from zuke._duration import parse_duration
-from zuke._errors import UsageError
-from zuke.cli import runs_view
 from zuke._engine.record import build_origin
 from zuke._engine.run import resolve_actor
+from zuke._errors import UsageError
 from zuke._loader import find_build_file, load_build_class
+from zuke.cli import runs_view
 from zuke.runs import (
     cancel_run,
     count_runs,
