@@ -330,3 +330,41 @@ def test_a_store_that_recovers_on_a_retry_lets_the_run_proceed() -> None:
             return t.executes(lambda: None)
 
     assert execute(Plain, ["a"], env={}).ok
+
+
+def test_a_timed_out_body_keeps_its_lock_until_its_thread_returns() -> None:
+    store = MemoryStateStore()
+    finish_body = threading.Event()
+    seen: dict[str, object] = {}
+
+    def stuck() -> None:
+        finish_body.wait(10)
+
+    async def watcher(ctx: Context) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 10
+        while ctx.outcome_of("guarded") is None:
+            assert loop.time() < deadline
+            await asyncio.sleep(0.01)
+        seen["after_timeout"] = store.acquire_lock("guarded-key", HOLDER, 60_000)
+        finish_body.set()
+        while not isinstance(store.acquire_lock("guarded-key", HOLDER, 60_000), LockAcquired):
+            assert loop.time() < deadline, "the lock was never released"
+            await asyncio.sleep(0.01)
+
+    class Guarded(Build):
+        def state_store(self) -> StateStore:
+            return store
+
+        @target
+        def guarded(self, t):
+            return t.lock(lambda s: s.key("guarded-key").with_ttl("1h")).timeout(50).executes(stuck)
+
+        @target
+        def watch(self, t):
+            return t.executes(watcher)
+
+    result = execute(Guarded, ["guarded", "watch"], parallel=2, env={})
+    assert result.outcomes["guarded"].status == "failed"
+    assert result.outcomes["watch"].status == "succeeded"
+    assert isinstance(seen["after_timeout"], LockHeld)  # still guarded while the thread ran

@@ -59,8 +59,13 @@ async def _call_once(body: BodySpec, ctx: Context, pool: ThreadPoolExecutor) -> 
     if body.is_async:
         result: Any = body.fn(*args)
     else:
-        loop = asyncio.get_running_loop()
-        result = await loop.run_in_executor(pool, lambda: body.fn(*args))
+        thread = pool.submit(body.fn, *args)
+        try:
+            result = await asyncio.wrap_future(thread)
+        except asyncio.CancelledError:
+            if not thread.done():
+                ctx.orphaned(thread)  # still running: whatever it holds must outlive it
+            raise
     if inspect.isawaitable(result):
         await result
 

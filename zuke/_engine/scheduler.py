@@ -17,7 +17,7 @@ import asyncio
 import heapq
 import time
 from collections.abc import Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Protocol, cast
 
 from zuke._clock import SYSTEM_CLOCK, Clock, iso
@@ -74,6 +74,7 @@ class Scheduler:
         self._dependents = plan.dependents()
         self._bodies: dict[str, asyncio.Future[None]] = {}
         self._started_at: dict[str, str] = {}
+        self._late_releases: list[asyncio.Future[None]] = []
 
     def cancel(self) -> None:
         """Stop launching; cancel what can be cancelled. The run ends ``cancelled``."""
@@ -254,8 +255,21 @@ class Scheduler:
             )
         finally:
             if held is not None:
-                await held.release()
+                await self._release_lock(name, held)
         return await self._settle(name, "succeeded", duration_ms=elapsed())
+
+    async def _release_lock(self, name: str, held: Held) -> None:
+        """Give a target's lock back — but not while a body thread it guards still runs."""
+        orphans = self.state.orphans(name)
+        if not orphans:
+            await held.release()
+            return
+        self._late_releases.append(asyncio.ensure_future(self._release_after(orphans, held)))
+
+    async def _release_after(self, orphans: list[Future[Any]], held: Held) -> None:
+        # If the process ends first, the lock lapses at its TTL instead.
+        await asyncio.wait([asyncio.wrap_future(f) for f in orphans])
+        await held.release()
 
     async def _body_while_held(self, body_task: asyncio.Future[None], held: Held) -> None:
         """Wait for the body; if the claim is lost meanwhile, stop it and the run."""
