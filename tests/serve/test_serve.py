@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import signal
 import socket
 import subprocess
 import sys
@@ -32,7 +33,7 @@ from serve.support import (
 )
 from zuke._clock import ManualClock
 from zuke._errors import StoreUnavailableError, UsageError
-from zuke._serve import StateServer
+from zuke._serve import StateServer, serve
 from zuke._serve.__main__ import main
 from zuke.state._protocol import Conflict, LockAcquired, LockHeld, LockHolder, Written
 from zuke.state.http import HttpStateStore
@@ -423,6 +424,64 @@ def test_a_restart_on_the_same_db_keeps_runs_and_fences(tmp_path: Path) -> None:
         again = s.acquire_lock("kept-lock", HOLDER, 60_000)
         assert isinstance(again, LockAcquired)
         assert again.fence > grant.fence
+
+
+def test_sigint_stops_the_server_gracefully_too(tmp_path: Path) -> None:
+    server = start_server(tmp_path)
+    try:
+        with HttpStateStore(server.url, token=TOKEN) as store:
+            assert store.list_runs() == []
+        server.proc.send_signal(signal.SIGINT)
+        assert server.proc.wait(timeout=DEADLINE_S) == 0
+    finally:
+        server.terminate()
+    assert "Traceback" not in server.stderr()
+
+
+def test_a_taken_port_is_exit_1_with_a_message(server: ServerProcess, tmp_path: Path) -> None:
+    child = subprocess.run(
+        serve_command(tmp_path / "other.db", "--port", str(server.port)),
+        env=child_env(TOKEN),
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE_S,
+        check=False,
+    )
+    assert child.returncode == 1
+    assert "zuke serve: cannot start" in child.stderr
+    assert "Traceback" not in child.stderr
+
+
+def test_a_file_that_is_not_a_database_is_exit_1_with_a_message(tmp_path: Path) -> None:
+    db = tmp_path / "not-a.db"
+    db.write_text("hello, I am a text file and not SQLite at all " * 20)
+    child = subprocess.run(
+        serve_command(db, "--port", "0"),
+        env=child_env(TOKEN),
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE_S,
+        check=False,
+    )
+    assert child.returncode == 1
+    assert "cannot use" in child.stderr and "not-a.db" in child.stderr
+    assert "Traceback" not in child.stderr
+
+
+def test_serve_refuses_to_run_outside_the_main_thread(tmp_path: Path) -> None:
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            serve(db_path=tmp_path / "s.db", port=0, token=TOKEN)
+        except BaseException as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join(timeout=DEADLINE_S)
+    assert len(errors) == 1 and isinstance(errors[0], RuntimeError)
+    assert "StateServer" in str(errors[0])
 
 
 def test_the_main_module_serves_when_run_with_python_dash_m(tmp_path: Path) -> None:

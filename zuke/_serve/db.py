@@ -117,16 +117,20 @@ class StateDb:
         if not self._path.exists():
             # The file holds actors, parameters and metadata: owner-only from the start.
             os.close(os.open(self._path, os.O_CREAT | os.O_WRONLY, 0o600))
-        with self._conn() as conn:
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
-            if version > SCHEMA_VERSION:
-                raise StateError(
-                    f"serve: {self._path} was written by a newer zuke (schema {version}); "
-                    "upgrade zuke or point --db at another file"
-                )
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.executescript(_SCHEMA)
-            conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        try:
+            with self._conn() as conn:
+                version = conn.execute("PRAGMA user_version").fetchone()[0]
+                if version > SCHEMA_VERSION:
+                    raise StateError(
+                        f"serve: {self._path} was written by a newer zuke (schema {version}); "
+                        "upgrade zuke or point --db at another file"
+                    )
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.executescript(_SCHEMA)
+                conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        except sqlite3.Error as exc:
+            self.close()
+            raise StateError(f"serve: cannot use {self._path} as a state database: {exc}") from None
 
     @property
     def closed(self) -> bool:

@@ -366,17 +366,17 @@ def serve(
         clock=clock,
         log=sys.stderr,
     )
+    # Signals are what stop it, and only the main thread can install handlers.
+    if threading.current_thread() is not threading.main_thread():
+        raise RuntimeError("serve() runs in the main thread; use StateServer elsewhere")
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         stop.set()
 
-    # Signal handlers can only be installed from the main thread.
-    in_main = threading.current_thread() is threading.main_thread()
     previous: dict[signal.Signals, Any] = {}
-    if in_main:
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            previous[sig] = signal.signal(sig, on_signal)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        previous[sig] = signal.signal(sig, on_signal)
     try:
         server.start()
         try:
