@@ -53,3 +53,13 @@ def test_an_unknown_store_scheme_says_which_package_provides_what() -> None:
         resolve_store(override=None, env={"ZUKE_STATE": "s3://bucket"}, required=False)
     with pytest.raises(StateError, match="is not a store URL"):
         resolve_store(override=None, env={"ZUKE_STATE": "nonsense"}, required=False)
+
+
+def test_fsync_policy_comes_from_the_environment(tmp_path: Path) -> None:
+    always = resolve_store(override=None, env={"ZUKE_STATE_FSYNC": "always"}, required=True,
+                           cwd=tmp_path)  # fmt: skip
+    default = resolve_store(override=None, env={}, required=True, cwd=tmp_path)
+    assert isinstance(always, FileSystemStateStore) and always.sync_appends is True
+    assert isinstance(default, FileSystemStateStore) and default.sync_appends is False
+    with pytest.raises(StateError, match="ZUKE_STATE_FSYNC='sometimes': expected"):
+        resolve_store(override=None, env={"ZUKE_STATE_FSYNC": "sometimes"}, required=True)

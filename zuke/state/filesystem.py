@@ -60,6 +60,11 @@ class FileSystemStateStore:
     run or lock key; past it the call raises :class:`~zuke.StoreUnavailableError`.
     ``bytes_written`` counts every byte this instance has written to run and
     lock files (for benchmarks and the linear-cost tests).
+
+    Whole-record writes are always fsynced. A journal append is fsynced when it
+    changes the run's status (a checkpoint: suspended, finished, cancelled), or
+    always with ``sync_appends``; otherwise it is durable against the process
+    dying, not against the machine losing power (see ``docs/state.md``).
     """
 
     def __init__(
@@ -68,10 +73,12 @@ class FileSystemStateStore:
         *,
         clock: Clock = SYSTEM_CLOCK,
         mutex_timeout_s: float = 5.0,
+        sync_appends: bool = False,
     ) -> None:
         self.directory: Final[str] = os.fspath(directory)
         self.clock: Final[Clock] = clock
         self.mutex_timeout_s: Final[float] = mutex_timeout_s
+        self.sync_appends: Final[bool] = sync_appends
         self.bytes_written = 0
         self._count_lock = threading.Lock()
         self._locks = FsLocks(self.directory, clock, mutex_timeout_s, self._count)
@@ -147,7 +154,12 @@ class FileSystemStateStore:
                 return Conflict()
             # A torn tail can only be a dead appender's: live ones hold this mutex.
             truncate_to = current.valid if current.torn else None
-            self._count(append_line(path, line, truncate_to=truncate_to, directory=self.directory))
+            sync = self.sync_appends or delta.status is not None  # status changes: checkpoints
+            self._count(
+                append_line(
+                    path, line, truncate_to=truncate_to, directory=self.directory, sync=sync
+                )
+            )
             length = current.valid + len(line)
             journal = current.journal_bytes + len(line)
             if journal > max(current.header.base, _journal.COMPACT_MIN_BYTES):

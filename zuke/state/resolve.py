@@ -42,7 +42,9 @@ def configured_store(env: Mapping[str, str], *, cwd: Path | None = None) -> Stat
     if directory:
         from zuke.state.filesystem import FileSystemStateStore
 
-        return FileSystemStateStore(Path(cwd or Path.cwd()) / directory)
+        return FileSystemStateStore(
+            Path(cwd or Path.cwd()) / directory, sync_appends=_sync_appends(env)
+        )
     spec = env.get("ZUKE_STATE", "")
     if spec:
         return _from_entry_point(spec, env)
@@ -64,7 +66,17 @@ def resolve_store(
         return store
     from zuke.state.filesystem import FileSystemStateStore
 
-    return FileSystemStateStore(Path(cwd or Path.cwd()) / DEFAULT_DIRECTORY)
+    return FileSystemStateStore(
+        Path(cwd or Path.cwd()) / DEFAULT_DIRECTORY, sync_appends=_sync_appends(env)
+    )
+
+
+def _sync_appends(env: Mapping[str, str]) -> bool:
+    """``ZUKE_STATE_FSYNC=always`` fsyncs every journal append, not just checkpoints."""
+    mode = env.get("ZUKE_STATE_FSYNC", "")
+    if mode not in ("", "always", "checkpoints"):
+        raise StateError(f"ZUKE_STATE_FSYNC={mode!r}: expected 'always' or 'checkpoints'")
+    return mode == "always"
 
 
 def _from_entry_point(spec: str, env: Mapping[str, str]) -> StateStore:
