@@ -73,7 +73,7 @@ def test_twelve_processes_race_one_key_against_zuke_serve(tmp_path: Path) -> Non
     write_build(tmp_path, RACE_BUILD)
     with running_server(tmp_path) as server:
         env = {"ZUKE_STATE_URL": server.url, "ZUKE_STATE_TOKEN": TOKEN}
-        for round_no in range(3):
+        for round_no in range(10):
             race_once(tmp_path, round_no, env)
 
 
