@@ -11,6 +11,7 @@ import http.client
 import json
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -135,6 +136,26 @@ def test_the_log_has_one_line_per_request_and_never_the_token(
     assert f"zuke serve: PUT /runs/{run_id} 201" in log.splitlines()
     assert TOKEN not in log
     assert "tester" not in log  # bodies are never logged
+
+
+def test_a_client_resetting_mid_body_is_one_log_line_not_a_traceback(
+    server: ServerProcess,
+) -> None:
+    sock = socket.create_connection(("127.0.0.1", server.port), timeout=DEADLINE_S)
+    sock.sendall(
+        (
+            f"PUT /runs/dropped HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\n"
+            "If-None-Match: *\r\nContent-Length: 100\r\nExpect: 100-continue\r\n\r\n"
+        ).encode()
+    )
+    assert sock.recv(100).startswith(b"HTTP/1.1 100")  # the server is reading the body now
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    sock.close()  # with linger 0: a reset, not a clean close
+    deadline = time.monotonic() + DEADLINE_S
+    while "connection dropped" not in server.stderr():
+        assert time.monotonic() < deadline, server.stderr()
+    assert "zuke serve: connection dropped (ConnectionResetError)" in server.stderr()
+    assert "Traceback" not in server.stderr()
 
 
 # ------------------------------------------------------------------ refusing to start

@@ -132,6 +132,15 @@ class _HttpServer(ThreadingHTTPServer):
         self.connections = _Connections()
         self.stopping = False
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # The stdlib prints a traceback (a client hanging up mid-answer, say);
+        # one line without request text is all the log may say.
+        exc = sys.exc_info()[1]
+        if self.log is not None:
+            with self.log_lock, contextlib.suppress(OSError, ValueError):
+                self.log.write(f"zuke serve: connection dropped ({type(exc).__name__})\n")
+                self.log.flush()
+
 
 class _Handler(BaseHTTPRequestHandler):
     server: _HttpServer
@@ -184,10 +193,11 @@ class _Handler(BaseHTTPRequestHandler):
             return body
         try:
             return server.app.handle(Request(self.command, self.path, headers, body))
-        except DbClosedError:
-            self.close_connection = True
-            return error_response(503, "shutting down")
         except Exception as exc:  # one bad request must not kill the connection's thread
+            if isinstance(exc, DbClosedError) or server.stopping:
+                # The database closed under a straggler after the drain gave up.
+                self.close_connection = True
+                return error_response(503, "shutting down")
             self._log(f"error {type(exc).__name__} handling {self.command} {self._shown_path()}")
             return error_response(500, "internal error")
 
