@@ -4,6 +4,7 @@ from collections.abc import Mapping
 
 import pytest
 
+from tests.engine.builds import chain_build
 from zuke import Build, BuildDefinitionError, GraphError, Target, UsageError, execute, target
 
 
@@ -220,17 +221,7 @@ def test_an_unknown_target_is_a_usage_error_with_a_suggestion() -> None:
 
 
 def test_a_long_chain_plans_without_recursion_limits() -> None:
-    namespace = {}
-    for i in range(3000):
-
-        def define(self, t, i=i):
-            t = t.executes(lambda: None)
-            return t.depends_on(getattr(self, f"t{i - 1}")) if i else t
-
-        define.__name__ = f"t{i}"
-        namespace[f"t{i}"] = target(define)
-    Chain = type("Chain", (Build,), namespace)
-    result = execute(Chain, ["t2999"], env={})
+    result = execute(chain_build(3000), ["t2999"], env={})
     assert result.ok and len(result.outcomes) == 3000
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.engine.builds import chain_build
 from zuke import Build, Context, DurationError, StateStore, execute, parameter, target
 from zuke.state.filesystem import FileSystemStateStore
 from zuke.state.memory import MemoryStateStore
@@ -169,17 +170,8 @@ def test_the_deadline_is_stamped_on_the_record() -> None:
 
 def test_a_chain_persists_with_about_one_write_per_target(tmp_path: Path) -> None:
     store = FileSystemStateStore(tmp_path / "runs")
-    namespace: dict[str, object] = {"state_store": lambda self: store}
-    for i in range(200):
-
-        def define(self, t, i=i):
-            t = t.executes(lambda: None)
-            return t.depends_on(getattr(self, f"t{i - 1}")) if i else t
-
-        define.__name__ = f"t{i}"
-        namespace[f"t{i}"] = target(define)
-    Chain = type("Chain", (Build,), namespace)
-    result = execute(Chain, ["t199"], env={})
+    chain = chain_build(200, state_store=lambda self: store)
+    result = execute(chain, ["t199"], env={})
     record = stored(store, result.run_id)
     assert all(t.status == "succeeded" for t in record.targets.values())
     final_size = len(json.dumps(record_to_json(record)))

@@ -73,6 +73,8 @@ def record_text(r: RunRecord) -> str:
         lines.append(
             "  degraded: yes — a change to this record was lost; some target statuses may be stale"
         )
+    if r.locks:
+        lines.append(f"  holding:  {', '.join(sorted(r.locks))}")
     if r.params:
         lines.append("Parameters:")
         lines.extend(f"  {k} = {v}" for k, v in r.params.items())
