@@ -47,7 +47,13 @@ def seed(directory: Path) -> FileSystemStateStore:
         )
     )
     store.create_run(
-        replace(base, id="r3", status="running", created_at="2026-03-01T00:00:00.000Z")
+        replace(
+            base,
+            id="r3",
+            status="running",
+            created_at="2026-03-01T00:00:00.000Z",
+            locks={"zuke-run-r3": "t1", "deploy-api": "t2"},
+        )
     )
     store.create_run(
         replace(base, id="r4", status="suspended", created_at="2025-01-01T00:00:00.000Z")
@@ -175,3 +181,8 @@ def test_a_build_run_with_state_can_be_listed_and_shown(
     record = json.loads(cli("runs", "show", runs[0]["id"], "--json").out)
     assert record["targets"]["hello"]["meta"] == {"said": "hi"}
     assert f"Run {runs[0]['id']}" in ran.out
+
+
+def test_show_names_the_claims_a_running_run_holds(runs_dir: Path, cli: CliRunner) -> None:
+    result = cli("runs", "show", "r3")
+    assert "  holding:  deploy-api, zuke-run-r3" in result.out
