@@ -28,17 +28,23 @@ def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
 
 
 def spawn(
-    args: list[str], cwd: Path, env: Mapping[str, str] | None = None
+    args: list[str],
+    cwd: Path,
+    env: Mapping[str, str] | None = None,
+    *,
+    output: Path | None = None,
 ) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [ZUKE, *args],
-        cwd=cwd,
-        env=clean_env(env),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    """Start ``zuke args``; its output goes to a pipe, or to ``output`` to read it while it runs."""
+    if output is None:
+        return subprocess.Popen(
+            [ZUKE, *args], cwd=cwd, env=clean_env(env), stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+    with output.open("w") as sink:
+        return subprocess.Popen(
+            [ZUKE, *args], cwd=cwd, env=clean_env(env), stdin=subprocess.DEVNULL,
+            stdout=sink, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
 
 
 def wait_until(condition: Callable[[], bool], what: str, timeout: float = DEADLINE_S) -> None:
@@ -59,6 +65,10 @@ def finish(proc: subprocess.Popen[str], timeout: float = DEADLINE_S) -> tuple[in
         out, _ = proc.communicate()
         raise AssertionError(f"process did not finish in {timeout}s:\n{out}") from None
     return proc.returncode, out
+
+
+def output_of(path: Path) -> str:
+    return path.read_text() if path.exists() else ""
 
 
 def kill(proc: subprocess.Popen[str]) -> str:

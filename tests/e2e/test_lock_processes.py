@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import signal
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.support import finish, kill, spawn, wait_until, write_build
+from tests.e2e.support import finish, kill, output_of, spawn, wait_until, write_build
 from tests.serve.support import TOKEN, running_server
 from zuke import LockAcquired, LockHeld, LockHolder
 from zuke.state.filesystem import FileSystemStateStore
@@ -282,3 +283,42 @@ def test_http_store_lock_holder_is_visible_to_other_processes(tmp_path: Path) ->
             assert code == 0, out
         finally:
             kill(proc)
+
+
+def test_ctrl_c_cancels_the_run_records_it_and_releases_its_lock(tmp_path: Path) -> None:
+    write_build(tmp_path, RACE_BUILD)
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    proc = spawn(["deploy", "--markers", str(markers)], tmp_path)
+    try:
+        wait_until(lambda: any(markers.glob("winner-*")), "the body to start")
+        proc.send_signal(signal.SIGINT)
+        (markers / "release").write_text("")  # lets the (sync) body return once told
+        code, out = finish(proc)
+    finally:
+        kill(proc)
+    assert code == 130, out
+    assert "SIGINT: cancelling the run" in out
+    store = FileSystemStateStore(tmp_path / ".zuke" / "runs")
+    (run,) = store.list_runs()
+    found = store.get_run(run.id)
+    assert found is not None and found.record.status == "cancelled"
+    assert found.record.locks == {}
+    assert isinstance(store.acquire_lock("race-key", OBSERVER, 1000), LockAcquired)
+
+
+def test_a_second_ctrl_c_exits_at_once(tmp_path: Path) -> None:
+    write_build(tmp_path, RACE_BUILD)
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    log = tmp_path / "out.log"
+    proc = spawn(["deploy", "--markers", str(markers)], tmp_path, output=log)
+    try:
+        wait_until(lambda: any(markers.glob("winner-*")), "the body to start")
+        proc.send_signal(signal.SIGINT)
+        wait_until(lambda: "SIGINT: cancelling the run" in output_of(log), "the first SIGINT")
+        proc.send_signal(signal.SIGINT)  # the body ignores ctx.cancelled: only this ends it
+        code, _ = finish(proc)
+    finally:
+        kill(proc)
+    assert code == 130, output_of(log)

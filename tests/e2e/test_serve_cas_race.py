@@ -19,8 +19,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from serve.support import TOKEN, child_env, running_server
 
+from tests.serve.support import TOKEN, child_env, running_server
 from zuke.state._protocol import Written
 from zuke.state.http import HttpStateStore
 from zuke.state.records import RunRecord

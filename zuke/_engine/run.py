@@ -247,7 +247,8 @@ class _signal_handlers:
             os._exit(130)
         if self.options.on_interrupt is not None:
             self.options.on_interrupt(
-                f"{signum.name}: cancelling the run (send it again to stop at once)"
+                f"{signum.name}: cancelling the run; running targets are told to stop "
+                "(send it again to exit at once)"
             )
         self.scheduler.cancel()
 

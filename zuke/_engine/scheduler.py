@@ -170,6 +170,11 @@ class Scheduler:
         for body in list(self._bodies.values()):
             body.cancel()
         await asyncio.gather(*running, return_exceptions=True)
+        # A synchronous body cannot be interrupted, only told (ctx.cancelled). Wait
+        # for it: what runs after a cancellation must not run beside the work it
+        # stops, and its lock is released once it returns. A second Ctrl-C exits.
+        if self._late_releases:
+            await asyncio.gather(*self._late_releases, return_exceptions=True)
 
     # -- one target -------------------------------------------------------------
 
