@@ -18,8 +18,8 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from serve.support import TOKEN, ServerProcess, running_server
 
+from tests.serve.support import TOKEN, ServerProcess, running_server
 from zuke.state._protocol import LockAcquired, StateStore
 from zuke.state.http import HttpStateStore
 from zuke.testing.store_contract import StateStoreContract, sample_holder

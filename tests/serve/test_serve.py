@@ -24,7 +24,7 @@ from typing import Any
 import httpx
 import pytest
 
-from serve.support import (
+from tests.serve.support import (
     TOKEN,
     ServerProcess,
     child_env,
