@@ -24,40 +24,15 @@ import contextlib
 import json
 import os
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
 
 from zuke._clock import Clock
 from zuke._errors import CorruptRecordError
 from zuke.state._files import atomic_write, ensure_directory, mutex, os_failure
-from zuke.state._ids import check_id
+from zuke.state._ids import check_id, check_ttl
 from zuke.state._protocol import LockAcquired, LockHeld, LockHolder
-
-
-def check_ttl(ttl_ms: object) -> int:
-    if not isinstance(ttl_ms, int) or isinstance(ttl_ms, bool) or ttl_ms <= 0:
-        raise ValueError(f"state: lock ttl_ms must be a positive integer, got {ttl_ms!r}")
-    return ttl_ms
-
-
-def holder_to_json(holder: LockHolder) -> dict[str, Any]:
-    out: dict[str, Any] = {"actor": holder.actor, "runId": holder.run_id, "since": holder.since}
-    if holder.run_url is not None:
-        out["runUrl"] = holder.run_url
-    return out
-
-
-def parse_holder(raw: object, where: str) -> LockHolder:
-    if not isinstance(raw, Mapping):
-        raise CorruptRecordError(f'state: {where}: "holder" must be an object')
-    for key in ("actor", "runId", "since"):
-        if not isinstance(raw.get(key), str):
-            raise CorruptRecordError(f'state: {where}: holder "{key}" must be a string')
-    run_url = raw.get("runUrl")
-    if run_url is not None and not isinstance(run_url, str):
-        raise CorruptRecordError(f'state: {where}: holder "runUrl" must be a string when present')
-    return LockHolder(actor=raw["actor"], run_id=raw["runId"], since=raw["since"], run_url=run_url)
+from zuke.state.records import holder_to_json, parse_holder
 
 
 @dataclass(frozen=True)
@@ -122,7 +97,7 @@ class FsLocks:
             raise CorruptRecordError(f'state: {where}: "token" and "expiresAt" are required')
         if not isinstance(fence, int):
             raise CorruptRecordError(f'state: {where}: "fence" must be an integer')
-        holder = parse_holder(raw.get("holder"), where)
+        holder = parse_holder(raw.get("holder"), where=where)
         return _Claim(holder=holder, token=token, expires_at=expires_at, fence=fence)
 
     def _read_fence(self, key: str) -> int:

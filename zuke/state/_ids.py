@@ -1,4 +1,4 @@
-"""Validation of run ids and lock keys: the one place that decides what is safe.
+"""Validation of what callers hand a store: run ids, lock keys, lock TTLs.
 
 An id becomes a file name in the filesystem store and a path segment in the
 HTTP store, so it must not be able to name anything outside the store:
@@ -23,3 +23,10 @@ def check_id(value: object, what: str = "run id") -> str:
             "(not '.' or '..')"
         )
     return value
+
+
+def check_ttl(ttl_ms: object) -> int:
+    """Return ``ttl_ms`` if it is a positive whole number of milliseconds, else raise."""
+    if not isinstance(ttl_ms, int) or isinstance(ttl_ms, bool) or ttl_ms <= 0:
+        raise ValueError(f"state: lock ttl_ms must be a positive integer, got {ttl_ms!r}")
+    return ttl_ms

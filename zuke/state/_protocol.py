@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from zuke.state.records import RunDelta, RunRecord, RunStatus, RunSummary
+from zuke.state.records import LockHolder, RunDelta, RunRecord, RunStatus, RunSummary
 
 
 @dataclass(frozen=True)
@@ -40,16 +40,6 @@ class Written:
 @dataclass(frozen=True)
 class Conflict:
     """A write did not land: the record is not at the expected version (or exists already)."""
-
-
-@dataclass(frozen=True)
-class LockHolder:
-    """Who holds a lock. Descriptive only: never an authorisation input."""
-
-    actor: str
-    run_id: str
-    since: str
-    run_url: str | None = None
 
 
 @dataclass(frozen=True)

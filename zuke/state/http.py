@@ -35,7 +35,7 @@ from zuke.state._http_wire import (
     check_url_is_secure,
     redact_url,
 )
-from zuke.state._ids import check_id
+from zuke.state._ids import check_id, check_ttl
 from zuke.state._protocol import (
     Conflict,
     LockAcquired,
@@ -51,6 +51,8 @@ from zuke.state.records import (
     RunSummary,
     apply_delta,
     delta_to_json,
+    holder_to_json,
+    parse_holder,
     parse_record,
     parse_summary,
     record_to_json,
@@ -190,7 +192,7 @@ class HttpStateStore:
 
     def acquire_lock(self, key: str, holder: LockHolder, ttl_ms: int) -> LockAcquired | LockHeld:
         path = _lock_path(key)
-        body = {"holder": _holder_to_json(holder), "ttlMs": _check_ttl(ttl_ms)}
+        body = {"holder": holder_to_json(holder), "ttlMs": check_ttl(ttl_ms)}
         reply = self._wire.send("POST", path, body=body)
         if reply.status == 409:
             return LockHeld(holder=self._holder(reply))
@@ -208,7 +210,7 @@ class HttpStateStore:
 
     def renew_lock(self, key: str, token: str, ttl_ms: int) -> bool:
         path = _lock_path(key)
-        reply = self._wire.send("PUT", path, body={"token": token, "ttlMs": _check_ttl(ttl_ms)})
+        reply = self._wire.send("PUT", path, body={"token": token, "ttlMs": check_ttl(ttl_ms)})
         if reply.status in (404, 409):
             return False
         if not reply.ok:
@@ -225,17 +227,12 @@ class HttpStateStore:
 
     def _holder(self, reply: Reply) -> LockHolder:
         raw = self._wire.json(reply, "a lock holder")
-        if isinstance(raw, dict):
-            actor, run_id, since = raw.get("actor"), raw.get("runId"), raw.get("since")
-            run_url = raw.get("runUrl")
-            if (
-                isinstance(actor, str)
-                and isinstance(run_id, str)
-                and isinstance(since, str)
-                and (run_url is None or isinstance(run_url, str))
-            ):
-                return LockHolder(actor=actor, run_id=run_id, since=since, run_url=run_url)
-        raise self._wire.bad_body(reply, "a lock holder {actor, runId, since, runUrl?}")
+        try:
+            return parse_holder(raw)
+        except CorruptRecordError:
+            raise self._wire.bad_body(
+                reply, "a lock holder {actor, runId, since, runUrl?}"
+            ) from None
 
     def _write_result(self, reply: Reply) -> Written | Conflict:
         if reply.status == 412:
@@ -253,23 +250,9 @@ def _lock_path(key: str) -> str:
     return "/locks/" + quote(check_id(key, "lock key"), safe="")
 
 
-def _check_ttl(ttl_ms: object) -> int:
-    # Checked before any request (the server would refuse it with a 400 anyway).
-    if not isinstance(ttl_ms, int) or isinstance(ttl_ms, bool) or ttl_ms <= 0:
-        raise ValueError(f"state: lock ttl_ms must be a positive integer, got {ttl_ms!r}")
-    return ttl_ms
-
-
 def _has_journal(reply: Reply) -> bool:
     features = reply.headers.get(FEATURES_HEADER, "")
     return JOURNAL_FEATURE in (f.strip() for f in features.split(","))
-
-
-def _holder_to_json(holder: LockHolder) -> dict[str, str]:
-    out = {"actor": holder.actor, "runId": holder.run_id, "since": holder.since}
-    if holder.run_url is not None:
-        out["runUrl"] = holder.run_url
-    return out
 
 
 __all__ = [

@@ -21,8 +21,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from zuke._clock import SYSTEM_CLOCK, Clock
-from zuke.state._fs_locks import check_ttl
-from zuke.state._ids import check_id
+from zuke.state._ids import check_id, check_ttl
 from zuke.state._journal import fold
 from zuke.state._protocol import (
     Conflict,

@@ -36,6 +36,16 @@ _EMPTY: Mapping[str, Any] = {}
 
 
 @dataclass(frozen=True)
+class LockHolder:
+    """Who holds a lock. Descriptive only: never an authorisation input."""
+
+    actor: str
+    run_id: str
+    since: str
+    run_url: str | None = None
+
+
+@dataclass(frozen=True)
 class GraphNode:
     """One planned target and the names of its hard dependencies."""
 
@@ -298,6 +308,25 @@ def record_to_json(r: RunRecord) -> dict[str, Any]:
     if r.locks:
         out["locks"] = dict(r.locks)
     return out
+
+
+def holder_to_json(holder: LockHolder) -> dict[str, str]:
+    out = {"actor": holder.actor, "runId": holder.run_id, "since": holder.since}
+    if holder.run_url is not None:
+        out["runUrl"] = holder.run_url
+    return out
+
+
+def parse_holder(raw: Any, *, where: str = "lock holder") -> LockHolder:
+    """The wire form ``{actor, runId, since, runUrl?}``; anything else is corrupt."""
+    rd = _Reader(where)
+    obj = rd.obj(raw, "holder")
+    return LockHolder(
+        actor=rd.string(obj, "actor"),
+        run_id=rd.string(obj, "runId"),
+        since=rd.string(obj, "since"),
+        run_url=rd.opt_string(obj, "runUrl"),
+    )
 
 
 def summary_to_json(s: RunSummary) -> dict[str, Any]:
@@ -567,6 +596,7 @@ __all__ = [
     "TARGET_STATUSES",
     "TERMINAL_STATUSES",
     "GraphNode",
+    "LockHolder",
     "RunDelta",
     "RunEvent",
     "RunRecord",
@@ -580,9 +610,11 @@ __all__ = [
     "apply_deltas",
     "delta_to_json",
     "dumps_record",
+    "holder_to_json",
     "loads_record",
     "merge_deltas",
     "parse_delta",
+    "parse_holder",
     "parse_record",
     "parse_summary",
     "record_to_json",
