@@ -37,7 +37,13 @@ from zuke.state._http_wire import (
     PROTOCOL_VERSION,
 )
 from zuke.state._ids import check_id
-from zuke.state.records import RUN_STATUSES, parse_delta, parse_record
+from zuke.state.records import (
+    RUN_STATUSES,
+    holder_to_json,
+    parse_delta,
+    parse_holder,
+    parse_record,
+)
 
 _MAX_NAMESPACE_DEPTH = 8
 _COLLECTIONS = ("runs", "locks")
@@ -272,18 +278,11 @@ class StateApp:
 
     def _acquire_lock(self, ns: str, key: str, request: Request) -> Response:
         body = _object_body(request)
-        holder = body.get("holder")
-        if not isinstance(holder, dict) or not all(
-            isinstance(holder.get(f), str) for f in ("actor", "runId", "since")
-        ):
-            raise _refuse(400, "holder must be {actor, runId, since, runUrl?} of strings")
-        run_url = holder.get("runUrl")
-        if run_url is not None and not isinstance(run_url, str):
-            raise _refuse(400, "holder.runUrl must be a string when present")
-        shown = {f: holder[f] for f in ("actor", "runId", "since")}
-        if run_url is not None:
-            shown["runUrl"] = run_url
-        holder_json = json.dumps(shown, ensure_ascii=False, separators=(",", ":"))
+        try:
+            holder = parse_holder(body.get("holder"))
+        except CorruptRecordError:
+            raise _refuse(400, "holder must be {actor, runId, since, runUrl?} of strings") from None
+        holder_json = json.dumps(holder_to_json(holder), ensure_ascii=False, separators=(",", ":"))
         result = self._db.acquire_lock(ns, key, holder_json, _ttl(body))
         if isinstance(result, Granted):
             return json_response(201, {"token": result.token, "fence": result.fence})
