@@ -13,6 +13,13 @@ beside the columns a listing needs and a table of graph node names for the
 so a stale ETag can never match a record that was deleted and re-created.
 Lock rows are never deleted: a released lock keeps its ``fence`` so the next
 acquisition's fence is still strictly greater.
+
+A ``PATCH`` appends its delta to ``run_deltas`` instead of rewriting the
+record, so persisting a run costs time linear in its transitions (rewriting
+the record made each write of a 1000-target run cost ~10 ms). Reads fold the
+deltas over the stored record; once the deltas outweigh the record (and at
+least 64 KiB of them have gathered) they are folded into it, so the rewrites
+stay linear too.
 """
 
 from __future__ import annotations
@@ -32,7 +39,17 @@ from typing import Literal
 
 from zuke._clock import Clock
 from zuke._errors import StateError
-from zuke.state.records import RunDelta, RunRecord, apply_delta, parse_record, record_to_json
+from zuke.state.records import (
+    RunDelta,
+    RunRecord,
+    apply_deltas,
+    delta_to_json,
+    parse_delta,
+    parse_record,
+    record_to_json,
+)
+
+COMPACT_MIN_BYTES = 64 * 1024
 
 SCHEMA_VERSION = 1
 
@@ -58,6 +75,13 @@ CREATE TABLE IF NOT EXISTS run_targets (
     PRIMARY KEY (ns, run_id, name)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS run_targets_by_name ON run_targets (ns, name);
+CREATE TABLE IF NOT EXISTS run_deltas (
+    ns TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    delta TEXT NOT NULL,
+    PRIMARY KEY (ns, run_id, seq)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS locks (
     ns TEXT NOT NULL,
     key TEXT NOT NULL,
@@ -183,10 +207,20 @@ class StateDb:
 
     def get_run(self, ns: str, run_id: str) -> StoredText | None:
         with self._conn() as conn:
-            row = conn.execute(
-                "SELECT record, etag FROM runs WHERE ns = ? AND id = ?", (ns, run_id)
-            ).fetchone()
-        return None if row is None else StoredText(text=row[0], etag=row[1])
+            conn.execute("BEGIN")  # one snapshot: the record and its deltas agree
+            try:
+                row = conn.execute(
+                    "SELECT record, etag FROM runs WHERE ns = ? AND id = ?", (ns, run_id)
+                ).fetchone()
+                deltas = [d for (d,) in conn.execute(
+                    "SELECT delta FROM run_deltas WHERE ns = ? AND run_id = ? ORDER BY seq",
+                    (ns, run_id),
+                )]  # fmt: skip
+            finally:
+                conn.execute("COMMIT")
+        if row is None:
+            return None
+        return StoredText(text=_fold(row[0], deltas) if deltas else row[0], etag=row[1])
 
     def create_run(self, ns: str, record: RunRecord, text: str) -> str | None:
         """Store a new run; its version, or ``None`` if the id is taken."""
@@ -226,13 +260,40 @@ class StateDb:
             outcome = self._check_version(conn, ns, run_id, if_match)
             if outcome != "written":
                 return outcome, ""
-            (text,) = conn.execute(
-                "SELECT record FROM runs WHERE ns = ? AND id = ?", (ns, run_id)
+            line = _dumps(delta_to_json(delta))
+            base_bytes, journal_bytes, last_seq = conn.execute(
+                "SELECT LENGTH(r.record), COALESCE(SUM(LENGTH(d.delta)), 0),"
+                " COALESCE(MAX(d.seq), 0) FROM runs r"
+                " LEFT JOIN run_deltas d ON d.ns = r.ns AND d.run_id = r.id"
+                " WHERE r.ns = ? AND r.id = ?",
+                (ns, run_id),
             ).fetchone()
-            # Stored records were validated on the way in, so this parse is a formality.
-            record = apply_delta(parse_record(_loads(text)), delta)
-            new_text = _dumps(record_to_json(record))
-            return "written", self._replace(conn, ns, record, new_text, graph_changed=False)
+            if journal_bytes + len(line) > max(base_bytes, COMPACT_MIN_BYTES):
+                return "written", self._compact(conn, ns, run_id, delta)
+            conn.execute(
+                "INSERT INTO run_deltas (ns, run_id, seq, delta) VALUES (?, ?, ?, ?)",
+                (ns, run_id, last_seq + 1, line),
+            )
+            etag = _new_etag()
+            # Keep the listing's columns current without touching the record.
+            conn.execute(
+                "UPDATE runs SET etag = ?, updated_at = ?, status = COALESCE(?, status),"
+                " actor = COALESCE(?, actor) WHERE ns = ? AND id = ?",
+                (etag, delta.updated_at, delta.status, delta.actor, ns, run_id),
+            )
+            return "written", etag
+
+    def _compact(self, conn: sqlite3.Connection, ns: str, run_id: str, delta: RunDelta) -> str:
+        """Fold the run's deltas (and ``delta``) into its record; the new version."""
+        (text,) = conn.execute(
+            "SELECT record FROM runs WHERE ns = ? AND id = ?", (ns, run_id)
+        ).fetchone()
+        deltas = [parse_delta(_loads(d)) for (d,) in conn.execute(
+            "SELECT delta FROM run_deltas WHERE ns = ? AND run_id = ? ORDER BY seq", (ns, run_id)
+        )]  # fmt: skip
+        record = apply_deltas(parse_record(_loads(text)), [*deltas, delta])
+        conn.execute("DELETE FROM run_deltas WHERE ns = ? AND run_id = ?", (ns, run_id))
+        return self._replace(conn, ns, record, _dumps(record_to_json(record)), graph_changed=False)
 
     @staticmethod
     def _check_version(
@@ -250,6 +311,7 @@ class StateDb:
         conn: sqlite3.Connection, ns: str, record: RunRecord, text: str, *, graph_changed: bool
     ) -> str:
         etag = _new_etag()
+        conn.execute("DELETE FROM run_deltas WHERE ns = ? AND run_id = ?", (ns, record.id))
         conn.execute(
             "UPDATE runs SET etag = ?, record = ?, build = ?, root_target = ?, status = ?,"
             " actor = ?, created_at = ?, updated_at = ? WHERE ns = ? AND id = ?",
@@ -268,6 +330,7 @@ class StateDb:
         """Remove a run; whether it existed. Locks are left alone (a lock outlives runs)."""
         with self._write() as conn:
             conn.execute("DELETE FROM run_targets WHERE ns = ? AND run_id = ?", (ns, run_id))
+            conn.execute("DELETE FROM run_deltas WHERE ns = ? AND run_id = ?", (ns, run_id))
             cursor = conn.execute("DELETE FROM runs WHERE ns = ? AND id = ?", (ns, run_id))
             return cursor.rowcount > 0
 
@@ -368,6 +431,11 @@ class StateDb:
                 (ns, key),
             )
             return True
+
+
+def _fold(text: str, deltas: list[str]) -> str:
+    record = apply_deltas(parse_record(_loads(text)), [parse_delta(_loads(d)) for d in deltas])
+    return _dumps(record_to_json(record))
 
 
 def _same_token(stored: str, given: str) -> bool:

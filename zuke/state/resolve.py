@@ -18,7 +18,6 @@ only when the HTTP store is chosen.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -86,6 +85,8 @@ def _from_entry_point(spec: str, env: Mapping[str, str]) -> StateStore:
             f"ZUKE_STATE={spec!r} is not a store URL; expected e.g. "
             "github://OWNER/REPO?branch=zuke-state"
         )
+    from importlib.metadata import entry_points  # ~12 ms: only when a scheme is named
+
     found = [ep for ep in entry_points(group="zuke.state_stores") if ep.name == scheme]
     if not found:
         raise StateError(
