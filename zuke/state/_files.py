@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import os
 import uuid
 from collections.abc import Iterator
@@ -60,7 +61,21 @@ def mutex(path: str, timeout_s: float, *, directory: str) -> Iterator[None]:
     to a marker file that a crash would leave behind. A fresh lock object per
     call means each thread gets its own descriptor, so threads of one process
     exclude each other exactly like separate processes do.
+
+    The uncontended case — nearly every write — takes the same ``flock``
+    directly, without filelock's bookkeeping (about 0.12 ms a call, the
+    largest cost of a journal append); only a contended mutex goes through
+    filelock's bounded wait. Both are ``flock`` on the same file, so they
+    exclude each other.
     """
+    fast = _try_flock(path)
+    if fast is not None:
+        try:
+            yield
+        finally:
+            fcntl.flock(fast, fcntl.LOCK_UN)
+            os.close(fast)
+        return
     # filelock polls a contended lock; a write holds it for one fsync, so poll often.
     lock = filelock.FileLock(path, timeout=timeout_s, poll_interval=0.005, fallback_to_soft=False)
     try:
@@ -78,6 +93,20 @@ def mutex(path: str, timeout_s: float, *, directory: str) -> Iterator[None]:
         yield
     finally:
         lock.release()
+
+
+def _try_flock(path: str) -> int | None:
+    """A descriptor holding ``flock(path)`` if it is free right now, else ``None``."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError:
+        return None  # let filelock report it
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:  # held by someone (or no flock here): the slow path decides
+        os.close(fd)
+        return None
+    return fd
 
 
 def fsync_directory(directory: str) -> None:
