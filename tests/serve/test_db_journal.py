@@ -79,3 +79,21 @@ def test_a_stale_patch_is_refused_and_a_put_clears_the_journal(tmp_path: Path) -
     stored = db.get_run("", "run-1")
     assert stored is not None and loads_record(stored.text).actor == "me"
     db.close()
+
+
+def test_a_run_without_journal_counters_is_counted_once_and_patched(tmp_path: Path) -> None:
+    db_path = tmp_path / "state.db"
+    db = StateDb(db_path, clock=ManualClock())
+    record = base_record(3)
+    etag = db.create_run("", record, json.dumps(record_to_json(record)))
+    assert etag is not None
+    first = RunDelta(updated_at="2026-01-01T00:00:01.000Z", actor="a")
+    _, etag = db.patch_run("", "run-1", first, if_match=etag)
+    with sqlite3.connect(db_path) as conn:  # as a database from before the counters
+        conn.execute("DELETE FROM run_journal")
+    second = RunDelta(updated_at="2026-01-01T00:00:02.000Z", status="failed")
+    outcome, _ = db.patch_run("", "run-1", second, if_match=etag)
+    stored = db.get_run("", "run-1")
+    assert outcome == "written" and stored is not None
+    assert loads_record(stored.text) == apply_deltas(record, [first, second])
+    db.close()

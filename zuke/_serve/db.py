@@ -82,6 +82,14 @@ CREATE TABLE IF NOT EXISTS run_deltas (
     delta TEXT NOT NULL,
     PRIMARY KEY (ns, run_id, seq)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS run_journal (
+    ns TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    base_bytes INTEGER NOT NULL,
+    journal_bytes INTEGER NOT NULL,
+    last_seq INTEGER NOT NULL,
+    PRIMARY KEY (ns, run_id)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS locks (
     ns TEXT NOT NULL,
     key TEXT NOT NULL,
@@ -240,6 +248,7 @@ class StateDb:
                 "INSERT OR IGNORE INTO run_targets (ns, run_id, name) VALUES (?, ?, ?)",
                 [(ns, record.id, node.name) for node in record.graph],
             )
+            _reset_journal(conn, ns, record.id, len(text))
             return etag
 
     def update_run(
@@ -261,18 +270,17 @@ class StateDb:
             if outcome != "written":
                 return outcome, ""
             line = _dumps(delta_to_json(delta))
-            base_bytes, journal_bytes, last_seq = conn.execute(
-                "SELECT LENGTH(r.record), COALESCE(SUM(LENGTH(d.delta)), 0),"
-                " COALESCE(MAX(d.seq), 0) FROM runs r"
-                " LEFT JOIN run_deltas d ON d.ns = r.ns AND d.run_id = r.id"
-                " WHERE r.ns = ? AND r.id = ?",
-                (ns, run_id),
-            ).fetchone()
+            base_bytes, journal_bytes, last_seq = self._journal_size(conn, ns, run_id)
             if journal_bytes + len(line) > max(base_bytes, COMPACT_MIN_BYTES):
                 return "written", self._compact(conn, ns, run_id, delta)
             conn.execute(
                 "INSERT INTO run_deltas (ns, run_id, seq, delta) VALUES (?, ?, ?, ?)",
                 (ns, run_id, last_seq + 1, line),
+            )
+            conn.execute(
+                "UPDATE run_journal SET journal_bytes = ?, last_seq = ?"
+                " WHERE ns = ? AND run_id = ?",
+                (journal_bytes + len(line), last_seq + 1, ns, run_id),
             )
             etag = _new_etag()
             # Keep the listing's columns current without touching the record.
@@ -282,6 +290,26 @@ class StateDb:
                 (etag, delta.updated_at, delta.status, delta.actor, ns, run_id),
             )
             return "written", etag
+
+    @staticmethod
+    def _journal_size(conn: sqlite3.Connection, ns: str, run_id: str) -> tuple[int, int, int]:
+        """``(record bytes, delta bytes, last delta seq)`` of a run, from its counters."""
+        row = conn.execute(
+            "SELECT base_bytes, journal_bytes, last_seq FROM run_journal"
+            " WHERE ns = ? AND run_id = ?",
+            (ns, run_id),
+        ).fetchone()
+        if row is not None:
+            return int(row[0]), int(row[1]), int(row[2])
+        # A run written before the counters existed: count once, then keep counting.
+        base, journal, last = conn.execute(
+            "SELECT LENGTH(r.record), COALESCE(SUM(LENGTH(d.delta)), 0), COALESCE(MAX(d.seq), 0)"
+            " FROM runs r LEFT JOIN run_deltas d ON d.ns = r.ns AND d.run_id = r.id"
+            " WHERE r.ns = ? AND r.id = ?",
+            (ns, run_id),
+        ).fetchone()
+        _reset_journal(conn, ns, run_id, int(base), journal=int(journal), last_seq=int(last))
+        return int(base), int(journal), int(last)
 
     def _compact(self, conn: sqlite3.Connection, ns: str, run_id: str, delta: RunDelta) -> str:
         """Fold the run's deltas (and ``delta``) into its record; the new version."""
@@ -312,6 +340,7 @@ class StateDb:
     ) -> str:
         etag = _new_etag()
         conn.execute("DELETE FROM run_deltas WHERE ns = ? AND run_id = ?", (ns, record.id))
+        _reset_journal(conn, ns, record.id, len(text))
         conn.execute(
             "UPDATE runs SET etag = ?, record = ?, build = ?, root_target = ?, status = ?,"
             " actor = ?, created_at = ?, updated_at = ? WHERE ns = ? AND id = ?",
@@ -331,6 +360,7 @@ class StateDb:
         with self._write() as conn:
             conn.execute("DELETE FROM run_targets WHERE ns = ? AND run_id = ?", (ns, run_id))
             conn.execute("DELETE FROM run_deltas WHERE ns = ? AND run_id = ?", (ns, run_id))
+            conn.execute("DELETE FROM run_journal WHERE ns = ? AND run_id = ?", (ns, run_id))
             cursor = conn.execute("DELETE FROM runs WHERE ns = ? AND id = ?", (ns, run_id))
             return cursor.rowcount > 0
 
@@ -431,6 +461,17 @@ class StateDb:
                 (ns, key),
             )
             return True
+
+
+def _reset_journal(
+    conn: sqlite3.Connection, ns: str, run_id: str, base_bytes: int, *,
+    journal: int = 0, last_seq: int = 0,
+) -> None:  # fmt: skip
+    conn.execute(
+        "INSERT OR REPLACE INTO run_journal (ns, run_id, base_bytes, journal_bytes, last_seq)"
+        " VALUES (?, ?, ?, ?, ?)",
+        (ns, run_id, base_bytes, journal, last_seq),
+    )
 
 
 def _fold(text: str, deltas: list[str]) -> str:
