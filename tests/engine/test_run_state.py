@@ -11,7 +11,7 @@ from tests.engine.builds import chain_build
 from zuke import Build, Context, DurationError, StateStore, execute, parameter, target
 from zuke.state.filesystem import FileSystemStateStore
 from zuke.state.memory import MemoryStateStore
-from zuke.state.records import record_to_json
+from zuke.state.wire import record_to_json
 
 
 def stored(store: StateStore, run_id: str):

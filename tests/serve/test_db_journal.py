@@ -8,14 +8,8 @@ from pathlib import Path
 
 from zuke._clock import ManualClock
 from zuke._serve.db import StateDb
-from zuke.state.records import (
-    RunDelta,
-    RunRecord,
-    TargetRecord,
-    apply_deltas,
-    loads_record,
-    record_to_json,
-)
+from zuke.state.records import RunDelta, RunRecord, TargetRecord, apply_deltas
+from zuke.state.wire import loads_record, record_to_json
 
 
 def base_record(targets: int) -> RunRecord:

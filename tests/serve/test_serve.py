@@ -38,7 +38,8 @@ from zuke._serve import StateServer, serve
 from zuke._serve.__main__ import main
 from zuke.state._protocol import Conflict, LockAcquired, LockHeld, LockHolder, Written
 from zuke.state.http import HttpStateStore
-from zuke.state.records import GraphNode, RunDelta, RunRecord, record_to_json
+from zuke.state.records import GraphNode, RunDelta, RunRecord
+from zuke.state.wire import record_to_json
 
 DEADLINE_S = 15.0
 

@@ -29,16 +29,8 @@ from zuke.state._protocol import (
     Written,
 )
 from zuke.state.http import HttpStateStore, InsecureStateUrlError, check_url_is_secure
-from zuke.state.records import (
-    GraphNode,
-    RunDelta,
-    RunRecord,
-    TargetRecord,
-    apply_delta,
-    delta_to_json,
-    parse_record,
-    record_to_json,
-)
+from zuke.state.records import GraphNode, RunDelta, RunRecord, TargetRecord, apply_delta
+from zuke.state.wire import delta_to_json, parse_record, record_to_json
 
 TOKEN = "s3cr3t-token-value-do-not-print"
 BASE = "https://state.example/ns/team-a"
@@ -317,7 +309,7 @@ class FakeServer:
                 return reply(404, {}, **features)
             if current[1] != request.headers.get("if-match"):
                 return reply(412, {}, **features)
-            from zuke.state.records import parse_delta
+            from zuke.state.wire import parse_delta
 
             merged = apply_delta(parse_record(current[0]), parse_delta(json.loads(request.content)))
             self.runs[name] = (record_to_json(merged), self._etag())

@@ -17,10 +17,12 @@ from zuke.state.records import (
     TargetRecord,
     WaitingFor,
     apply_delta,
+    merge_deltas,
+)
+from zuke.state.wire import (
     delta_to_json,
     dumps_record,
     loads_record,
-    merge_deltas,
     parse_delta,
     parse_record,
     record_to_json,

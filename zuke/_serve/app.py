@@ -37,13 +37,8 @@ from zuke.state._http_wire import (
     PROTOCOL_VERSION,
 )
 from zuke.state._ids import check_id
-from zuke.state.records import (
-    RUN_STATUSES,
-    holder_to_json,
-    parse_delta,
-    parse_holder,
-    parse_record,
-)
+from zuke.state.records import RUN_STATUSES
+from zuke.state.wire import holder_to_json, parse_delta, parse_holder, parse_record
 
 _MAX_NAMESPACE_DEPTH = 8
 _COLLECTIONS = ("runs", "locks")

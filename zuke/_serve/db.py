@@ -39,15 +39,8 @@ from typing import Literal
 
 from zuke._clock import Clock
 from zuke._errors import StateError
-from zuke.state.records import (
-    RunDelta,
-    RunRecord,
-    apply_deltas,
-    delta_to_json,
-    parse_delta,
-    parse_record,
-    record_to_json,
-)
+from zuke.state.records import RunDelta, RunRecord, apply_deltas
+from zuke.state.wire import delta_to_json, parse_delta, parse_record, record_to_json
 
 COMPACT_MIN_BYTES = 64 * 1024
 

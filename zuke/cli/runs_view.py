@@ -8,7 +8,8 @@ from collections.abc import Sequence
 from zuke._clock import parse_iso
 from zuke._duration import format_duration
 from zuke.runs import RunCounts
-from zuke.state.records import RunRecord, RunSummary, record_to_json, summary_to_json
+from zuke.state.records import RunRecord, RunSummary
+from zuke.state.wire import record_to_json, summary_to_json
 
 _GLYPHS = {
     "pending": "·",

@@ -10,12 +10,7 @@ from zuke._clock import parse_iso
 from zuke._errors import RunNotFoundError, UsageError
 from zuke.state._ids import check_id
 from zuke.state._protocol import RunQuery, StateStore
-from zuke.state.records import (
-    RUN_STATUSES,
-    TERMINAL_STATUSES,
-    RunRecord,
-    RunSummary,
-)
+from zuke.state.records import RUN_STATUSES, TERMINAL_STATUSES, RunRecord, RunSummary
 
 _EVERY_RUN = RunQuery()
 

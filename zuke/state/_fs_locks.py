@@ -32,7 +32,7 @@ from zuke._errors import CorruptRecordError
 from zuke.state._files import atomic_write, ensure_directory, mutex, os_failure
 from zuke.state._ids import check_id, check_ttl
 from zuke.state._protocol import LockAcquired, LockHeld, LockHolder
-from zuke.state.records import holder_to_json, parse_holder
+from zuke.state.wire import holder_to_json, parse_holder
 
 
 @dataclass(frozen=True)

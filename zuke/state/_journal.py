@@ -4,8 +4,8 @@ A journal (``<run id>.jsonl``) is ASCII JSON lines, each compact and ending in
 ``\\n``::
 
     {"zuke":"run-journal","v":1,"gen":"<uuid hex>","base":<bytes of line 2>}
-    {...the full record, records.record_to_json...}
-    {...one RunDelta, records.delta_to_json...}
+    {...the full record, wire.record_to_json...}
+    {...one RunDelta, wire.delta_to_json...}
     ...
 
 Why a journal: persisting a transition appends one small line, so the bytes a
@@ -35,15 +35,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from zuke._errors import CorruptRecordError
-from zuke.state.records import (
-    RunDelta,
-    RunRecord,
-    apply_deltas,
-    delta_to_json,
-    parse_delta,
-    parse_record,
-    record_to_json,
-)
+from zuke.state.records import RunDelta, RunRecord, apply_deltas
+from zuke.state.wire import delta_to_json, parse_delta, parse_record, record_to_json
 
 KIND = "run-journal"
 FORMAT_VERSION = 1

@@ -45,11 +45,8 @@ from zuke.state._protocol import (
     StoredRun,
     Written,
 )
-from zuke.state.records import (
-    RunDelta,
-    RunRecord,
-    RunSummary,
-    apply_delta,
+from zuke.state.records import RunDelta, RunRecord, RunSummary, apply_delta
+from zuke.state.wire import (
     delta_to_json,
     holder_to_json,
     parse_holder,

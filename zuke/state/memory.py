@@ -33,7 +33,8 @@ from zuke.state._protocol import (
     Written,
 )
 from zuke.state._query import select
-from zuke.state.records import RunDelta, RunRecord, RunSummary, loads_record, record_to_json
+from zuke.state.records import RunDelta, RunRecord, RunSummary
+from zuke.state.wire import loads_record, record_to_json
 
 _EVERY_RUN: Final = RunQuery()
 
