@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 
-from zuke import Build, Context, parameter, run, target
+from zuke import Build, Context, LockSettings, parameter, run, target
 
 
 class Release(Build):
@@ -41,13 +41,19 @@ class Release(Build):
         return (
             t.description("Deploy the image")
             .depends_on(self.unit_tests, self.lint)
+            .lock(self._one_deploy_at_a_time)
             .timeout("5m")
             .executes(self._deploy)
         )
 
+    def _one_deploy_at_a_time(self, s: LockSettings) -> None:
+        s.lock_key("deploy", self.service.value, self.environment.value).with_ttl("30m")
+
     def _deploy(self, ctx: Context) -> None:
         image = ctx.state_of(self.compile).get()["image"]
+        assert ctx.lock is not None
         print(f"deploying {image} to {self.environment.value} x{self.replicas.value}")
+        print(f"holding {ctx.lock.key} with fence {ctx.lock.fence}")
         ctx.state.set({"deployed": image, "environment": self.environment.value})
 
 
