@@ -184,6 +184,10 @@ class Context:
     def orphaned(self, thread: Future[Any]) -> None:
         self._run.add_orphan(self.target, thread)
 
+    def attempt_done(self) -> None:
+        """The attempt is over: a later cancellation no longer needs to reach it."""
+        self._run.forget_attempt(self.cancelled)
+
     def for_attempt(self) -> Context:
         """A copy for one attempt of the body, with its own cancellation event."""
         return Context(self._run, self.target, self.lock, self._run.attempt_event())

@@ -114,7 +114,6 @@ async def run_body(spec: TargetSpec, ctx: Context, pool: ThreadPoolExecutor) -> 
                     message = f"{message} (after {attempt} attempts)"
                 raise BodyFailure(message, detail) from None
         finally:
-            if not attempt_ctx.cancelled.is_set():
-                attempt_ctx._run.forget_attempt(attempt_ctx.cancelled)
+            attempt_ctx.attempt_done()
         if spec.retry_delay_ms:
             await asyncio.sleep(spec.retry_delay_ms / 1000)
