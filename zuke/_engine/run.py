@@ -207,14 +207,18 @@ async def execute_async(build_cls: type[Build], options: RunOptions) -> RunResul
         )
         if durable is not None:
             durable.attach(scheduler)
-        await observer.run_started(run_id, plan)
+        crashed = False
         try:
+            await observer.run_started(run_id, plan)
             with _signal_handlers(scheduler, options):
                 outcomes = await scheduler.run()
+        except BaseException:
+            crashed = True  # an error of the engine or an observer: record the run failed
+            raise
         finally:
             cancelled = scheduler.cancel_requested.is_set() and scheduler.stop_reason is None
             verdict = _verdict(scheduler.outcomes, plan, cancelled)
-            if scheduler.stop_reason is not None:
+            if scheduler.stop_reason is not None or crashed:
                 verdict = "failed"
             if durable is not None:
                 await durable.close(verdict)
