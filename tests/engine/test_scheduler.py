@@ -367,3 +367,30 @@ def test_a_bad_deadline_fails_before_anything_runs_even_without_state() -> None:
     with pytest.raises(DurationError, match="'whenever' is not a duration"):
         execute(Late, ["a"], env={})
     assert ran == []
+
+
+def test_an_observer_that_raises_is_dropped_and_the_run_goes_on() -> None:
+    class Broken(Observer):
+        async def transition(self, t: Transition) -> None:
+            raise BrokenPipeError("stdout closed")
+
+    ran: list[str] = []
+
+    class Two(Build):
+        @target
+        def a(self, t):
+            return t.executes(lambda: ran.append("a"))
+
+        @target
+        def b(self, t):
+            return t.depends_on(self.a).executes(lambda: ran.append("b"))
+
+    warnings: list[str] = []
+    collect = Collect()
+    options = RunOptions(
+        targets=["b"], env={}, observers=[Broken(), collect], on_warning=warnings.append
+    )
+    result = asyncio.run(execute_async(Two, options))
+    assert result.ok and ran == ["a", "b"]
+    assert len(warnings) == 1 and "Broken failed and was dropped" in warnings[0]
+    assert collect.seen[-1] == ("b", "succeeded")

@@ -9,7 +9,7 @@ before any dependent is released.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -48,19 +48,32 @@ class Observer:
 
 
 class Observers(Observer):
-    """Fans each hook out to several observers, in order."""
+    """Fans each hook out to several observers, in order.
 
-    def __init__(self, observers: Sequence[Observer]) -> None:
+    An observer that raises (a console whose pipe closed, a plugin's bug) is
+    reported once through ``warn`` and skipped from then on: watching a run
+    must never break it.
+    """
+
+    def __init__(
+        self, observers: Sequence[Observer], *, warn: Callable[[str], None] = lambda m: None
+    ) -> None:
         self._observers = list(observers)
+        self._warn = warn
+
+    async def _each(self, call: Callable[[Observer], Awaitable[None]]) -> None:
+        for o in list(self._observers):
+            try:
+                await call(o)
+            except Exception as exc:  # any observer failure is contained
+                self._observers.remove(o)
+                self._warn(f"{type(o).__name__} failed and was dropped: {exc!r}")
 
     async def run_started(self, run_id: str, plan: Plan) -> None:
-        for o in self._observers:
-            await o.run_started(run_id, plan)
+        await self._each(lambda o: o.run_started(run_id, plan))
 
     async def transition(self, t: Transition) -> None:
-        for o in self._observers:
-            await o.transition(t)
+        await self._each(lambda o: o.transition(t))
 
     async def run_finished(self, result: RunResult) -> None:
-        for o in self._observers:
-            await o.run_finished(result)
+        await self._each(lambda o: o.run_finished(result))

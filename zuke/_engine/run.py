@@ -188,7 +188,9 @@ async def execute_async(build_cls: type[Build], options: RunOptions) -> RunResul
         warn=options.on_warning,
     )
     writer = durable.writer if durable else None
-    observer = Observers([*([writer] if writer else []), *options.observers])
+    observer = Observers(
+        [*([writer] if writer else []), *options.observers], warn=options.on_warning
+    )
     # Threads start lazily; the headroom keeps a few timed-out bodies (whose threads
     # cannot be stopped) from starving the targets after them.
     workers = max(32, options.parallel * 4)
