@@ -259,3 +259,27 @@ def test_zuke_list_imports_no_heavy_modules(release: Path) -> None:
         timeout=60,
     )
     assert proc.stdout.strip() == "0 []", proc.stderr
+
+
+def test_an_unreachable_state_store_is_one_clear_message_and_exit_1(
+    release: Path, cli: CliRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from zuke._engine import claims
+
+    monkeypatch.setattr(claims, "LEASE_ACQUIRE_BACKOFF_S", (0.0,))
+    env = {"ZUKE_STATE_URL": "http://127.0.0.1:9/", "ZUKE_STATE_TOKEN": "tok-secret-1"}
+    result = cli("compile", "--repo", "api", env=env)
+    assert result.code == 1
+    assert "Could not claim run" in result.err and "127.0.0.1:9" in result.err
+    assert "tok-secret-1" not in result.text and "Traceback" not in result.text
+    assert "compiled" not in result.out
+
+
+def test_a_plaintext_remote_state_url_is_refused_before_anything_runs(
+    release: Path, cli: CliRunner
+) -> None:
+    env = {"ZUKE_STATE_URL": "http://state.example.com/", "ZUKE_STATE_TOKEN": "tok-secret-2"}
+    result = cli("compile", "--repo", "api", "--state", env=env)
+    assert result.code == 1
+    assert "ZUKE_STATE_URL" in result.err and "tok-secret-2" not in result.text
+    assert "compiled" not in result.out
