@@ -6,6 +6,7 @@ import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import pytest
 
@@ -26,8 +27,12 @@ class CliResult:
 CliRunner = Callable[..., CliResult]
 
 
+class BuildWriter(Protocol):
+    def __call__(self, source: str, name: str = "build.py") -> Path: ...
+
+
 @pytest.fixture
-def write_build(tmp_path: Path) -> Callable[[str], Path]:
+def write_build(tmp_path: Path) -> BuildWriter:
     """Write ``source`` (dedented) as ``build.py`` in a temp dir and return its path."""
 
     def write(source: str, name: str = "build.py") -> Path:

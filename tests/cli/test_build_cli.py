@@ -4,12 +4,11 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import CliRunner
+from tests.conftest import BuildWriter, CliRunner
 
 BUILD = """
     import asyncio
@@ -53,7 +52,7 @@ BUILD = """
 
 
 @pytest.fixture
-def release(write_build: Callable[[str], Path]) -> Path:
+def release(write_build: BuildWriter) -> Path:
     return write_build(BUILD)
 
 
@@ -174,7 +173,7 @@ def test_bad_command_lines_exit_2_with_one_message(
 
 
 def test_a_build_file_from_file_flag_and_zuke_file_env(
-    write_build: Callable[[str], Path], cli: CliRunner
+    write_build: BuildWriter, cli: CliRunner
 ) -> None:
     write_build(BUILD, name="release.py")
     assert cli("--file", "release.py", "compile", "--repo", "a").code == 0
@@ -183,7 +182,7 @@ def test_a_build_file_from_file_flag_and_zuke_file_env(
 
 
 def test_a_build_file_that_raises_on_import_names_the_line(
-    write_build: Callable[[str], Path], cli: CliRunner
+    write_build: BuildWriter, cli: CliRunner
 ) -> None:
     write_build("from zuke import Build\nraise ValueError('oops')\n")
     result = cli("--list")
@@ -192,7 +191,7 @@ def test_a_build_file_that_raises_on_import_names_the_line(
 
 
 def test_a_build_with_no_target_given_lists_targets_or_runs_default(
-    write_build: Callable[[str], Path], cli: CliRunner
+    write_build: BuildWriter, cli: CliRunner
 ) -> None:
     write_build(
         """

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import CliRunner
+from tests.conftest import BuildWriter, CliRunner
 from zuke.state.filesystem import FileSystemStateStore
 from zuke.state.records import RunRecord, TargetRecord
 
@@ -162,7 +161,7 @@ def test_a_corrupt_record_is_reported_and_the_listing_goes_on(
 
 
 def test_a_build_run_with_state_can_be_listed_and_shown(
-    write_build: Callable[[str], Path], cli: CliRunner
+    write_build: BuildWriter, cli: CliRunner
 ) -> None:
     write_build(
         """

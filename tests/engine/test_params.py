@@ -179,10 +179,11 @@ def test_lenient_resolution_leaves_missing_required_values_unset() -> None:
 @pytest.mark.parametrize(
     ("declare", "message"),
     [
-        (lambda: parameter("n").integer().default("3"), "default '3' is not a valid integer"),
+        # The type checker rejects these too; the runtime check is for untyped build files.
+        (lambda: parameter("n").integer().default("3"), "default '3' is not a valid integer"),  # type: ignore[call-overload]
         (lambda: parameter("e").options("a", "b").default("zzz"), "default 'zzz' is not a valid"),
-        (lambda: parameter("f").boolean().default("yes"), "default 'yes' is not a valid boolean"),
-        (lambda: parameter("l").array().default("a,b"), "default 'a,b' is not a list"),
+        (lambda: parameter("f").boolean().default("yes"), "default 'yes' is not a valid boolean"),  # type: ignore[arg-type]
+        (lambda: parameter("l").array().default("a,b"), "default 'a,b' is not a list"),  # type: ignore[arg-type]
     ],
 )
 def test_a_default_that_does_not_fit_is_a_definition_error(declare, message) -> None:
