@@ -23,7 +23,14 @@ from zuke._errors import CorruptRecordError, StateError, StoreUnavailableError, 
 from zuke.state import _journal
 from zuke.state._protocol import Conflict, LockAcquired, LockHeld, RunQuery, Written
 from zuke.state.filesystem import FileSystemStateStore
-from zuke.state.records import RunDelta, RunEvent, RunRecord, TargetRecord, apply_delta
+from zuke.state.records import (
+    RunDelta,
+    RunEvent,
+    RunRecord,
+    TargetRecord,
+    apply_delta,
+    apply_deltas,
+)
 from zuke.testing.store_contract import rich_record, sample_holder, sample_record
 
 
@@ -290,8 +297,8 @@ def test_folding_a_journal_equals_applying_each_delta(store: FileSystemStateStor
     deltas = [step(i, target=("build", "deploy")[i % 2]) for i in range(30)]
     deltas[7] = replace(deltas[7], status="failed", degraded=False, actor="z")
     deltas[9] = replace(deltas[9], deadline_at="later", intended_terminal="failed")
-    assert _journal.fold(record, deltas) == reduce(apply_delta, deltas, record)
-    assert _journal.fold(record, []) is record
+    assert apply_deltas(record, deltas) == reduce(apply_delta, deltas, record)
+    assert apply_deltas(record, []) is record
 
 
 def test_bytes_written_for_n_appends_grow_linearly(store: FileSystemStateStore) -> None:

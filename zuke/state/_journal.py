@@ -30,7 +30,6 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -174,7 +173,7 @@ def read(data: bytes, where: str) -> tuple[RunRecord, str]:
         parse_delta(_json(line, where, n), where=f"{where} line {n}")
         for n, line in enumerate(lines[2:], start=3)
     )
-    return fold(base, deltas), version_of(header.gen, valid)
+    return apply_deltas(base, deltas), version_of(header.gen, valid)
 
 
 def _json(line: bytes, where: str, number: int) -> Any:
@@ -184,8 +183,3 @@ def _json(line: bytes, where: str, number: int) -> Any:
         raise CorruptRecordError(
             f"state: {where}: line {number} is not valid JSON ({exc})"
         ) from None
-
-
-def fold(record: RunRecord, deltas: Iterable[RunDelta]) -> RunRecord:
-    """``record`` with ``deltas`` applied in order (one pass; see ``apply_deltas``)."""
-    return apply_deltas(record, deltas)

@@ -22,7 +22,6 @@ from typing import Final
 
 from zuke._clock import SYSTEM_CLOCK, Clock
 from zuke.state._ids import check_id, check_ttl
-from zuke.state._journal import fold
 from zuke.state._protocol import (
     Conflict,
     LockAcquired,
@@ -33,7 +32,7 @@ from zuke.state._protocol import (
     Written,
 )
 from zuke.state._query import select
-from zuke.state.records import RunDelta, RunRecord, RunSummary
+from zuke.state.records import RunDelta, RunRecord, RunSummary, apply_delta
 from zuke.state.wire import loads_record, record_to_json
 
 _EVERY_RUN: Final = RunQuery()
@@ -98,7 +97,7 @@ class MemoryStateStore:
             if entry is None or entry[1] != expected_version:
                 return Conflict()
             current = loads_record(entry[0], where=f"run {run_id!r}")
-            return self._store(fold(current, [delta]))
+            return self._store(apply_delta(current, delta))
 
     def delete_run(self, run_id: str) -> None:
         check_id(run_id)
