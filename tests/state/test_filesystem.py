@@ -107,16 +107,28 @@ def test_the_directory_is_created_on_first_write_and_not_by_reads(
     assert (directory / "run-1.jsonl").is_file()
 
 
-def test_delete_removes_the_run_file_and_leaves_lock_files(
-    store: FileSystemStateStore, directory: Path
-) -> None:
+def test_delete_keeps_a_live_lease_of_the_run(store: FileSystemStateStore, directory: Path) -> None:
     created(store, sample_record("run-1"))
     acquired = store.acquire_lock("zuke-run-run-1", sample_holder("run-1"), 60_000)
     assert isinstance(acquired, LockAcquired)
     store.delete_run("run-1")
     assert not (directory / "run-1.jsonl").exists()
-    assert (directory / "run-1.lock").exists()
     assert (directory / "locks" / "zuke-run-run-1.json").exists()
+    assert isinstance(store.acquire_lock("zuke-run-run-1", sample_holder(), 1000), LockHeld)
+
+
+def test_delete_leaves_no_file_of_a_finished_run_behind(
+    store: FileSystemStateStore, directory: Path
+) -> None:
+    created(store, sample_record("run-1"))
+    lease = store.acquire_lock("zuke-run-run-1", sample_holder("run-1"), 60_000)
+    other = store.acquire_lock("deploy", sample_holder("run-1"), 60_000)
+    assert isinstance(lease, LockAcquired) and isinstance(other, LockAcquired)
+    store.release_lock("zuke-run-run-1", lease.token)
+    store.release_lock("deploy", other.token)
+    store.delete_run("run-1")
+    left = sorted(p.relative_to(directory).as_posix() for p in directory.rglob("*") if p.is_file())
+    assert left == ["locks/deploy.fence", "locks/deploy.lock"]  # other keys keep their fence
 
 
 def test_release_removes_the_claim_but_keeps_the_fence(

@@ -16,7 +16,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from zuke._errors import StateError
-from zuke.state._protocol import LockAcquired, LockHeld, LockHolder, StateStore
+from zuke.state._protocol import (
+    RUN_LEASE_PREFIX,
+    LockAcquired,
+    LockHeld,
+    LockHolder,
+    StateStore,
+)
 
 MIN_BEAT_S = 0.1
 LEASE_TTL_MS = 60_000
@@ -25,7 +31,7 @@ LEASE_ACQUIRE_BACKOFF_S = (0.25, 0.5, 1.0, 2.0)
 
 def lease_key(run_id: str) -> str:
     """The key of a run's own lease."""
-    return f"zuke-run-{run_id}"
+    return RUN_LEASE_PREFIX + run_id
 
 
 def beat_interval_s(ttl_ms: int) -> float:

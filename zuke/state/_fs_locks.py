@@ -172,3 +172,21 @@ class FsLocks:
                 pass
             except OSError as exc:
                 raise os_failure("remove", path, exc, directory=self._store_dir) from None
+
+    def forget(self, key: str) -> None:
+        """Remove every file of ``key`` unless a live claim holds it.
+
+        Only for keys nobody will take again (a deleted run's lease): forgetting
+        resets the key's fence, and the mutex file goes while it is held, so a
+        process still waiting on it ends up on an orphaned file.
+        """
+        check_id(key, "lock key")
+        if not os.path.exists(self._path(key, ".lock")):
+            return
+        with self._locked(key):
+            current = self._read_claim(key)
+            if current is not None and current.expires_at > self._clock.now_ms():
+                return
+            for suffix in (".json", ".fence", ".lock"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self._path(key, suffix))

@@ -21,6 +21,10 @@ from typing import Protocol, runtime_checkable
 
 from zuke.state.records import LockHolder, RunDelta, RunRecord, RunStatus, RunSummary
 
+#: A run's own lease is the lock ``zuke-run-<run id>`` (the published naming).
+#: A store may forget that key's bookkeeping when it deletes the run.
+RUN_LEASE_PREFIX = "zuke-run-"
+
 
 @dataclass(frozen=True)
 class StoredRun:
@@ -121,6 +125,7 @@ class JournalingStateStore(StateStore, Protocol):
 
 
 __all__ = [
+    "RUN_LEASE_PREFIX",
     "Conflict",
     "JournalingStateStore",
     "LockAcquired",

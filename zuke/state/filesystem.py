@@ -18,6 +18,7 @@ The directory is created on first write. Ids and keys pass
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
@@ -38,6 +39,7 @@ from zuke.state._files import (
 from zuke.state._fs_locks import FsLocks
 from zuke.state._ids import check_id
 from zuke.state._protocol import (
+    RUN_LEASE_PREFIX,
     Conflict,
     LockAcquired,
     LockHeld,
@@ -98,10 +100,12 @@ class FileSystemStateStore:
     def _where(self, run_id: str) -> str:
         return f"run {run_id!r} ({self._path(run_id)})"
 
+    def _mutex_path(self, run_id: str) -> str:
+        return os.path.join(self.directory, check_id(run_id) + ".lock")
+
     def _run_mutex(self, run_id: str) -> AbstractContextManager[None]:
         ensure_directory(self.directory, directory=self.directory)
-        path = os.path.join(self.directory, check_id(run_id) + ".lock")
-        return mutex(path, self.mutex_timeout_s, directory=self.directory)
+        return mutex(self._mutex_path(run_id), self.mutex_timeout_s, directory=self.directory)
 
     def _probe(self, run_id: str) -> _journal.Probe | None:
         path = self._path(run_id)
@@ -190,9 +194,13 @@ class FileSystemStateStore:
                 pass
             except OSError as exc:
                 raise os_failure("remove", path, exc, directory=self.directory) from None
-        # The run's .lock mutex file is left behind on purpose: deleting a file
-        # another process may be waiting on would let two processes hold "the"
-        # mutex on different inodes.
+            # The run is gone, so its mutex file can go too: a process still waiting
+            # on it finds no run once it gets it. Deleting it while held keeps a new
+            # opener from locking a second file while we hold the first.
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self._mutex_path(run_id))
+        # The run's own lease key is never taken again: its files go too.
+        self._locks.forget(RUN_LEASE_PREFIX + run_id)
 
     def list_runs(self, query: RunQuery = _EVERY_RUN) -> list[RunSummary]:
         try:
