@@ -34,9 +34,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import os
-import re
-import selectors
 import signal
 import statistics
 import subprocess
@@ -78,6 +75,7 @@ from zuke import (
 from zuke.state.filesystem import FileSystemStateStore
 from zuke.state.http import HttpStateStore
 from zuke.state.records import RunDelta, RunRecord
+from zuke.testing.serve import ServeStartError, listening_url
 
 #: The goals from the state-store issue, for a 1000-target chain with state.
 STATE_WALL_GOAL_S = 1.0
@@ -101,7 +99,6 @@ def child_env(root: Path, *, bytecode_cache: bool = True) -> dict[str, str]:
 
 SERVE_START_DEADLINE_S = 20.0
 SERVE_STOP_DEADLINE_S = 20.0
-_LISTENING = re.compile(rb"^zuke serve listening on (http://\S+)\n")
 
 
 @dataclass(frozen=True)
@@ -154,23 +151,10 @@ def zuke_serve(workdir: Path, env: Mapping[str, str]) -> Iterator[Server]:
 
 
 def _listening_url(proc: subprocess.Popen[bytes], log: Path) -> str:
-    assert proc.stdout is not None
-    line = b""
-    deadline = time.monotonic() + SERVE_START_DEADLINE_S
-    with selectors.DefaultSelector() as selector:
-        selector.register(proc.stdout, selectors.EVENT_READ)
-        while not line.endswith(b"\n"):
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or not selector.select(remaining):
-                raise BenchmarkError(f"zuke serve did not start in time:\n{_tail(log)}")
-            chunk = os.read(proc.stdout.fileno(), 1)
-            if not chunk:
-                raise BenchmarkError(f"zuke serve exited before listening:\n{_tail(log)}")
-            line += chunk
-    match = _LISTENING.match(line)
-    if match is None:
-        raise BenchmarkError(f"zuke serve printed {line!r} instead of its listening line")
-    return match.group(1).decode()
+    try:
+        return listening_url(proc, deadline_s=SERVE_START_DEADLINE_S)
+    except ServeStartError as exc:
+        raise BenchmarkError(f"{exc}:\n{_tail(log)}") from None
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> int:

@@ -10,22 +10,20 @@ request) goes to a file, so a chatty server can never block on a full pipe.
 from __future__ import annotations
 
 import os
-import re
-import selectors
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from zuke.testing.serve import ServeStartError, listening_url
+
 TOKEN = f"test-serve-token-{uuid.uuid4().hex}"
 START_DEADLINE_S = 20.0
 STOP_DEADLINE_S = 20.0
-_LISTENING = re.compile(rb"^zuke serve listening on (http://\S+)\n")
 
 
 @dataclass
@@ -96,27 +94,14 @@ def start_server(
             env=child_env(token),
             bufsize=0,
         )
-    assert proc.stdout is not None
-    line = b""
-    deadline = time.monotonic() + START_DEADLINE_S
-    with selectors.DefaultSelector() as selector:
-        selector.register(proc.stdout, selectors.EVENT_READ)
-        while not line.endswith(b"\n"):
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or not selector.select(remaining):
-                proc.kill()
-                proc.wait()
-                raise AssertionError(f"zuke serve did not start in time\n{stderr_path.read_text()}")
-            chunk = os.read(proc.stdout.fileno(), 1)
-            if not chunk:
-                code = proc.wait()
-                raise AssertionError(
-                    f"zuke serve exited with {code} before listening\n{stderr_path.read_text()}"
-                )
-            line += chunk
-    match = _LISTENING.match(line)
-    assert match, f"unexpected first line {line!r}"
-    return ServerProcess(url=match.group(1).decode(), proc=proc, stderr_path=stderr_path)
+    try:
+        url = listening_url(proc, deadline_s=START_DEADLINE_S)
+    except ServeStartError as exc:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        raise AssertionError(f"{exc}\n{stderr_path.read_text()}") from None
+    return ServerProcess(url=url, proc=proc, stderr_path=stderr_path)
 
 
 @contextmanager
