@@ -72,8 +72,21 @@ class RunQuery:
 
     status: RunStatus | None = None
     target: str | None = None
+    #: an ISO-8601 instant; compared as a time (``+05:30`` and fractions work), inclusive
     since: str | None = None
     limit: int | None = None
+    #: only runs of this build (the record's ``build``, the build class name)
+    build: str | None = None
+
+
+@dataclass(frozen=True)
+class LockEntry:
+    """One claim as :meth:`StateStore.list_locks` reports it (live or expired, not released)."""
+
+    key: str
+    holder: LockHolder
+    expires_at: int  #: epoch ms, by the store's clock
+    fence: int
 
 
 @runtime_checkable
@@ -112,6 +125,13 @@ class StateStore(Protocol):
         """Give a claim back; a token that no longer holds ``key`` is a no-op."""
         ...
 
+    def list_locks(self, *, run_id: str | None = None) -> list[LockEntry]:
+        """Every claim not released (optionally only ``run_id``'s), sorted by key.
+
+        Expired claims are listed too: only an acquirer proves a holder gone.
+        """
+        ...
+
 
 @runtime_checkable
 class JournalingStateStore(StateStore, Protocol):
@@ -129,6 +149,7 @@ __all__ = [
     "Conflict",
     "JournalingStateStore",
     "LockAcquired",
+    "LockEntry",
     "LockHeld",
     "LockHolder",
     "RunQuery",

@@ -1,0 +1,118 @@
+"""The rules of a cross-run lock, written once: expiry, renewal, release, fencing.
+
+Every store (memory, filesystem, the ``zuke serve`` database, the branch
+store) keeps a :class:`ClaimState` per key in its own way and asks these pure
+functions what the next state is. They take the store's clock reading and a
+fresh token as arguments, so they do no I/O and are trivially testable.
+
+The rules:
+
+* a claim is *live* while ``now < expires_at``; a free, released or expired
+  key may be acquired, and that acquisition's fence is strictly greater than
+  every fence the key ever had (``fence`` is the key's high-water mark and
+  survives release);
+* *expired is not abandoned*: the holder whose token still matches renews
+  even past expiry, until somebody else acquires the key and replaces the
+  token;
+* a release by a token that no longer holds the key changes nothing.
+"""
+
+from __future__ import annotations
+
+import hmac
+from dataclasses import dataclass
+
+from zuke.state.records import LockHolder
+
+#: The longest TTL a lock may ask for, on every store: 366 days.
+MAX_TTL_MS = 366 * 24 * 3600 * 1000
+
+
+@dataclass(frozen=True)
+class ClaimState:
+    """A key's stored state: the current claim (if any) and the highest fence issued."""
+
+    fence: int = 0
+    holder: LockHolder | None = None
+    token: str | None = None
+    expires_at: int | None = None
+
+    @property
+    def claimed(self) -> bool:
+        """Whether a claim is recorded (live or expired but not yet taken over)."""
+        return self.token is not None
+
+    def is_live(self, now_ms: int) -> bool:
+        return self.token is not None and self.expires_at is not None and self.expires_at > now_ms
+
+
+FREE = ClaimState()
+
+
+@dataclass(frozen=True)
+class Granted:
+    """``acquire`` succeeded: store ``state``; its ``token`` and ``fence`` are the caller's."""
+
+    state: ClaimState
+
+
+@dataclass(frozen=True)
+class Refused:
+    """``acquire`` found a live claim held by ``holder``."""
+
+    holder: LockHolder
+
+
+def acquire(
+    current: ClaimState | None,
+    holder: LockHolder,
+    ttl_ms: int,
+    *,
+    now_ms: int,
+    token: str,
+    fence_floor: int = 0,
+) -> Granted | Refused:
+    """Take the key unless a live claim holds it.
+
+    ``fence_floor`` lets a store that forgot a key's state (a pruned run's
+    lease) keep fences monotonic through a store-wide high-water mark.
+    """
+    state = current or FREE
+    if state.is_live(now_ms):
+        assert state.holder is not None
+        return Refused(holder=state.holder)
+    fence = max(state.fence, fence_floor) + 1
+    return Granted(ClaimState(fence=fence, holder=holder, token=token, expires_at=now_ms + ttl_ms))
+
+
+def renew(current: ClaimState | None, token: str, ttl_ms: int, *, now_ms: int) -> ClaimState | None:
+    """The renewed state, or ``None`` when ``token`` no longer holds the key (refused)."""
+    if current is None or not _holds(current, token):
+        return None
+    return ClaimState(
+        fence=current.fence, holder=current.holder, token=token, expires_at=now_ms + ttl_ms
+    )
+
+
+def release(current: ClaimState | None, token: str) -> ClaimState | None:
+    """The released state (fence kept), or ``None`` when ``token`` does not hold the key."""
+    if current is None or not _holds(current, token):
+        return None
+    return ClaimState(fence=current.fence)
+
+
+def _holds(state: ClaimState, token: str) -> bool:
+    # Constant-time: a token is a bearer credential on the HTTP service.
+    return state.token is not None and hmac.compare_digest(state.token.encode(), token.encode())
+
+
+__all__ = [
+    "FREE",
+    "MAX_TTL_MS",
+    "ClaimState",
+    "Granted",
+    "Refused",
+    "acquire",
+    "release",
+    "renew",
+]
