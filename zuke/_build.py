@@ -6,7 +6,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from zuke._errors import BuildDefinitionError
-from zuke._params import Parameter, default_problem, parameters_of
+from zuke._param_parse import default_problem
+from zuke._params import Parameter, parameters_of
 from zuke._target import Target, TargetBuilder, definitions_of
 
 if TYPE_CHECKING:

@@ -1,14 +1,27 @@
-"""Authoring a cross-run lock: ``lock_key()`` and the settings ``.lock(configure)`` receives."""
+"""Authoring a cross-run lock: ``lock_key()`` and the settings ``.lock(configure)`` receives.
+
+Settings are checked where they are set, so a bad key or TTL names itself.
+The engine runs each ``configure`` twice: once when the build loads, against a
+probe (:func:`check_lock`), so a setting that does not depend on run-time
+values fails the load before any target runs; and again when the target
+starts, to build the :class:`LockSpec` it acquires.
+
+A lock key is stored in the clear and shown to every run that meets it, so a
+key that contains a secret parameter's value is refused rather than hashed: a
+hash of a short or guessable secret can be reversed, a refusal cannot.
+"""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from zuke._duration import Duration, parse_duration
-from zuke._errors import BuildDefinitionError
-from zuke.state._protocol import LockHolder
+from zuke._errors import BuildDefinitionError, DurationError
+from zuke._redact import Redactor
+from zuke.state._protocol import RESERVED_LOCK_PREFIXES, LockHolder
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 _SAFE_KEY = re.compile(r"[A-Za-z0-9._-]{1,200}")
@@ -17,8 +30,12 @@ _SAFE_KEY = re.compile(r"[A-Za-z0-9._-]{1,200}")
 def lock_key(*parts: str | int | float) -> str:
     """A filename-safe key: characters outside ``[A-Za-z0-9._-]`` become ``_``,
     empty parts are dropped, parts are joined with ``-``."""
-    cleaned = (_UNSAFE.sub("_", str(p)) for p in parts)
+    cleaned = (_sanitise(str(p)) for p in parts)
     return "-".join(p for p in cleaned if p)
+
+
+def _sanitise(text: str) -> str:
+    return _UNSAFE.sub("_", text)
 
 
 def default_guidance(key: str, holder: LockHolder) -> str:
@@ -47,53 +64,94 @@ class LockSpec:
 class LockSettings:
     """What ``t.lock(lambda s: ...)`` configures."""
 
-    def __init__(self, target: str) -> None:
+    def __init__(self, target: str, *, secrets: Redactor | None = None) -> None:
         self._target = target
+        self._secrets = secrets or Redactor()
         self._key: str | None = None
         self._ttl_ms: int | None = None
         self._render: Callable[[LockHolder], str] | None = None
+        #: the error a setting raised (as opposed to one from the build's own code)
+        self.failure: BaseException | None = None
+
+    def _fail(self, message: str) -> BuildDefinitionError:
+        self.failure = BuildDefinitionError(f"target {self._target!r}: {message}")
+        return self.failure
+
+    def _check_key(self, key: str) -> None:
+        if self._secrets.reveals(key, normalise=_sanitise):
+            raise self._fail(
+                "the lock key contains the value of a secret parameter; lock keys are stored "
+                "and shown to other runs in the clear, so build the key from non-secret values"
+            )
+        if key.lower().startswith(RESERVED_LOCK_PREFIXES):
+            raise self._fail(
+                f"lock key {key!r} starts with a prefix zuke reserves for its own claims "
+                f"({', '.join(RESERVED_LOCK_PREFIXES)}); choose another key"
+            )
 
     def lock_key(self, *parts: str | int | float) -> LockSettings:
         """Build the key from parts, sanitised (see :func:`zuke.lock_key`)."""
         key = lock_key(*parts)
         if not key:
-            raise BuildDefinitionError(f"target {self._target!r}: lock_key() produced an empty key")
+            raise self._fail("lock_key() produced an empty key")
+        self._check_key(key)
         self._key = key[:200]
+        self._check_key(self._key)
         return self
 
     def key(self, literal: str) -> LockSettings:
         """Set the key as given; it must already be filename-safe."""
+        if isinstance(literal, str):
+            self._check_key(literal)
         if (
             not isinstance(literal, str)
             or not _SAFE_KEY.fullmatch(literal)
             or literal in (".", "..")
         ):
-            raise BuildDefinitionError(
-                f"target {self._target!r}: lock key {literal!r} is not filename-safe; use 1-200 "
-                "characters from [A-Za-z0-9._-], or build it with lock_key(...) which sanitises"
+            raise self._fail(
+                f"lock key {literal!r} is not filename-safe; use 1-200 characters from "
+                "[A-Za-z0-9._-], or build it with lock_key(...) which sanitises"
             )
         self._key = literal
         return self
 
     def with_ttl(self, ttl: Duration) -> LockSettings:
         """How long the claim outlives a holder that stopped renewing (a killed process)."""
-        self._ttl_ms = parse_duration(ttl, what=f"target {self._target!r}: lock TTL")
+        try:
+            self._ttl_ms = parse_duration(ttl, what=f"target {self._target!r}: lock TTL")
+        except DurationError as exc:
+            self.failure = exc
+            raise
         return self
 
     def on_conflict(self, render: Callable[[LockHolder], str]) -> LockSettings:
         """Render the guidance a loser sees, from the current holder."""
         if not callable(render):
-            raise BuildDefinitionError(f"target {self._target!r}: on_conflict() needs a function")
+            raise self._fail("on_conflict() needs a function")
         self._render = render
         return self
 
     def freeze(self) -> LockSpec:
         if self._key is None:
-            raise BuildDefinitionError(
-                f"target {self._target!r}: the lock sets no key; call s.lock_key(...) or s.key(...)"
-            )
+            raise self._fail("the lock sets no key; call s.lock_key(...) or s.key(...)")
         if self._ttl_ms is None:
-            raise BuildDefinitionError(
-                f'target {self._target!r}: the lock sets no TTL; call s.with_ttl("30m")'
-            )
+            raise self._fail('the lock sets no TTL; call s.with_ttl("30m")')
         return LockSpec(key=self._key, ttl_ms=self._ttl_ms, render=self._render)
+
+
+def check_lock(target: str, configure: Callable[[LockSettings], Any], secrets: Redactor) -> None:
+    """Run ``configure`` against a probe when the build loads.
+
+    An error a setting raises (a bad key or TTL, a missing one, a key holding
+    a secret) is a definition error now, before any target runs. An error from
+    the build's own code inside ``configure`` may depend on values only known
+    when the target starts, so it is left to then.
+    """
+    probe = LockSettings(target, secrets=secrets)
+    try:
+        configure(probe)
+    except Exception as exc:
+        if exc is probe.failure:
+            raise
+        return
+    probe.freeze()

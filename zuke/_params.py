@@ -1,4 +1,4 @@
-"""Parameters: declaration (``parameter()``), parsing and resolution.
+"""Parameters: declaration (``parameter()``) and resolution (parsing is in ``_param_parse``).
 
 A parameter is declared as a class attribute of a build and read on the
 instance as ``self.name.value``. Declarations are immutable: each fluent call
@@ -7,32 +7,24 @@ returns a new :class:`Parameter`, so a declaration can be shared safely.
 Values come from ``--name value`` flags (repeatable for arrays), else the
 environment variable ``NAME``, else the default. Every value is parsed and
 validated before any target runs; all problems are reported together in one
-:class:`~zuke.ParameterError`. A secret's raw value never appears in an error.
+:class:`~zuke.ParameterError`. A secret's value never appears in an error,
+nor does a secret handed to another parameter; every form a secret can take
+(each element of a list, a number's spelling, a default) is collected in
+:attr:`Resolution.secrets` for the run's :class:`~zuke._redact.Redactor`.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Generic, Literal, TypeVar, cast, overload
 
 from zuke._errors import ParameterError
+from zuke._param_parse import UNSET, parse_value, secret_forms, short_secret
+from zuke._redact import Redactor
 
 T = TypeVar("T")
 Kind = Literal["string", "number", "integer", "boolean"]
-
-_TRUE = {"true", "1", "yes", "on"}
-_FALSE = {"false", "0", "no", "off"}
-
-
-class _Unset:
-    def __repr__(self) -> str:
-        return "<unset>"
-
-
-UNSET: Any = _Unset()
-
 
 @dataclass(frozen=True)
 class Parameter(Generic[T]):
@@ -47,6 +39,15 @@ class Parameter(Generic[T]):
     is_secret: bool = False
     name: str = ""
     _flag_override: str | None = field(default=None, repr=False)
+
+    def __repr__(self) -> str:
+        # A secret's default is a secret too: never in a repr (an error may quote one).
+        default = "(hidden)" if self.is_secret and self.default_value is not UNSET else None
+        shown = default or repr(self.default_value)
+        return (
+            f"Parameter(name={self.name!r}, kind={self.kind!r}, array={self.is_array}, "
+            f"secret={self.is_secret}, default={shown})"
+        )
 
     # -- fluent declaration -------------------------------------------------
 
@@ -169,6 +170,10 @@ class BoundParameter(Generic[T]):
         self._value: Any = UNSET
         self._raw: str | None = None
 
+    def __repr__(self) -> str:
+        shown = "(hidden)" if self.spec.is_secret else repr(self._value)
+        return f"BoundParameter({self.spec.flag}={shown})"
+
     @property
     def value(self) -> T:
         if self._value is UNSET:
@@ -203,73 +208,6 @@ def parameters_of(cls: type) -> list[Parameter[Any]]:
     return list(seen.values())
 
 
-# -- parsing ------------------------------------------------------------------
-
-
-def _parse_scalar(p: Parameter[Any], text: str) -> Any:
-    shown = "(hidden)" if p.is_secret else repr(text)
-    if p.choices and text.strip() not in p.choices:
-        raise ValueError(f"expected one of {', '.join(p.choices)}, got {shown}")
-    if p.kind == "number":
-        try:
-            number = float(text)
-        except ValueError:
-            raise ValueError(f"expected a number, got {shown}") from None
-        if not math.isfinite(number):
-            raise ValueError(f"expected a finite number, got {shown}")
-        return number
-    if p.kind == "integer":
-        try:
-            return int(text.strip(), 10)
-        except ValueError:
-            raise ValueError(f"expected an integer, got {shown}") from None
-    if p.kind == "boolean":
-        lowered = text.strip().lower()
-        if lowered in _TRUE:
-            return True
-        if lowered in _FALSE:
-            return False
-        raise ValueError(f"expected true/false (or yes/no, 1/0), got {shown}")
-    return text
-
-
-def _fits(p: Parameter[Any], value: object) -> bool:
-    if p.kind == "number":
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-    elif p.kind == "integer":
-        ok = isinstance(value, int) and not isinstance(value, bool)
-    elif p.kind == "boolean":
-        ok = isinstance(value, bool)
-    else:
-        ok = isinstance(value, str)
-    return ok and (not p.choices or str(value) in p.choices)
-
-
-def default_problem(p: Parameter[Any]) -> str | None:
-    """Why ``p``'s default does not fit its kind or options, or ``None`` if it does."""
-    value = p.default_value
-    if value is UNSET or (value is None and not p.is_array):
-        return None
-    values = value if p.is_array and isinstance(value, list) else [value]
-    if p.is_array and not isinstance(value, list):
-        return f"default {value!r} is not a list"
-    for item in values:
-        if not _fits(p, item):
-            return f"default {item!r} is not a valid {p.kind_label}"
-    return None
-
-
-def parse_value(p: Parameter[Any], texts: Sequence[str]) -> Any:
-    """Parse supplied text(s) for ``p``; raise ``ValueError`` with a message (no flag prefix)."""
-    if p.is_array:
-        items = [item.strip() for text in texts for item in text.split(",")]
-        return [_parse_scalar(p, item) for item in items if item]
-    text = texts[-1]
-    if not text.strip():
-        raise ValueError("a value is required, got a blank one")
-    return _parse_scalar(p, text.strip() if p.kind != "string" else text)
-
-
 @dataclass
 class Resolution:
     """The outcome of resolving every parameter of a build."""
@@ -278,6 +216,36 @@ class Resolution:
     raw: dict[str, str]
     errors: list[str]
     secrets: list[str]
+
+    def problem(self) -> str:
+        """Every error, on one line: ``Invalid or missing parameters: a; b``."""
+        noun = "parameter" if len(self.errors) == 1 else "parameters"
+        return f"Invalid or missing {noun}: " + "; ".join(self.errors)
+
+
+def _supplied(
+    p: Parameter[Any], supplied: Mapping[str, Sequence[str]], env: Mapping[str, str]
+) -> Sequence[str] | None:
+    texts: Sequence[str] | None = supplied.get(p.name)
+    if not texts:
+        from_env = env.get(p.env_var, "")
+        texts = [from_env] if from_env != "" else None
+    return texts
+
+
+def _supplied_secrets(
+    params: Sequence[Parameter[Any]], supplied: Mapping[str, Sequence[str]], env: Mapping[str, str]
+) -> list[str]:
+    """The texts given to secret parameters, whole and element by element, before parsing."""
+    found: list[str] = []
+    for p in params:
+        texts = _supplied(p, supplied, env) if p.is_secret else None
+        for text in texts or ():
+            found.append(text)
+            found.append(text.strip())
+            if p.is_array:
+                found.extend(item.strip() for item in text.split(","))
+    return [t for t in found if t]
 
 
 def resolve(
@@ -290,40 +258,47 @@ def resolve(
     """Resolve each parameter from ``supplied`` (by name), then ``env``, then its default.
 
     With ``lenient`` a missing required value is not an error (for ``--list``
-    and ``graph``, which must work without the run's parameters).
+    and ``graph``, which must work without the run's parameters). Every error
+    is redacted: a secret handed to another parameter is not quoted back.
     """
-    out = Resolution(values={}, raw={}, errors=[], secrets=[])
+    out = Resolution(values={}, raw={}, errors=[], secrets=_supplied_secrets(params, supplied, env))
     for p in params:
-        texts: Sequence[str] | None = supplied.get(p.name)
-        if not texts:
-            from_env = env.get(p.env_var, "")
-            texts = [from_env] if from_env != "" else None
-        if texts is not None and p.is_secret:
-            out.secrets.extend(t for t in texts if t)
+        texts = _supplied(p, supplied, env)
         if texts is None:
             if p.default_value is not UNSET:
                 out.values[p.name] = p.default_value
             elif p.is_array:
                 if p.is_required and not lenient:
-                    out.errors.append(f"{p.flag} is required (or set {p.env_var}).")
+                    out.errors.append(f"{p.flag} is required (or set {p.env_var})")
                 else:
                     out.values[p.name] = []
             elif p.is_required:
                 if not lenient:
-                    out.errors.append(f"{p.flag} is required (or set {p.env_var}).")
+                    out.errors.append(f"{p.flag} is required (or set {p.env_var})")
             else:
                 out.values[p.name] = None
+            if p.is_secret and p.name in out.values:
+                out.secrets.extend(secret_forms(out.values[p.name]))
             continue
         try:
             value = parse_value(p, texts)
         except ValueError as exc:
             out.errors.append(f"{p.flag}: {exc}")
             continue
+        if p.is_secret:
+            forms = [*secret_forms(value), *(t.strip() for t in texts if not p.is_array)]
+            out.secrets.extend(forms)
+            short = short_secret(p, forms)
+            if short:
+                out.errors.append(short)
+                continue
         if p.is_array and p.is_required and not value and not lenient:
-            out.errors.append(f"{p.flag} is required (or set {p.env_var}); got an empty list.")
+            out.errors.append(f"{p.flag} is required (or set {p.env_var}); got an empty list")
             continue
         out.values[p.name] = value
         out.raw[p.name] = ",".join(texts) if p.is_array else texts[-1]
+    redactor = Redactor(out.secrets)
+    out.errors = [redactor.text(e) for e in out.errors]
     return out
 
 

@@ -1,12 +1,35 @@
-"""Redaction of secret values from text and JSON before they are printed or persisted."""
+"""Redaction of secret values from text and JSON before they are printed or persisted.
+
+One :class:`Redactor` per run holds every form a secret can take on the way
+out: the text as given, each element of an array secret, a number's canonical
+spelling, and the escaped forms ``repr()`` and ``json.dumps()`` produce (an
+error message that quotes a value with ``!r`` escapes it). Replacement is
+plain substring replacement, longest pattern first.
+
+Secrets shorter than :data:`MIN_SECRET_LENGTH` are refused where parameters
+resolve (:mod:`zuke._params`): masking a one-letter secret garbles every line
+("Fail[redacted]d") and, by doing so, tells the reader what the secret is.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import json
+from collections.abc import Callable, Iterable
 from typing import Any
 
 MASK = "[redacted]"
-_MIN_LINE = 8
+#: The shortest secret value zuke accepts (the rule GitLab applies to masked variables).
+MIN_SECRET_LENGTH = 8
+_MIN_LINE = MIN_SECRET_LENGTH
+
+
+def _forms(secret: str) -> set[str]:
+    """The spellings of ``secret`` that may reach output: raw, ``repr``- and JSON-escaped."""
+    found = {secret, repr(secret)[1:-1], json.dumps(secret)[1:-1]}
+    found.add(json.dumps(secret, ensure_ascii=False)[1:-1])
+    # A multi-line secret (a PEM key) may be printed line by line.
+    found.update(line.strip() for line in secret.splitlines() if len(line.strip()) >= _MIN_LINE)
+    return {f for f in found if f}
 
 
 class Redactor:
@@ -19,13 +42,8 @@ class Redactor:
     def add(self, *secrets: str) -> None:
         found = set(self._patterns)
         for secret in secrets:
-            if not secret:
-                continue
-            found.add(secret)
-            # A multi-line secret (a PEM key) may be printed line by line.
-            found.update(
-                line.strip() for line in secret.splitlines() if len(line.strip()) >= _MIN_LINE
-            )
+            if secret:
+                found.update(_forms(secret))
         self._patterns = sorted(found, key=len, reverse=True)
 
     def __bool__(self) -> bool:
@@ -37,14 +55,28 @@ class Redactor:
                 value = value.replace(pattern, MASK)
         return value
 
+    def reveals(self, value: str, *, normalise: Callable[[str], str] | None = None) -> bool:
+        """Whether ``value`` contains a secret (or a secret passed through ``normalise``)."""
+        return any(
+            p in value or (normalise is not None and normalise(p) in value) for p in self._patterns
+        )
+
     def json(self, value: Any) -> Any:
-        """A copy of a JSON value with every string redacted (keys included)."""
+        """A copy of a JSON value with every string redacted (keys included).
+
+        A number whose spelling contains a secret (an ``.integer().secret()``
+        written with ``ctx.state.set``) becomes the string ``"[redacted]"``.
+        """
         if not self._patterns:
             return value
         if isinstance(value, str):
             return self.text(value)
         if isinstance(value, dict):
             return {self.text(str(k)): self.json(v) for k, v in value.items()}
-        if isinstance(value, list):
+        if isinstance(value, list | tuple):
             return [self.json(v) for v in value]
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            spelled = json.dumps(value)
+            cleaned = self.text(spelled)
+            return value if cleaned == spelled else cleaned
         return value

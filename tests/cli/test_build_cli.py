@@ -155,7 +155,7 @@ def test_a_missing_build_file_is_one_clear_message_and_exit_2(cli: CliRunner) ->
     ("argv", "message"),
     [
         (["tset", "--repo", "x"], 'Unknown target: tset. Did you mean "test"?'),
-        (["test"], "--repo is required (or set REPO)."),
+        (["test"], "--repo is required (or set REPO)"),
         (["test", "--repo", "x", "--env", "qa"], "--env: expected one of sit, prod, got 'qa'"),
         (["test", "--repo", "x", "--rpeo", "y"], 'Unknown flag "--rpeo". Did you mean "--repo"?'),
         (["test", "--repo"], "--repo needs a value"),

@@ -129,11 +129,14 @@ def test_the_conflict_error_carries_the_holder() -> None:
         (lambda b, s: s.with_ttl("1h"), "the lock sets no key"),
     ],
 )
-def test_bad_lock_settings_fail_the_target_with_a_clear_message(configure, message) -> None:
+def test_bad_lock_settings_fail_the_load_with_a_clear_message(configure, message) -> None:
+    from zuke import BuildDefinitionError
+
     store = MemoryStateStore()
-    result = execute(locked_build(store, configure), ["deploy"], env={})
-    assert result.status == "failed"
-    assert message in (result.outcomes["deploy"].error or "")
+    with pytest.raises(BuildDefinitionError) as info:  # when the build loads: nothing ran
+        execute(locked_build(store, configure), ["deploy"], env={})
+    assert message in str(info.value)
+    assert store.list_runs() == []
 
 
 class DownStore(MemoryStateStore):

@@ -61,7 +61,7 @@ def test_every_kind_parses_to_its_python_type() -> None:
             "tags": ["latest,canary", "beta"],
             "workers": "1, 2,,3",
             "services": "api,web",
-            "token": "s3cret",
+            "token": "s3cret-value",
             "long_name": "v",
         }
     )
@@ -75,7 +75,7 @@ def test_every_kind_parses_to_its_python_type() -> None:
         "tags": ["latest", "canary", "beta"],
         "workers": [1, 2, 3],
         "services": ["api", "web"],
-        "token": "s3cret",
+        "token": "s3cret-value",
         "long_name": "v",
     }
 
@@ -122,7 +122,7 @@ def test_bad_values_are_rejected_naming_parameter_value_and_expectation(
 def test_missing_and_blank_required_values_are_both_reported() -> None:
     with pytest.raises(ParameterError) as info:
         execute(Kinds, ["show"], params={}, env={})
-    assert "--must is required (or set MUST)." in str(info.value)
+    assert "--must is required (or set MUST)" in str(info.value)
     with pytest.raises(ParameterError) as info:
         execute(Kinds, ["show"], params={"must": "   "}, env={})
     assert "--must: a value is required, got a blank one" in str(info.value)

@@ -182,7 +182,7 @@ class DurableRun:
         """Take the target's lock, if it declares one."""
         if spec.lock is None:
             return None
-        settings = LockSettings(spec.name)
+        settings = LockSettings(spec.name, secrets=self.state.redactor)
         spec.lock(settings)
         lock = settings.freeze()
         holder = LockHolder(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import difflib
+import functools
 import getpass
 import os
 import signal
@@ -28,9 +29,11 @@ from zuke._engine.context import RunState
 from zuke._engine.durable import DurableRun
 from zuke._engine.observer import Observer, Observers
 from zuke._engine.plan import BuildGraph, Plan, make_plan
+from zuke._engine.preflight import preflight
 from zuke._engine.result import RunResult, RunVerdict
 from zuke._engine.scheduler import Scheduler
 from zuke._errors import BuildDefinitionError, ParameterError, UsageError, ZukeError
+from zuke._lock_settings import check_lock
 from zuke._params import Resolution, bind, resolve
 from zuke._redact import Redactor
 from zuke._target import Target
@@ -70,7 +73,7 @@ class LoadedBuild:
     graph: BuildGraph
     resolution: Resolution
 
-    @property
+    @functools.cached_property
     def redactor(self) -> Redactor:
         return Redactor(self.resolution.secrets)
 
@@ -93,22 +96,24 @@ def load(
         raise UsageError(f"Unknown parameter {flags}. Run --help to see the available flags.")
     resolution = resolve(declared, params, env, lenient=lenient)
     if resolution.errors:
-        raise ParameterError(
-            "Invalid or missing parameters:\n" + "\n".join(f"  {e}" for e in resolution.errors)
-        )
-    build = build_cls()
-    bind(build, declared, resolution)
-    try:
-        builders = define_targets(build)
-    except ParameterError:
-        raise
-    except ZukeError:
-        raise
-    except Exception as exc:
-        raise BuildDefinitionError(
-            f"defining the targets of {build_cls.__name__} failed: {exc}"
-        ) from exc
-    return LoadedBuild(build=build, graph=BuildGraph.from_builders(builders), resolution=resolution)
+        raise ParameterError(resolution.problem())
+    loaded_redactor = Redactor(resolution.secrets)
+    with preflight(loaded_redactor):  # from here on, an error may quote a secret
+        build = build_cls()
+        bind(build, declared, resolution)
+        try:
+            builders = define_targets(build)
+        except ZukeError:
+            raise
+        except Exception as exc:
+            raise BuildDefinitionError(
+                f"defining the targets of {build_cls.__name__} failed: {exc}"
+            ) from exc
+        graph = BuildGraph.from_builders(builders)
+        for spec in graph.specs.values():
+            if spec.lock is not None:
+                check_lock(spec.name, spec.lock, loaded_redactor)
+    return LoadedBuild(build=build, graph=graph, resolution=resolution)
 
 
 def check_targets(graph: BuildGraph, names: Sequence[str], what: str = "target") -> None:
@@ -158,14 +163,16 @@ async def execute_async(build_cls: type[Build], options: RunOptions) -> RunResul
     if not options.targets:
         raise UsageError("No target given. Run --list to see the targets.")
     loaded = load(build_cls, options.params, options.env)
-    deadline = loaded.build.deadline()
-    if deadline is not None:
-        parse_duration(deadline, what="Build.deadline()")  # a bad value fails before anything
-    graph = loaded.graph
-    check_targets(graph, options.targets)
-    check_targets(graph, options.skip, what="target in --skip")
-    edges = await ordering_edges(loaded.build, graph)
-    plan = make_plan(graph, options.targets, skip=options.skip, ordering=edges)
+    with preflight(loaded.redactor):
+        deadline = loaded.build.deadline()
+        if deadline is not None:
+            parse_duration(deadline, what="Build.deadline()")  # a bad value fails before anything
+        graph = loaded.graph
+        check_targets(graph, options.targets)
+        check_targets(graph, options.skip, what="target in --skip")
+        edges = await ordering_edges(loaded.build, graph)
+        plan = make_plan(graph, options.targets, skip=options.skip, ordering=edges)
+        override = loaded.build.state_store()
     run_id = str(uuid.uuid4())
     state = RunState(
         run_id=run_id,
@@ -175,11 +182,15 @@ async def execute_async(build_cls: type[Build], options: RunOptions) -> RunResul
     secret_names = {p.name for p in parameters(build_cls) if p.is_secret}
     durable = await DurableRun.open(
         build_name=build_cls.__name__,
-        override=loaded.build.state_store(),
+        override=override,
         deadline=deadline,
         plan=plan,
         roots=list(options.targets),
-        params={k: v for k, v in loaded.resolution.raw.items() if k not in secret_names},
+        params={
+            k: loaded.redactor.text(v)
+            for k, v in loaded.resolution.raw.items()
+            if k not in secret_names
+        },
         state=state,
         env=options.env,
         clock=options.clock,

@@ -11,7 +11,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from zuke._engine.plan import BuildGraph
-from zuke._params import UNSET, Parameter
+from zuke._param_parse import UNSET
+from zuke._params import Parameter
 
 GRAPH_FORMATS = ("text", "mermaid", "dot", "json")
 

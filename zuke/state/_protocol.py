@@ -24,6 +24,9 @@ from zuke.state.records import LockHolder, RunDelta, RunRecord, RunStatus, RunSu
 #: A run's own lease is the lock ``zuke-run-<run id>`` (the published naming).
 #: A store may forget that key's bookkeeping when it deletes the run.
 RUN_LEASE_PREFIX = "zuke-run-"
+#: Key prefixes zuke keeps for itself (run leases, the cancel lock); a build's
+#: ``.lock()`` may not use them, so no build can reset or hold a lease's fence.
+RESERVED_LOCK_PREFIXES = (RUN_LEASE_PREFIX, "zuke-cancel-")
 
 
 @dataclass(frozen=True)
