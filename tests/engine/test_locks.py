@@ -337,23 +337,24 @@ def test_a_store_that_recovers_on_a_retry_lets_the_run_proceed() -> None:
 
 def test_a_timed_out_body_keeps_its_lock_until_its_thread_returns() -> None:
     store = MemoryStateStore()
+    told_to_stop = threading.Event()
     finish_body = threading.Event()
     seen: dict[str, object] = {}
 
-    def stuck() -> None:
-        finish_body.wait(10)
+    def stuck(ctx: Context) -> None:
+        ctx.cancelled.wait(10)  # the timeout tells the attempt to stop...
+        told_to_stop.set()
+        finish_body.wait(10)  # ...but it takes its time to return
 
     async def watcher(ctx: Context) -> None:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + 10
-        while ctx.outcome_of("guarded") is None:
+        while not told_to_stop.is_set():
             assert loop.time() < deadline
             await asyncio.sleep(0.01)
         seen["after_timeout"] = store.acquire_lock("guarded-key", HOLDER, 60_000)
+        seen["settled_early"] = ctx.outcome_of("guarded")
         finish_body.set()
-        while not isinstance(store.acquire_lock("guarded-key", HOLDER, 60_000), LockAcquired):
-            assert loop.time() < deadline, "the lock was never released"
-            await asyncio.sleep(0.01)
 
     class Guarded(Build):
         def state_store(self) -> StateStore:
@@ -369,5 +370,8 @@ def test_a_timed_out_body_keeps_its_lock_until_its_thread_returns() -> None:
 
     result = execute(Guarded, ["guarded", "watch"], parallel=2, env={})
     assert result.outcomes["guarded"].status == "failed"
+    assert "timed out" in (result.outcomes["guarded"].error or "")
     assert result.outcomes["watch"].status == "succeeded"
     assert isinstance(seen["after_timeout"], LockHeld)  # still guarded while the thread ran
+    assert seen["settled_early"] is None  # the target settles only once its body returned
+    assert isinstance(store.acquire_lock("guarded-key", HOLDER, 60_000), LockAcquired)

@@ -11,14 +11,18 @@ from zuke._clock import ManualClock
 from zuke.runs import ForeignRunError, cancel_run
 from zuke.state._protocol import Conflict, Written
 from zuke.state.memory import MemoryStateStore
-from zuke.state.records import RunRecord, TargetRecord
+from zuke.state.records import RunDelta, RunRecord, TargetRecord
 
 HOLDER = LockHolder(actor="owner", run_id="run-1", since="2026-01-01T00:00:00.000Z")
 OTHER = LockHolder(actor="other", run_id="run-2", since="2026-01-01T00:00:00.000Z")
 
 
-def running_run(store: MemoryStateStore, **changes: object) -> RunRecord:
-    lease = store.acquire_lock("zuke-run-run-1", HOLDER, 60_000)
+def running_run(
+    store: MemoryStateStore, *, lease_ttl_ms: int = 60_000, **changes: object
+) -> RunRecord:
+    """A running run holding its lease and ``deploy-api``; ``store.clock`` passing the
+    lease's TTL makes its owner "gone"."""
+    lease = store.acquire_lock("zuke-run-run-1", HOLDER, lease_ttl_ms)
     lock = store.acquire_lock("deploy-api", HOLDER, 60_000)
     assert isinstance(lease, LockAcquired) and isinstance(lock, LockAcquired)
     record = RunRecord(
@@ -37,12 +41,15 @@ def running_run(store: MemoryStateStore, **changes: object) -> RunRecord:
     return record
 
 
-def test_a_running_run_is_recorded_cancelled_and_its_claims_released() -> None:
-    store = MemoryStateStore()
-    running_run(store)
-    result = cancel_run(store, "run-1", actor="ops", clock=ManualClock())
-    assert (result.status, result.noop) == ("cancelled", False)
-    assert result.released == ["deploy-api", "zuke-run-run-1"]
+def test_a_run_whose_owner_is_gone_is_settled_cancelled_and_its_claims_released() -> None:
+    clock = ManualClock()
+    store = MemoryStateStore(clock=clock)
+    running_run(store, lease_ttl_ms=1_000)
+    clock.advance(1_001)  # the owner stopped renewing: its lease can be taken
+    result = cancel_run(store, "run-1", actor="ops", clock=clock)
+    assert (result.status, result.noop, result.owner) == ("cancelled", False, None)
+    assert result.released == ["deploy-api"] and result.left == []
+    assert "its owner was gone. Released 1 claim(s) (deploy-api)." in result.summary()
     found = store.get_run("run-1")
     assert found is not None
     record = found.record
@@ -53,6 +60,53 @@ def test_a_running_run_is_recorded_cancelled_and_its_claims_released() -> None:
     assert record.targets["deploy"].error == "cancelled by ops"
     assert record.events[-1].tool == "cancel" and record.events[-1].actor == "ops"
     assert isinstance(store.acquire_lock("deploy-api", OTHER, 1000), LockAcquired)
+    assert isinstance(store.acquire_lock("zuke-run-run-1", OTHER, 1000), LockAcquired)
+
+
+def test_a_live_owner_is_only_asked_to_stop_and_keeps_its_claims() -> None:
+    store = MemoryStateStore()
+    running_run(store)
+    result = cancel_run(store, "run-1", actor="ops")
+    assert (result.status, result.noop, result.owner) == ("cancelling", False, "owner")
+    assert result.released == []
+    assert "marked cancelling; its owner (owner) is stopping it" in result.summary()
+    found = store.get_run("run-1")
+    assert found is not None
+    record = found.record
+    assert (record.status, record.intended_terminal) == ("cancelling", "cancelled")
+    assert record.targets["deploy"].status == "running"  # the owner settles its own targets
+    assert record.events[-1].tool == "cancel" and record.events[-1].actor == "ops"
+    # Never freed under a live holder: a second deploy cannot start beside the first.
+    assert isinstance(store.acquire_lock("deploy-api", OTHER, 1000), LockHeld)
+    assert isinstance(store.acquire_lock("zuke-run-run-1", OTHER, 1000), LockHeld)
+
+
+def test_cancel_waits_for_the_live_owner_to_finish_stopping() -> None:
+    store = MemoryStateStore()
+    running_run(store)
+    polls: list[float] = []
+
+    def owner_finishes(seconds: float) -> None:  # the owner, seen from the canceller's poll
+        polls.append(seconds)
+        found = store.get_run("run-1")
+        assert found is not None and found.record.status == "cancelling"
+        done = replace(found.record, status="cancelled", locks={})
+        assert isinstance(store.put_run(done, expected_version=found.version), Written)
+
+    result = cancel_run(store, "run-1", actor="ops", wait_ms=30_000, sleep=owner_finishes)
+    assert (result.status, result.owner, len(polls)) == ("cancelled", "owner", 1)
+    assert "cancelled by its owner (owner)" in result.summary()
+
+
+def test_claims_missing_from_the_record_are_found_through_the_store() -> None:
+    clock = ManualClock()
+    store = MemoryStateStore(clock=clock)
+    running_run(store, lease_ttl_ms=1_000, locks={})  # a client that dropped the locks field
+    clock.advance(1_001)
+    result = cancel_run(store, "run-1", actor="ops", clock=clock)
+    assert result.status == "cancelled" and result.released == []
+    assert result.left == ["deploy-api"]  # no token here: named, and left to its TTL
+    assert "Left to lapse at their TTL: deploy-api." in result.summary()
 
 
 def test_cancelling_a_finished_run_is_a_noop_that_adds_nothing() -> None:
@@ -87,34 +141,38 @@ def test_a_run_of_another_build_is_refused() -> None:
 def test_a_missing_origin_on_either_side_does_not_decide() -> None:
     store = MemoryStateStore()
     running_run(store, build_id=None)
-    assert cancel_run(store, "run-1", actor="ops", origin="acme/web").status == "cancelled"
+    assert cancel_run(store, "run-1", actor="ops", origin="acme/web").status == "cancelling"
 
 
 class RacingStore(MemoryStateStore):
     """The owner writes between the canceller's read and its write, once."""
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, clock: ManualClock) -> None:
+        super().__init__(clock=clock)
         self.raced = False
 
-    def put_run(self, record: RunRecord, *, expected_version: str) -> Written | Conflict:
+    def append_run(
+        self, run_id: str, delta: RunDelta, *, expected_version: str
+    ) -> Written | Conflict:
         if not self.raced:
             self.raced = True
-            found = self.get_run(record.id)
+            found = self.get_run(run_id)
             assert found is not None
             owner_write = replace(
                 found.record,
                 targets={**found.record.targets, "deploy": TargetRecord(status="succeeded")},
             )
             super().put_run(owner_write, expected_version=found.version)
-        return super().put_run(record, expected_version=expected_version)
+        return super().append_run(run_id, delta, expected_version=expected_version)
 
 
 def test_a_conflicting_write_is_retried_on_the_fresh_record() -> None:
-    store = RacingStore()
-    running_run(store)
-    result = cancel_run(store, "run-1", actor="ops")
+    clock = ManualClock()
+    store = RacingStore(clock)
+    running_run(store, lease_ttl_ms=1_000)
+    clock.advance(1_001)
+    result = cancel_run(store, "run-1", actor="ops", clock=clock)
     found = store.get_run("run-1")
-    assert result.status == "cancelled" and found is not None
+    assert result.status == "cancelled" and found is not None and store.raced
     # the owner's settlement landed first and is kept, not overwritten as "failed"
     assert found.record.targets["deploy"].status == "succeeded"

@@ -1,20 +1,31 @@
 """Held claims — a target's lock or the run's own lease — kept alive by a heartbeat.
 
-The heartbeat is a task on the event loop, so it keeps beating while a
-synchronous body is busy on its worker thread. It renews at half the TTL
-(never more often than every 100 ms). Only an explicit refusal from the store
-means the claim is lost — someone else holds it now — and calls ``on_lost``;
-an error (a mutex timeout, an HTTP 503, a DNS blip) says nothing about who
-holds the claim, so it is reported and retried on the next beat.
+Each claim's heartbeat runs on a thread of its own, not on the event loop nor
+on asyncio's default executor: store calls, acquisitions and bodies share
+those, and a dozen slow acquisitions once delayed a lease renewal past its
+expiry. Nothing else runs on a heartbeat thread, so nothing can starve it.
+
+The schedule (:func:`next_beat_delay_ms`, pure, so tests drive it with an
+injected clock): beat at half the TTL (never more often than every 100 ms),
+counted from the last *successful* renewal, so a slow renewal does not push
+the next one late. After a failed renewal, retry soon — a quarter of the
+interval at most 1 s, doubling, capped at half the interval — not a whole
+interval later. Only an explicit refusal from the store means the claim is
+lost (someone else holds it now) and calls ``on_lost``; an error (a mutex
+timeout, an HTTP 503, a DNS blip) says nothing about who holds the claim, so
+it is reported and retried. A renewal's own request timeout is the store's
+business; the HTTP store keeps it well under half the TTL.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from zuke._clock import SYSTEM_CLOCK, Clock
 from zuke._errors import StateError
 from zuke.state._protocol import (
     RUN_LEASE_PREFIX,
@@ -27,6 +38,8 @@ from zuke.state._protocol import (
 MIN_BEAT_S = 0.1
 LEASE_TTL_MS = 60_000
 LEASE_ACQUIRE_BACKOFF_S = (0.25, 0.5, 1.0, 2.0)
+#: The first retry after a failed renewal comes at most this soon (then doubles).
+RETRY_FIRST_MS = 1000
 
 
 def lease_key(run_id: str) -> str:
@@ -38,9 +51,21 @@ def beat_interval_s(ttl_ms: int) -> float:
     return max(MIN_BEAT_S, ttl_ms / 2000)
 
 
+def next_beat_delay_ms(*, ttl_ms: int, last_success_ms: int, now_ms: int, failures: int) -> int:
+    """How long to wait before the next renewal.
+
+    ``failures`` counts the renewals that failed since ``last_success_ms``.
+    """
+    interval = int(beat_interval_s(ttl_ms) * 1000)
+    if failures == 0:
+        return max(0, last_success_ms + interval - now_ms)
+    first = min(RETRY_FIRST_MS, interval // 4)
+    return max(1, min(first * 2 ** (failures - 1), interval // 2))
+
+
 @dataclass
 class Claim:
-    """A lock this process holds, with its heartbeat."""
+    """A lock this process holds, with its heartbeat thread."""
 
     store: StateStore
     key: str
@@ -49,43 +74,81 @@ class Claim:
     ttl_ms: int
     on_lost: Callable[[Claim], None]
     warn: Callable[[str], None]
+    clock: Clock = SYSTEM_CLOCK
+    #: waits up to the given seconds; True means "stop now" (tests inject one)
+    wait: Callable[[float], bool] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         self.lost = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
+        self.renewals = 0
+        self._stopped = threading.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
 
     def start(self) -> Claim:
-        self._task = asyncio.ensure_future(self._beat())
+        self._loop = asyncio.get_running_loop()
+        self._thread = threading.Thread(
+            target=self.beat, name=f"zuke-heartbeat-{self.key}", daemon=True
+        )
+        self._thread.start()
         return self
 
-    async def _beat(self) -> None:
-        interval = beat_interval_s(self.ttl_ms)
+    def beat(self) -> None:
+        """The heartbeat loop (the thread's body; tests call it directly)."""
+        wait = self.wait or self._stopped.wait
+        last_success = self.clock.now_ms()
+        failures = 0
         while True:
-            await asyncio.sleep(interval)
-            try:
-                renewed = await asyncio.to_thread(
-                    self.store.renew_lock, self.key, self.token, self.ttl_ms
-                )
-            except Exception as exc:
-                self.warn(f"state: renewing {self.key} failed ({exc}); retrying")
-                continue
-            if not renewed:
-                self.lost.set()
-                self.on_lost(self)
+            delay = next_beat_delay_ms(
+                ttl_ms=self.ttl_ms,
+                last_success_ms=last_success,
+                now_ms=self.clock.now_ms(),
+                failures=failures,
+            )
+            if wait(delay / 1000) or self._stopped.is_set():
                 return
+            attempted_at = self.clock.now_ms()
+            try:
+                renewed = self.store.renew_lock(self.key, self.token, self.ttl_ms)
+            except Exception as exc:  # any failure to answer says nothing about the holder
+                failures += 1
+                self._to_loop(self.warn, f"state: renewing {self.key} failed ({exc}); retrying")
+                continue
+            if self._stopped.is_set():
+                return  # released meanwhile: a refusal now means nothing
+            if not renewed:
+                self._to_loop(self._lose)
+                return
+            self.renewals += 1
+            last_success, failures = attempted_at, 0
+
+    def _lose(self) -> None:
+        if self._stopped.is_set():
+            return
+        self._stopped.set()
+        self.lost.set()
+        self.on_lost(self)
+
+    def _to_loop(self, fn: Callable[..., None], *args: object) -> None:
+        loop = self._loop
+        if loop is None:
+            fn(*args)
+            return
+        with contextlib.suppress(RuntimeError):  # the loop is closed: the run is over
+            loop.call_soon_threadsafe(fn, *args)
 
     async def stop(self) -> None:
-        """Stop the heartbeat without releasing (the claim is lost, or left to lapse)."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        """Stop the heartbeat without releasing (the claim is lost, or left to lapse).
+
+        A renewal in flight may still land; its answer is ignored from now on.
+        """
+        self._stopped.set()
 
     async def release(self) -> None:
         """Stop the heartbeat and give the claim back; errors are reported, not raised."""
+        lost = self.lost.is_set()
         await self.stop()
-        if self.lost.is_set():
+        if lost:
             return
         try:
             await asyncio.to_thread(self.store.release_lock, self.key, self.token)

@@ -13,7 +13,6 @@ import copy
 import json
 import threading
 from collections.abc import Callable, Mapping
-from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,7 +62,6 @@ class RunState:
         #: set when the run is cancelled or stopped
         self.cancelled = threading.Event()
         self._attempt_events: set[threading.Event] = set()
-        self._orphans: dict[str, list[Future[Any]]] = {}
 
     def attempt_event(self) -> threading.Event:
         """A fresh ``ctx.cancelled`` for one attempt of a body: set by a timeout of that
@@ -74,16 +72,6 @@ class RunState:
         if self.cancelled.is_set():
             event.set()
         return event
-
-    def add_orphan(self, target: str, thread: Future[Any]) -> None:
-        """A body thread that outlived its attempt (a timeout or a cancellation)."""
-        with self._lock:
-            self._orphans.setdefault(target, []).append(thread)
-
-    def orphans(self, target: str) -> list[Future[Any]]:
-        """The target's body threads that are still running."""
-        with self._lock:
-            return [f for f in self._orphans.get(target, []) if not f.done()]
 
     def forget_attempt(self, event: threading.Event) -> None:
         with self._lock:
@@ -180,9 +168,6 @@ class Context:
     def outcome_of(self, target: str | Target) -> Outcome | None:
         """How a target ended, or ``None`` if it has not settled."""
         return self._run.outcome(target.name if isinstance(target, Target) else str(target))
-
-    def orphaned(self, thread: Future[Any]) -> None:
-        self._run.add_orphan(self.target, thread)
 
     def attempt_done(self) -> None:
         """The attempt is over: a later cancellation no longer needs to reach it."""

@@ -1,18 +1,27 @@
 """Calling one body: on a worker thread or the event loop, with timeout and retry.
 
 A synchronous body runs on a worker thread so that it can never stall the
-event loop, where the heartbeats that keep the run's lease and locks alive are
-timers. A timed-out synchronous body cannot be interrupted (Python has no safe
-way to kill a thread): the attempt fails, that attempt's ``ctx.cancelled`` is
-set so a cooperative body returns, and the thread is left to finish on its own.
+event loop. A thread cannot be interrupted (Python has no safe way to kill
+one), so a timed-out or cancelled synchronous body is *told* to stop through
+that attempt's ``ctx.cancelled`` — and then waited for. That wait is the
+point: an attempt is over only when its body has returned, so
+
+* the target's lock is held (and renewed) for exactly as long as its body
+  runs, on every path — success, failure, timeout, a lost claim, a cancel;
+* a retry never starts beside the attempt that timed out;
+* the run settles, and the process exits, only after every body returned.
+
+While it waits, the engine says which target it waits for.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import inspect
 import traceback
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -54,54 +63,110 @@ def describe(exc: BaseException) -> tuple[str, str | None]:
     return message, detail
 
 
+async def settle(fut: asyncio.Future[Any], *, forward: bool = True) -> None:
+    """Wait until ``fut`` is done, even if this task is cancelled meanwhile.
+
+    A cancellation that arrives while waiting is passed on to ``fut`` (a task
+    decides itself how to stop; ``forward=False`` for a thread's future, whose
+    cancellation would only mark it done while the thread runs on) and is
+    re-raised once ``fut`` is done: a caller never moves on while the work it
+    waits for still runs.
+    """
+    interrupted = False
+    while not fut.done():
+        try:
+            await asyncio.wait([fut])
+        except asyncio.CancelledError:
+            interrupted = True
+            if forward:
+                fut.cancel()
+    if interrupted:
+        raise asyncio.CancelledError
+
+
 async def _call_once(body: BodySpec, ctx: Context, pool: ThreadPoolExecutor) -> None:
+    try:
+        await _call_body(body, ctx, pool)
+    except SystemExit as exc:
+        # Never let it reach the event loop (this runs as a task of its own).
+        raise ZukeError(f"the body called sys.exit({exc.code!r})") from None
+
+
+async def _call_body(body: BodySpec, ctx: Context, pool: ThreadPoolExecutor) -> None:
     args = (ctx,) if body.takes_ctx else ()
     if body.is_async:
         result: Any = body.fn(*args)
     else:
-        thread = pool.submit(body.fn, *args)
+        work = pool.submit(body.fn, *args)
+        thread = asyncio.wrap_future(work)
         try:
-            result = await asyncio.wrap_future(thread)
+            await asyncio.shield(thread)
         except asyncio.CancelledError:
-            if not thread.done():
-                ctx.orphaned(thread)  # still running: whatever it holds must outlive it
+            # Told to stop: say so to the body (or keep it from starting), then
+            # wait for its thread to return.
+            ctx.cancelled.set()
+            work.cancel()
+            await settle(thread, forward=False)
             raise
+        result = thread.result()
     if inspect.isawaitable(result):
         await result
 
 
 async def _attempt(
-    spec: TargetSpec, body: BodySpec, ctx: Context, pool: ThreadPoolExecutor
+    spec: TargetSpec,
+    body: BodySpec,
+    ctx: Context,
+    pool: ThreadPoolExecutor,
+    notify: Callable[[str], None],
 ) -> None:
-    if spec.timeout_ms is None:
-        await _call_once(body, ctx, pool)
-        return
     task = asyncio.ensure_future(_call_once(body, ctx, pool))
+    if spec.timeout_ms is None:
+        await settle(task)
+        task.result()
+        return
     try:
         await asyncio.wait_for(asyncio.shield(task), spec.timeout_ms / 1000)
     except TimeoutError:
-        # An async body stops here. A sync body's thread cannot be stopped: its
-        # ctx.cancelled is set so that a cooperative body returns early.
-        ctx.cancelled.set()
-        task.cancel()
-        raise TargetTimeoutError(
-            f"{spec.name} timed out after {format_duration(spec.timeout_ms)}"
-        ) from None
+        pass
+    except asyncio.CancelledError:
+        await settle(task)  # the cancellation reached the body too; wait until it returned
+        raise
+    else:
+        task.result()
+        return
+    # Timed out. An async body is cancelled; a sync body is told through
+    # ctx.cancelled. Either way the attempt ends when the body has returned.
+    ctx.cancelled.set()
+    task.cancel()
+    if not body.is_async:
+        notify(
+            f"{spec.name} timed out after {format_duration(spec.timeout_ms)}; waiting for its "
+            "body to return (it was told to stop through ctx.cancelled)"
+        )
+    with contextlib.suppress(Exception, asyncio.CancelledError):
+        await settle(task)
+    raise TargetTimeoutError(f"{spec.name} timed out after {format_duration(spec.timeout_ms)}")
 
 
-async def run_body(spec: TargetSpec, ctx: Context, pool: ThreadPoolExecutor) -> None:
+async def run_body(
+    spec: TargetSpec,
+    ctx: Context,
+    pool: ThreadPoolExecutor,
+    notify: Callable[[str], None] = lambda message: None,
+) -> None:
     """Run ``spec``'s body with its retries; raise :class:`BodyFailure` on the last failure.
 
-    Each attempt gets its own ``ctx`` (and ``ctx.cancelled``), so an attempt that
-    timed out and still runs on its thread is told to stop without the next
-    attempt seeing that.
+    Attempts run one after another: each starts after the one before has
+    returned. Each gets its own ``ctx`` (and ``ctx.cancelled``), so telling a
+    timed-out attempt to stop does not tell the next one.
     """
     assert spec.body is not None
     attempts = spec.retries + 1
     for attempt in range(1, attempts + 1):
         attempt_ctx = ctx.for_attempt()
         try:
-            await _attempt(spec, spec.body, attempt_ctx, pool)
+            await _attempt(spec, spec.body, attempt_ctx, pool, notify)
             return
         except (asyncio.CancelledError, KeyboardInterrupt):
             raise

@@ -14,19 +14,23 @@ writer) — the one place a durability rule can be enforced.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import heapq
 import time
 from collections.abc import Awaitable, Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol, cast
 
 from zuke._clock import SYSTEM_CLOCK, Clock, iso
 from zuke._engine.context import Context, RunState
-from zuke._engine.executor import BodyFailure, describe, run_body
+from zuke._engine.executor import BodyFailure, describe, run_body, settle
 from zuke._engine.observer import Observer, Transition
 from zuke._engine.plan import Plan, TargetSpec
 from zuke._engine.result import Outcome
 from zuke.state.records import TargetStatus
+
+#: How long a cancellation waits before saying which bodies it still waits for.
+_DRAIN_NOTICE_S = 0.5
 
 
 class Held(Protocol):
@@ -57,6 +61,7 @@ class Scheduler:
         guard: TargetGuard | None = None,
         clock: Clock = SYSTEM_CLOCK,
         cancel_requested: asyncio.Event | None = None,
+        notify: Callable[[str], None] = lambda message: None,
     ) -> None:
         self.plan = plan
         self.state = state
@@ -74,7 +79,8 @@ class Scheduler:
         self._dependents = plan.dependents()
         self._bodies: dict[str, asyncio.Future[None]] = {}
         self._started_at: dict[str, str] = {}
-        self._late_releases: list[asyncio.Future[None]] = []
+        #: where the scheduler says what it waits for (a body told to stop)
+        self.notify = notify
 
     def cancel(self) -> None:
         """Stop launching; cancel what can be cancelled. The run ends ``cancelled``."""
@@ -167,14 +173,21 @@ class Scheduler:
     async def _drain_cancelled(self, running: dict[asyncio.Task[Outcome], str]) -> None:
         # Cancel the bodies, not the targets' tasks: each target still settles (and
         # releases its lock) on its own path, with no write torn by a cancellation.
+        # A synchronous body cannot be interrupted, only told (ctx.cancelled), and its
+        # target's task ends only when it has returned: what runs after a cancellation
+        # must never run beside the work it stops. A second Ctrl-C exits at once.
         for body in list(self._bodies.values()):
             body.cancel()
+        if not running:
+            return
+        _, pending = await asyncio.wait(running, timeout=_DRAIN_NOTICE_S)
+        if pending:
+            names = ", ".join(sorted(running[t] for t in pending))
+            self.notify(
+                f"waiting for {names} to return (told to stop through ctx.cancelled); "
+                "interrupt again to exit now and leave its locks to lapse at their TTL"
+            )
         await asyncio.gather(*running, return_exceptions=True)
-        # A synchronous body cannot be interrupted, only told (ctx.cancelled). Wait
-        # for it: what runs after a cancellation must not run beside the work it
-        # stops, and its lock is released once it returns. A second Ctrl-C exits.
-        if self._late_releases:
-            await asyncio.gather(*self._late_releases, return_exceptions=True)
 
     # -- one target -------------------------------------------------------------
 
@@ -237,10 +250,14 @@ class Scheduler:
                 raise BodyFailure(self.stop_reason or "cancelled before its body ran")
             if spec.body is None:  # an aggregate: its dependencies are the work
                 return await self._settle(name, "succeeded", duration_ms=elapsed())
-            body = asyncio.ensure_future(run_body(spec, ctx, self.pool))
+            body = asyncio.ensure_future(run_body(spec, ctx, self.pool, self.notify))
             self._bodies[name] = body
             try:
-                await (body if held is None else self._body_while_held(body, held))
+                if held is None:
+                    await settle(body)  # even if this task is torn down: the body returns first
+                    body.result()
+                else:
+                    await self._body_while_held(body, held)
             finally:
                 self._bodies.pop(name, None)
         except BodyFailure as failure:
@@ -264,16 +281,7 @@ class Scheduler:
         return await self._settle(name, "succeeded", duration_ms=elapsed())
 
     async def _release_lock(self, name: str, held: Held) -> None:
-        """Give a target's lock back — but not while a body thread it guards still runs."""
-        orphans = self.state.orphans(name)
-        if not orphans:
-            await held.release()
-            return
-        self._late_releases.append(asyncio.ensure_future(self._release_after(orphans, held)))
-
-    async def _release_after(self, orphans: list[Future[Any]], held: Held) -> None:
-        # If the process ends first, the lock lapses at its TTL instead.
-        await asyncio.wait([asyncio.wrap_future(f) for f in orphans])
+        """Give a target's lock back. Its body has returned: attempts end only then."""
         await held.release()
 
     async def _body_while_held(self, body_task: asyncio.Future[None], held: Held) -> None:
@@ -281,13 +289,20 @@ class Scheduler:
         lost = asyncio.ensure_future(held.lost.wait())
         try:
             waiting: list[asyncio.Future[Any]] = [body_task, lost]
-            await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+            try:
+                await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+            except asyncio.CancelledError:
+                await settle(body_task)
+                raise
         finally:
             lost.cancel()
         if body_task.done():
             body_task.result()
             return
-        body_task.cancel()
         message = held.loss_message()
         self.abort(message)
+        body_task.cancel()
+        # The claim is gone, but the body still runs until it has returned.
+        with contextlib.suppress(Exception, asyncio.CancelledError):
+            await settle(body_task)
         raise BodyFailure(message)

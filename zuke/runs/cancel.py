@@ -1,21 +1,37 @@
-"""``zuke cancel``: end a run from any process and give back what it holds.
+"""``zuke cancel``: end a run from any process, never freeing a claim under a live holder.
 
-The canceller moves the record to ``cancelled`` with a compare-and-swap, then
-releases every claim the record lists (the run's lease and its targets'
-locks) with the tokens the run recorded when it took them. A live owner
-learns of it on its next renewal — refused, so the claim is lost and it stops
-— or on its next write, which conflicts and re-reads a run that is no longer
-running. Compensations (``on_cancel``) are not run here yet.
+Who owns the run decides what the canceller may do, and the run's lease
+``zuke-run-<id>`` says who owns it:
+
+* **The lease is held** — a live process runs it. The canceller only marks
+  the record ``cancelling`` (``intendedTerminal: cancelled``) with a
+  compare-and-swap. The owner watches its record, sees the mark, tells its
+  bodies to stop, waits for them, releases its own locks and records the run
+  ``cancelled`` (exit 130). The canceller waits for that, up to ``wait_ms``.
+  Releasing the owner's claims instead — as this module once did — let a
+  second deploy take the lock while the first body still ran.
+* **The lease can be taken** — the holder is demonstrably gone (killed, or
+  paused past its TTL: it will find its next renewal refused and stop without
+  writing). The canceller takes the lease, settles the record ``cancelled``,
+  releases the claims the record lists with their tokens, and gives the lease
+  back. Claims found only through the store (``list_locks``: a client that
+  rewrote the record without its ``locks`` field) have no token here; they
+  are named and left to lapse at their TTL.
+
+Compensations (``on_cancel``) are a later step's; the walk will start here.
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from zuke._clock import SYSTEM_CLOCK, Clock, iso
+from zuke._engine.claims import lease_key
 from zuke._errors import RunError, RunNotFoundError, StateError
 from zuke.state._ids import check_id
-from zuke.state._protocol import Conflict, StateStore
+from zuke.state._protocol import LockAcquired, LockHolder, StateStore
 from zuke.state.records import (
     TERMINAL_STATUSES,
     RunDelta,
@@ -23,10 +39,12 @@ from zuke.state.records import (
     RunRecord,
     RunStatus,
     TargetRecord,
-    apply_delta,
 )
+from zuke.state.update import GaveUp, Unchanged, update_run
 
-MAX_ATTEMPTS = 10
+#: The canceller's hold on a dead owner's lease while it settles the record.
+TAKEOVER_TTL_MS = 60_000
+POLL_S = 0.2
 
 
 class ForeignRunError(RunError):
@@ -35,11 +53,41 @@ class ForeignRunError(RunError):
 
 @dataclass(frozen=True)
 class CancelResult:
+    """What ``cancel_run`` did.
+
+    ``status`` is the record's status afterwards: ``cancelled``, the terminal
+    status it already had (``noop``), or ``cancelling`` when the live owner
+    had not finished stopping within the wait.
+    """
+
     run_id: str
     status: RunStatus
     noop: bool
+    #: claims this call released (their holder was gone)
     released: list[str] = field(default_factory=list)
+    #: claims of the run found in the store without a token here: left to lapse
+    left: list[str] = field(default_factory=list)
+    #: the actor of the live process that was asked to stop (None: nobody held the run)
+    owner: str | None = None
     warnings: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        """One line for the console."""
+        rid = self.run_id
+        if self.noop:
+            return f"Run {rid} is already {self.status}; nothing to cancel."
+        if self.owner is not None:
+            if self.status == "cancelling":
+                return (
+                    f"Run {rid} is marked cancelling; its owner ({self.owner}) is stopping it and "
+                    "releases its own locks. Check with: zuke runs show " + rid
+                )
+            return f"Run {rid} cancelled by its owner ({self.owner}), who released its own locks."
+        line = f"Run {rid} cancelled; its owner was gone. Released {len(self.released)} claim(s)"
+        line += f" ({', '.join(self.released)})." if self.released else "."
+        if self.left:
+            line += f" Left to lapse at their TTL: {', '.join(self.left)}."
+        return line
 
 
 def check_ownership(record: RunRecord, *, origin: str | None, build_name: str | None) -> None:
@@ -56,7 +104,8 @@ def check_ownership(record: RunRecord, *, origin: str | None, build_name: str | 
         )
 
 
-def _stopped_rows(record: RunRecord, reason: str, now: str) -> dict[str, TargetRecord]:
+def stopped_rows(record: RunRecord, reason: str, now: str) -> dict[str, TargetRecord]:
+    """The rows of a run stopped from outside: running ones failed, unstarted ones skipped."""
     rows = {}
     for name, row in record.targets.items():
         if row.status == "running":
@@ -74,43 +123,143 @@ def cancel_run(
     origin: str | None = None,
     build_name: str | None = None,
     clock: Clock = SYSTEM_CLOCK,
+    wait_ms: int = 0,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> CancelResult:
-    """Cancel ``run_id``; a run that already ended is a no-op."""
+    """Cancel ``run_id``; a run that already ended is a no-op.
+
+    With a live owner, waits up to ``wait_ms`` for it to finish stopping.
+    """
     check_id(run_id)
-    for _ in range(MAX_ATTEMPTS):
-        found = store.get_run(run_id)
-        if found is None:
-            raise RunNotFoundError(f'no run "{run_id}" in the store', run_id=run_id)
-        record = found.record
-        check_ownership(record, origin=origin, build_name=build_name)
-        if record.status in TERMINAL_STATUSES:
-            return CancelResult(run_id=run_id, status=record.status, noop=True)
+    found = store.get_run(run_id)
+    if found is None:
+        raise RunNotFoundError(f'no run "{run_id}" in the store', run_id=run_id)
+    check_ownership(found.record, origin=origin, build_name=build_name)
+    if found.record.status in TERMINAL_STATUSES:
+        return CancelResult(run_id=run_id, status=found.record.status, noop=True)
+    holder = LockHolder(actor=actor, run_id=run_id, since=iso(clock.now_ms()))
+    taken = store.acquire_lock(lease_key(run_id), holder, TAKEOVER_TTL_MS)
+    if isinstance(taken, LockAcquired):
+        try:
+            return _settle_abandoned(store, run_id, actor=actor, clock=clock)
+        finally:
+            store.release_lock(lease_key(run_id), taken.token)
+    return _ask_owner(
+        store,
+        run_id,
+        owner=taken.holder.actor,
+        actor=actor,
+        clock=clock,
+        wait_ms=wait_ms,
+        sleep=sleep,
+    )
+
+
+def _ask_owner(
+    store: StateStore,
+    run_id: str,
+    *,
+    owner: str,
+    actor: str,
+    clock: Clock,
+    wait_ms: int,
+    sleep: Callable[[float], None],
+) -> CancelResult:
+    def mark(record: RunRecord) -> RunDelta | None:
+        if record.status in TERMINAL_STATUSES or record.status == "cancelling":
+            return None
         now = iso(clock.now_ms())
-        held = dict(record.locks)
         event = RunEvent(
             at=now,
             tool="cancel",
             actor=actor,
-            detail=f"cancelled by {actor}; released {len(held)} claim(s)",
-            args={"released": ",".join(sorted(held))},
+            detail=f"cancel requested by {actor}; the owner ({owner}) stops the run",
         )
-        delta = RunDelta(
+        return RunDelta(
+            updated_at=now, status="cancelling", intended_terminal="cancelled", events=(event,)
+        )
+
+    outcome = update_run(store, run_id, mark)
+    if isinstance(outcome, GaveUp):
+        raise RunError(
+            f"gave up cancelling {run_id} after repeated conflicting writes; try again",
+            run_id=run_id,
+        )
+    status = outcome.record.status
+    if isinstance(outcome, Unchanged) and status in TERMINAL_STATUSES:
+        return CancelResult(run_id=run_id, status=status, noop=True)
+    deadline = time.monotonic() + wait_ms / 1000
+    while status not in TERMINAL_STATUSES and time.monotonic() < deadline:
+        sleep(POLL_S)
+        again = store.get_run(run_id)
+        if again is None:
+            raise RunNotFoundError(f'run "{run_id}" was deleted while cancelling', run_id=run_id)
+        status = again.record.status
+    return CancelResult(run_id=run_id, status=status, noop=False, owner=owner)
+
+
+def _settle_abandoned(store: StateStore, run_id: str, *, actor: str, clock: Clock) -> CancelResult:
+    """The owner is gone and we hold its lease: settle the record, then free its claims."""
+    released: list[str] = []
+    tokens: dict[str, str] = {}
+
+    def settle(record: RunRecord) -> RunDelta | None:
+        if record.status in TERMINAL_STATUSES:
+            return None
+        tokens.clear()
+        tokens.update(record.locks)  # the claims as the record that lands lists them
+        now = iso(clock.now_ms())
+        held = sorted(k for k in record.locks if k != lease_key(run_id))
+        event = RunEvent(
+            at=now,
+            tool="cancel",
+            actor=actor,
+            detail=f"cancelled by {actor}; its owner was gone",
+            args={"released": ",".join(held)},
+        )
+        return RunDelta(
             updated_at=now,
             status="cancelled",
-            targets=_stopped_rows(record, f"cancelled by {actor}", now),
             events=(event,),
-            locks=dict.fromkeys(held),
+            targets=stopped_rows(record, f"cancelled by {actor}", now),
+            locks=dict.fromkeys(record.locks),
         )
-        outcome = store.put_run(apply_delta(record, delta), expected_version=found.version)
-        if isinstance(outcome, Conflict):
-            continue
-        warnings = []
-        for key, token in sorted(held.items()):
-            try:
-                store.release_lock(key, token)
-            except StateError as exc:
-                warnings.append(f"could not release {key} ({exc}); it lapses after its TTL")
-        return CancelResult(
-            run_id=run_id, status="cancelled", noop=False, released=sorted(held), warnings=warnings
+
+    outcome = update_run(store, run_id, settle)
+    if isinstance(outcome, GaveUp):
+        raise RunError(
+            f"gave up cancelling {run_id} after repeated conflicting writes; try again",
+            run_id=run_id,
         )
-    raise RunError(f"gave up cancelling {run_id} after repeated conflicting writes", run_id=run_id)
+    if isinstance(outcome, Unchanged):
+        return CancelResult(run_id=run_id, status=outcome.record.status, noop=True)
+    warnings: list[str] = []
+    for key, token in sorted(tokens.items()):
+        if key == lease_key(run_id):
+            continue  # the dead owner's token is void: we hold the lease now
+        try:
+            store.release_lock(key, token)
+            released.append(key)
+        except StateError as exc:
+            warnings.append(f"could not release {key} ({exc}); it lapses after its TTL")
+    left = _untracked_claims(store, run_id, known=set(tokens), warnings=warnings)
+    return CancelResult(
+        run_id=run_id,
+        status="cancelled",
+        noop=False,
+        released=released,
+        left=left,
+        warnings=warnings,
+    )
+
+
+def _untracked_claims(
+    store: StateStore, run_id: str, *, known: set[str], warnings: list[str]
+) -> list[str]:
+    """Claims the store says the run holds that its record did not list."""
+    try:
+        entries = store.list_locks(run_id=run_id)
+    except (StateError, NotImplementedError, AttributeError) as exc:
+        warnings.append(f"could not list the store's locks ({exc}); only the record's were freed")
+        return []
+    return sorted(e.key for e in entries if e.key not in known and e.key != lease_key(run_id))
