@@ -7,7 +7,7 @@ import zuke
 EXPECTED = [
     "Build", "BuildDefinitionError", "Conflict", "Context", "CorruptRecordError",
     "DurationError", "GraphError", "LockAcquired", "LockConflictError", "LockError",
-    "LockHeld", "LockHolder", "LockInfo", "LockLostError", "LockSettings", "Outcome",
+    "LockHeld", "LockHolder", "LockInfo", "LockSettings", "Outcome",
     "Parameter", "ParameterError", "RunError", "RunNotFoundError", "RunQuery", "RunResult",
     "Signal", "StateError", "StateHandle", "StateStore", "StoreUnavailableError", "StoredRun",
     "Target", "TargetBuilder", "TargetFailedError", "TargetTimeoutError", "UnsafeIdError",

@@ -2,6 +2,7 @@
 
 The authoring surface (``Build``, ``@target``, ``parameter()``, ``run()``),
 the errors, and the state-store result values. Everything else is private.
+``import zuke`` loads the engine, never the CLI: ``run()`` imports it when called.
 """
 
 from zuke._build import Build
@@ -15,7 +16,6 @@ from zuke._errors import (
     GraphError,
     LockConflictError,
     LockError,
-    LockLostError,
     ParameterError,
     RunError,
     RunNotFoundError,
@@ -28,9 +28,9 @@ from zuke._errors import (
     ZukeError,
 )
 from zuke._lock_settings import LockSettings, lock_key
+from zuke._main import run
 from zuke._params import Parameter, parameter
 from zuke._target import Target, TargetBuilder, target
-from zuke.cli import run
 from zuke.state._protocol import (
     Conflict,
     LockAcquired,
@@ -59,7 +59,6 @@ __all__ = [
     "LockHeld",
     "LockHolder",
     "LockInfo",
-    "LockLostError",
     "LockSettings",
     "Outcome",
     "Parameter",

@@ -1,22 +1,33 @@
 """Every error zuke raises, under one root.
 
     ZukeError
-    ├── BuildDefinitionError      a build that cannot be planned (bad reference, cycle, setting)
-    │   ├── GraphError            unknown target reference or dependency cycle
-    │   └── DurationError         a duration string that does not parse
-    ├── ParameterError            a parameter value that is missing or invalid
-    ├── UsageError                a command line that cannot be acted on (exit 2)
-    ├── TargetFailedError         a body failed (wraps the cause's message)
-    │   └── TargetTimeoutError    a body ran past its timeout
-    ├── StateError                the state store is unusable
-    │   ├── StoreUnavailableError the store could not be reached or answered badly
-    │   ├── CorruptRecordError    a stored record does not parse
-    │   └── UnsafeIdError         a run id or lock key that could escape the store
+    ├── BuildDefinitionError        a build that cannot be planned (bad reference, cycle, setting)
+    │   ├── GraphError              unknown target reference or dependency cycle
+    │   └── DurationError           a duration string that does not parse (also a ValueError)
+    ├── ParameterError              a parameter value that is missing or invalid (also a ValueError)
+    ├── UsageError                  a command line that cannot be acted on (exit 2)
+    ├── TargetFailedError           raise it in a body to fail with just your message
+    │   └── TargetTimeoutError      a body ran past its timeout (also a TimeoutError)
+    ├── StateError                  the state store is unusable
+    │   ├── StoreUnavailableError   the store could not be reached or answered badly
+    │   ├── CorruptRecordError      a stored record does not parse
+    │   ├── UnsafeIdError           a run id or lock key that could escape the store (a ValueError)
+    │   ├── InsecureStateUrlError   a plaintext or credential-leaking state URL (state/_http_wire)
+    │   └── DbClosedError           zuke serve's database is closed (_serve/db)
     ├── LockError
-    │   ├── LockConflictError     another run holds the lock (message = guidance)
-    │   └── LockLostError         a renewal was refused: the claim changed hands
-    └── RunError                  resume / cancel / show on a run that does not allow it
-        └── RunNotFoundError
+    │   └── LockConflictError       another run holds the lock (message = guidance)
+    ├── RunError                    resume / cancel / show on a run that does not allow it
+    │   ├── RunNotFoundError
+    │   └── ForeignRunError         the run belongs to another build (runs/cancel)
+    └── ServeStartError             a zuke serve process did not start (testing/serve)
+
+A lock lost while its target runs is an outcome, not an exception: the target
+fails with the loss in its error and the run's ``stop_reason`` says why it
+stopped (no ``LockLostError``: nothing could raise it to a caller).
+Engine-internal control flow (``BodyFailure``, suspend and cancel signals)
+never leaves the engine. Stdlib errors zuke lets through are the stdlib's
+protocols: ``AttributeError`` from a module's ``__getattr__``,
+``NotImplementedError`` from a contract-suite hook a subclass must override.
 
 Messages never contain secret values: secrets are redacted before they can
 reach an exception raised by zuke.
@@ -55,7 +66,7 @@ class UsageError(ZukeError):
 
 
 class TargetFailedError(ZukeError):
-    """A target's body failed."""
+    """A target's body failed. Raise it (or any ZukeError) to fail with just the message."""
 
 
 class TargetTimeoutError(TargetFailedError, TimeoutError):
@@ -88,10 +99,6 @@ class LockConflictError(LockError):
     def __init__(self, holder: LockHolder, message: str) -> None:
         super().__init__(message)
         self.holder = holder
-
-
-class LockLostError(LockError):
-    """A renewal was refused: the claim belongs to someone else now."""
 
 
 class RunError(ZukeError):

@@ -29,12 +29,12 @@ from zuke._engine.plan import Plan, TargetSpec
 from zuke._engine.record import ci_run_url, deadline_at, new_record
 from zuke._engine.result import RunVerdict
 from zuke._engine.scheduler import Held, Scheduler
+from zuke._engine.writer import RunStateWriter
 from zuke._errors import LockConflictError, StateError
 from zuke._lock_settings import LockSettings
 from zuke.state._protocol import LockHeld, LockHolder, StateStore
 from zuke.state.records import RunStatus
 from zuke.state.resolve import resolve_store
-from zuke.state.writer import RunStateWriter
 
 
 def lease_ttl_ms(env: Mapping[str, str]) -> int:
@@ -157,6 +157,7 @@ class DurableRun:
             raise
         run.lease.start()
         writer.on_settled_elsewhere = run._settled_elsewhere
+        writer.holds_lease = lambda: not run.lease.lost.is_set()
         return run
 
     def attach(self, scheduler: Scheduler) -> None:
@@ -207,8 +208,17 @@ class DurableRun:
         ctx.lock = LockInfo(key=lock.key, fence=taken.fence)
         return held
 
+    @property
+    def record_error(self) -> str | None:
+        """What could not be recorded, once :meth:`close` has run (``None``: all landed)."""
+        return self.writer.record_error
+
     async def close(self, verdict: RunVerdict) -> None:
-        """Write the end of the run, then give the lease back (unless it was lost)."""
+        """Write the end of the run, then give the lease back (unless it was lost).
+
+        The writer retries the end while the lease is held; only then is the
+        lease given back, so no sweep takes the run for dead meanwhile.
+        """
         if self.lease.lost.is_set():
             await self.lease.stop()
             return

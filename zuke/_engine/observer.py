@@ -2,9 +2,13 @@
 
 The scheduler emits a :class:`Transition` for each target change and awaits
 every observer before going on. That is what makes durability rules
-enforceable in one place: the state writer is an observer, so a ``running``
-transition is persisted before the body starts and a ``succeeded`` one
-before any dependent is released.
+enforceable in one place: the state writer sees each transition first, so a
+``running`` transition is persisted before the body starts and a
+``succeeded`` one before any dependent is released.
+
+The state writer is not an ordinary observer: :class:`Observers` keeps it in
+a slot of its own and never drops it. Watching a run may fail; recording it
+may not fail silently.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from zuke.state.records import TargetStatus
 if TYPE_CHECKING:
     from zuke._engine.plan import Plan
     from zuke._engine.result import RunResult
+    from zuke._engine.writer import RunStateWriter
 
 
 @dataclass(frozen=True)
@@ -48,20 +53,32 @@ class Observer:
 
 
 class Observers(Observer):
-    """Fans each hook out to several observers, in order.
+    """The run's state writer first, then each observer, in order.
 
     An observer that raises (a console whose pipe closed, a plugin's bug) is
     reported once through ``warn`` and skipped from then on: watching a run
-    must never break it.
+    must never break it. The ``writer`` is never skipped: an error it does not
+    handle itself is a record failure (:meth:`RunStateWriter.failed`), and it
+    goes on seeing every transition.
     """
 
     def __init__(
-        self, observers: Sequence[Observer], *, warn: Callable[[str], None] = lambda m: None
+        self,
+        observers: Sequence[Observer],
+        *,
+        writer: RunStateWriter | None = None,
+        warn: Callable[[str], None] = lambda m: None,
     ) -> None:
+        self._writer = writer
         self._observers = list(observers)
         self._warn = warn
 
     async def _each(self, call: Callable[[Observer], Awaitable[None]]) -> None:
+        if self._writer is not None:
+            try:
+                await call(self._writer)
+            except Exception as exc:  # the record's problem, not the run's: never dropped
+                self._writer.failed(exc)
         for o in list(self._observers):
             try:
                 await call(o)

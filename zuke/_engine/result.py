@@ -34,11 +34,14 @@ class RunResult:
     recorded: bool = False
     #: why the run was stopped early (a lost lock or lease, another process's cancel)
     stop_reason: str | None = None
+    #: set when the run's record could not be written: one line saying what was not
+    #: recorded and what the record was left as (the CLI prints it and exits 1)
+    record_error: str | None = None
 
     @property
     def ok(self) -> bool:
-        """True for a succeeded or suspended run."""
-        return self.status in ("succeeded", "suspended")
+        """True for a succeeded or suspended run whose record (if any) was written."""
+        return self.status in ("succeeded", "suspended") and self.record_error is None
 
     @property
     def failures(self) -> dict[str, Outcome]:

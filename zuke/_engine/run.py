@@ -199,9 +199,7 @@ async def execute_async(build_cls: type[Build], options: RunOptions) -> RunResul
         warn=options.on_warning,
     )
     writer = durable.writer if durable else None
-    observer = Observers(
-        [*([writer] if writer else []), *options.observers], warn=options.on_warning
-    )
+    observer = Observers(options.observers, writer=writer, warn=options.on_warning)
     # Threads start lazily; the headroom keeps a few timed-out bodies (whose threads
     # cannot be stopped) from starving the targets after them.
     workers = max(32, options.parallel * 4)
@@ -244,6 +242,7 @@ async def execute_async(build_cls: type[Build], options: RunOptions) -> RunResul
             duration_ms=(time.perf_counter() - started) * 1000,
             recorded=durable is not None,
             stop_reason=scheduler.stop_reason or (durable.stopped_because if durable else None),
+            record_error=durable.record_error if durable else None,
         )
         await observer.run_finished(result)
     finally:

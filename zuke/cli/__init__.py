@@ -69,7 +69,8 @@ def main(
     out = out or sys.stdout
     err = err or sys.stderr
     try:
-        if argv and argv[0] in ("runs", "resume", "cancel", "serve"):
+        argv = cli_args.command_first(argv)
+        if argv and argv[0] in cli_args.MANAGEMENT_COMMANDS:
             from zuke.cli.manage import run_command  # typer: imported only here
 
             return run_command(argv, build=build, env=env, out=out, err=err)
@@ -165,6 +166,11 @@ def run_targets(
         state=parsed.state,
     )
     result = asyncio.run(execute_async(build, options))
+    if result.record_error is not None:
+        # The run's outcome is not in its record: never exit 0 (docs/cli.md, exit codes).
+        err.write(f"zuke: {result.record_error}\n")
+        err.flush()
+        return EXIT_FAILED
     if result.status == "cancelled":
         return EXIT_INTERRUPTED
     return EXIT_OK if result.ok else EXIT_FAILED

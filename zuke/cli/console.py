@@ -152,6 +152,12 @@ class ConsoleReporter(Observer):
         total = len(result.outcomes)
         done = sum(1 for o in result.outcomes.values() if o.status == "succeeded")
         elapsed = format_duration(result.duration_ms)
+        if result.record_error is not None and result.status in ("succeeded", "suspended"):
+            # Never "Build succeeded" for a run whose record did not land.
+            return s.red(
+                f"✘ Run not recorded — {done}/{total} targets succeeded in {elapsed}, but the "
+                f"run record could not be written  ({stamp})"
+            )
         if result.status == "succeeded":
             return s.green(f"✔ Build succeeded — {done}/{total} targets in {elapsed}  ({stamp})")
         if result.status == "suspended":

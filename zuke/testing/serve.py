@@ -13,10 +13,12 @@ import selectors
 import subprocess
 import time
 
+from zuke._errors import ZukeError
+
 LISTENING = re.compile(rb"^zuke serve listening on (http://\S+)\n")
 
 
-class ServeStartError(RuntimeError):
+class ServeStartError(ZukeError, RuntimeError):
     """The server exited, stayed silent past the deadline, or printed something else."""
 
 

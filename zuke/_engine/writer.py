@@ -1,0 +1,378 @@
+"""The run's state writer: turns transitions into durable record writes.
+
+One writer per run, on the event loop. It is an engine part, not an ordinary
+observer: :class:`~zuke._engine.observer.Observers` never drops it, and
+nothing it meets ends the run or leaves the record silently behind.
+
+Writes are serialised (one in flight) and coalesced: whatever changed while a
+write was in flight goes out in the next one, as a single
+:class:`~zuke.state.records.RunDelta`. On a journaling store that is one
+small append per write, so the bytes persisted grow linearly with the run
+(see ``docs/state.md``). Every write goes through
+:func:`zuke.state.update.update_run`, the one compare-and-swap loop.
+
+Durability rules, and how they hold:
+
+* a record saying a target is ``running`` exists before its body runs —
+  the ``running`` transition awaits its write;
+* a target's ``succeeded`` is durable before any dependent starts — a
+  dependent's ``running`` write carries every earlier settlement with it, and
+  a short debounce persists settlements that no write follows;
+* ``ctx.state.set`` is persisted with the next write, at the latest with the
+  target's own settlement.
+
+Failures, and what becomes of them:
+
+* a conflicting write is re-applied to the fresh record (``update_run``'s
+  budget); a change lost to conflicts marks the record ``degraded``, which
+  the next write that lands carries, and the run's end then re-sends every
+  target's row so that the record at least ends complete;
+* a write the store fails (any exception: ``OSError``, an HTTP 500 or 413, a
+  full disk) is retried with backoff while the run holds its lease; if it
+  still fails the change is kept for the next write and the build goes on;
+* the run's end must land: if it cannot, a small write marks the record
+  ``degraded`` (and never ``succeeded``) where any write can still land, and
+  :attr:`RunStateWriter.record_error` says what could not be recorded — the
+  CLI prints it and exits non-zero.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
+
+from zuke._clock import SYSTEM_CLOCK, Clock, iso
+from zuke._engine.context import RunState
+from zuke._engine.observer import Observer, Transition
+from zuke._errors import StateError, ZukeError
+from zuke._redact import Redactor
+from zuke.state._protocol import Conflict, StateStore, StoredRun
+from zuke.state.records import (
+    RunDelta,
+    RunEvent,
+    RunRecord,
+    RunStatus,
+    TargetRecord,
+    merge_deltas,
+)
+from zuke.state.update import MAX_ATTEMPTS, GaveUp, Unchanged, UpdateResult, update_run
+
+SETTLE_DEBOUNCE_S = 0.05
+#: Pauses between attempts of a write the store failed (about 4 s in all).
+BACKOFF_S: tuple[float, ...] = (0.1, 0.2, 0.5, 1.0, 2.0)
+#: Statuses another process may not have moved the run out of for us to write.
+_OURS: frozenset[RunStatus] = frozenset({"running", "suspended"})
+
+
+def describe_store(store: StateStore) -> str:
+    """Where the record lives, for messages: a directory, a URL, or the store's repr."""
+    directory = getattr(store, "directory", None)
+    if isinstance(directory, str):
+        return directory
+    url = getattr(getattr(store, "_wire", None), "shown_url", None)  # HttpStateStore, redacted
+    return url if isinstance(url, str) else repr(store)
+
+
+class RunStateWriter(Observer):
+    """Persists one run's transitions to a store."""
+
+    def __init__(
+        self,
+        store: StateStore,
+        record: RunRecord,
+        *,
+        version: str | None,
+        run_state: RunState | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+        redactor: Redactor | None = None,
+        warn: Callable[[str], None] = lambda message: None,
+        backoff_s: Sequence[float] | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self.store = store
+        self.record = record
+        self.version = version
+        self.clock = clock
+        self.redactor = redactor or Redactor()
+        self.warn = warn
+        self.run_state = run_state
+        self.backoff_s = tuple(BACKOFF_S if backoff_s is None else backoff_s)
+        self.sleep = sleep
+        self.writes = 0
+        #: whether the run still holds its lease (retrying a write makes sense only then)
+        self.holds_lease: Callable[[], bool] = lambda: True
+        #: one line saying what could not be recorded, once the run's end is known
+        self.record_error: str | None = None
+        #: set when a re-read shows another process ended the run (``zuke cancel``)
+        self.settled_elsewhere: RunStatus | None = None
+        #: called on the loop with the status another process gave the run
+        self.on_settled_elsewhere: Callable[[RunStatus], None] = lambda status: None
+        self._rows: dict[str, TargetRecord] = dict(record.targets)
+        self._pending: RunDelta | None = None
+        self._dirty_meta: set[str] = set()
+        self._lost = False  # a change was lost: the next write marks the record degraded
+        self._loss: str | None = None  # why the record is incomplete, if it is
+        self._failing: str | None = None  # the reason of the current streak of failed writes
+        self._disowned = False
+        self._write_lock = asyncio.Lock()
+        self._debounce: asyncio.TimerHandle | None = None
+        self._background: asyncio.Future[None] | None = None
+        self._loop = asyncio.get_running_loop()
+        if run_state is not None:
+            run_state.on_meta_change = self._meta_changed_from_any_thread
+
+    @property
+    def run_id(self) -> str:
+        return self.record.id
+
+    @property
+    def where(self) -> str:
+        return f"run {self.run_id} in {describe_store(self.store)}"
+
+    # -- building deltas ------------------------------------------------------
+
+    def _now(self) -> str:
+        return iso(self.clock.now_ms())
+
+    def _queue(self, delta: RunDelta) -> None:
+        self._pending = delta if self._pending is None else merge_deltas(self._pending, delta)
+
+    def _row(self, name: str) -> TargetRecord:
+        return self._rows.get(name) or TargetRecord()
+
+    def _set_row(self, name: str, row: TargetRecord) -> None:
+        self._rows[name] = row
+        self._queue(RunDelta(updated_at=self._now(), targets={name: row}))
+
+    def _meta_changed_from_any_thread(self, target: str) -> None:
+        self._loop.call_soon_threadsafe(self._meta_changed, target)
+
+    def _meta_changed(self, target: str) -> None:
+        self._dirty_meta.add(target)
+        self._schedule_flush()
+
+    def _take_meta(self) -> None:
+        if self.run_state is None or not self._dirty_meta:
+            return
+        for name in sorted(self._dirty_meta):
+            self._set_row(name, replace(self._row(name), meta=self.run_state.meta(name)))
+        self._dirty_meta.clear()
+
+    # -- observer -------------------------------------------------------------
+
+    async def transition(self, t: Transition) -> None:
+        row = self._row(t.target)
+        when = iso(t.at_ms)
+        if t.status == "running":
+            row = replace(row, status="running", started_at=when, ended_at=None, error=None)
+        else:
+            row = replace(
+                row,
+                status=t.status,
+                ended_at=when if t.status != "waiting" else row.ended_at,
+                error=self.redactor.text(t.error) if t.error else None,
+                waiting_for=None if t.status != "waiting" else row.waiting_for,
+            )
+        if self.run_state is not None:
+            row = replace(row, meta=self.run_state.meta(t.target))
+            self._dirty_meta.discard(t.target)
+        self._set_row(t.target, row)
+        if t.status == "running":
+            await self.flush()
+        else:
+            self._schedule_flush()
+
+    def failed(self, exc: BaseException) -> None:
+        """A hook of this writer raised (a bug): the change it carried is lost, not the writer."""
+        reason = self._reason(exc)
+        self._lost = True
+        self._loss = f"a change could not be recorded ({reason})"
+        self.warn(f"state: {self.where}: {self._loss}; the record is marked degraded")
+
+    def append_event(self, tool: str, *, outcome: str = "ok", detail: str | None = None,
+                     args: dict[str, str] | None = None) -> None:  # fmt: skip
+        """Queue an audit-trail entry (redacted)."""
+        event = RunEvent(
+            at=self._now(),
+            tool=tool,
+            actor=self.record.actor,
+            outcome=outcome,  # type: ignore[arg-type]
+            args={k: self.redactor.text(v) for k, v in (args or {}).items()},
+            detail=self.redactor.text(detail) if detail else None,
+        )
+        self._queue(RunDelta(updated_at=event.at, events=(event,)))
+
+    def note_lock(self, key: str, token: str | None) -> None:
+        """Record that the run holds (``token``) or gave back (``None``) the claim on ``key``."""
+        self._queue(RunDelta(updated_at=self._now(), locks={key: token}))
+
+    def disown(self) -> None:
+        """Write nothing more: the run belongs to someone else now (its lease was lost)."""
+        self._disowned = True
+        self._pending = None
+        if self._debounce is not None:
+            self._debounce.cancel()
+            self._debounce = None
+
+    async def create(self) -> None:
+        """Write the initial record; a run id that already exists is an error."""
+        try:
+            outcome = await asyncio.to_thread(self.store.create_run, self.record)
+        except ZukeError:
+            raise
+        except Exception as exc:  # a third-party store's own error: say where, in the tree
+            raise StateError(f"could not create {self.where}: {self._reason(exc)}") from exc
+        if isinstance(outcome, Conflict):
+            raise StateError(f"run id {self.run_id} already exists in the store; the id was reused")
+        self.version = outcome.version
+        self.writes += 1
+
+    async def finish(self, status: RunStatus) -> None:
+        """Record the run's end (or suspension) and wait until it is written.
+
+        If it cannot be written, :attr:`record_error` says so (after trying to
+        mark the record degraded); nothing is raised.
+        """
+        if self._debounce is not None:
+            self._debounce.cancel()
+            self._debounce = None
+        now = self._now()
+        if self._loss is not None:
+            # A change was lost on the way: the end re-sends every row, so that the
+            # record at least ends complete (it stays marked degraded).
+            self._queue(RunDelta(updated_at=now, targets=dict(self._rows)))
+        self._queue(RunDelta(updated_at=now, status=status))
+        failure = await self._flush(persist=True)
+        if failure is not None:
+            self.record_error = await self._give_up(status, failure)
+
+    # -- writing ----------------------------------------------------------------
+
+    def _schedule_flush(self) -> None:
+        if self._debounce is None:
+            self._debounce = self._loop.call_later(SETTLE_DEBOUNCE_S, self._debounced_flush)
+
+    def _debounced_flush(self) -> None:
+        self._debounce = None
+        self._background = asyncio.ensure_future(self.flush())
+
+    async def flush(self) -> None:
+        """Write everything queued so far; return once it landed (or was kept for later)."""
+        await self._flush(persist=False)
+
+    async def _flush(self, *, persist: bool) -> str | None:
+        """One write of everything queued; the reason it did not land, or ``None``.
+
+        The first failure of a streak is retried with backoff; later writes of
+        the same streak try once (a dead store must not stall every
+        transition), except the run's end (``persist``), which always retries.
+        """
+        async with self._write_lock:
+            if self._disowned:
+                return None
+            self._take_meta()
+            delta = self._pending
+            if delta is None:
+                return None
+            self._pending = None
+            if self._lost:
+                delta = merge_deltas(delta, RunDelta(updated_at=delta.updated_at, degraded=True))
+            delays = self.backoff_s if persist or self._failing is None else ()
+            try:
+                result = await self._write(delta, delays)
+            except Exception as exc:
+                # Keep the change for the next write; the build goes on.
+                self._pending = (
+                    delta if self._pending is None else merge_deltas(delta, self._pending)
+                )
+                reason = self._reason(exc)
+                if self._failing is None:
+                    self.warn(
+                        f"state: could not record {self.where}: {reason}; "
+                        "the change is kept and retried with the next write"
+                    )
+                self._failing = reason
+                return reason
+            self._failing = None
+            if isinstance(result, Unchanged):
+                # Another process ended the run (zuke cancel): never write over that.
+                self.settled_elsewhere = result.record.status
+                self.disown()
+                self.on_settled_elsewhere(result.record.status)
+                return None
+            if isinstance(result, GaveUp):
+                self._lost = True
+                self._loss = f"a change was lost after {MAX_ATTEMPTS} conflicting writes"
+                self.warn(f"state: {self.where}: {self._loss}; the record is marked degraded")
+                return self._loss
+            self._lost = False
+            return None
+
+    async def _write(self, delta: RunDelta, delays: Sequence[float]) -> UpdateResult:
+        """``delta`` through ``update_run`` (off the loop), retried while the lease is ours."""
+        for delay in delays:
+            try:
+                return await asyncio.to_thread(self._update, delta)
+            except Exception:
+                if self._disowned or not self.holds_lease():
+                    raise
+            await self.sleep(delay)
+        return await asyncio.to_thread(self._update, delta)
+
+    def _update(self, delta: RunDelta) -> UpdateResult:
+        """Runs on a worker thread: one compare-and-swap loop for ``delta``."""
+        assert self.version is not None, "create() the record before writing to it"
+
+        def change(fresh: RunRecord) -> RunDelta | None:
+            return delta if fresh.status in _OURS else None
+
+        result = update_run(
+            self.store, self.run_id, change, known=StoredRun(self.record, self.version)
+        )
+        self.record, self.version = result.record, result.version
+        if not isinstance(result, (Unchanged, GaveUp)):
+            self.writes += 1
+        return result
+
+    async def _give_up(self, status: RunStatus, reason: str) -> str | None:
+        """The end did not land: mark the record degraded if any write can, and say so."""
+        if self._disowned:
+            return None  # the lease was lost or the run settled elsewhere: the stop says so
+        locks = self._pending.locks if self._pending is not None else {}
+        # A record whose rows did not land cannot prove success: never say "succeeded".
+        honest: RunStatus = "failed" if status == "succeeded" else status
+        now = self._now()
+        event = RunEvent(
+            at=now,
+            tool="record",
+            actor=self.record.actor,
+            outcome="error",
+            detail=self.redactor.text(f"the run ended {status}, but it could not be recorded: "
+                                      f"{reason}"),
+        )  # fmt: skip
+        fallback = RunDelta(updated_at=now, status=honest, degraded=True, events=(event,),
+                            locks=locks)  # fmt: skip
+        try:
+            result = await self._write(fallback, ())
+        except Exception:
+            result = None  # nothing can land: say what the record was left as
+        if isinstance(result, Unchanged):
+            return None  # another process ended the run meanwhile: its status stands
+        self._pending = None
+        left = self.record.status
+        if result is not None and not isinstance(result, GaveUp):
+            return (
+                f"could not record {self.where}: {reason}; the record is left {left} and "
+                "marked degraded — trust this run's summary, not the record "
+                f"(zuke runs show {self.run_id})"
+            )
+        return (
+            f"could not record {self.where}: {reason}; the record is left {left} and could "
+            "not be marked degraded — fix the store, then check the run with "
+            f"`zuke runs show {self.run_id}` before running these targets again"
+        )
+
+    def _reason(self, exc: BaseException) -> str:
+        text = str(exc) if isinstance(exc, ZukeError) else f"{type(exc).__name__}: {exc}"
+        return self.redactor.text(text.removeprefix("state: "))
