@@ -176,3 +176,18 @@ def test_a_conflicting_write_is_retried_on_the_fresh_record() -> None:
     assert result.status == "cancelled" and found is not None and store.raced
     # the owner's settlement landed first and is kept, not overwritten as "failed"
     assert found.record.targets["deploy"].status == "succeeded"
+
+
+def test_an_owner_that_dies_while_asked_to_stop_is_taken_over() -> None:
+    clock = ManualClock()
+    store = MemoryStateStore(clock=clock)
+    running_run(store, lease_ttl_ms=5_000)
+
+    def owner_dies(seconds: float) -> None:
+        clock.advance(5_001)  # no more renewals: its lease lapses
+
+    result = cancel_run(store, "run-1", actor="ops", clock=clock, wait_ms=60_000, sleep=owner_dies)
+    assert (result.status, result.owner, result.released) == ("cancelled", None, ["deploy-api"])
+    found = store.get_run("run-1")
+    assert found is not None and found.record.status == "cancelled"
+    assert [e.tool for e in found.record.events] == ["cancel", "cancel"]  # asked, then settled

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from zuke._clock import Clock, iso
 from zuke._duration import parse_duration
+from zuke._engine.cancel_watch import CancelWatch, poll_interval_s
 from zuke._engine.claims import LEASE_TTL_MS, Claim, acquire, acquire_lease, lease_key
 from zuke._engine.context import Context, LockInfo, RunState
 from zuke._engine.plan import Plan, TargetSpec
@@ -92,6 +93,9 @@ class DurableRun:
         self.warn = warn
         self.scheduler: Scheduler | None = None
         self.stopped_because: str | None = None
+        self.watch: CancelWatch | None = None
+        #: who cancelled the run from another process (``zuke cancel``), if anyone did
+        self.cancelled_by: str | None = None
 
     @classmethod
     async def open(
@@ -129,6 +133,7 @@ class DurableRun:
             deadline=deadline_at(deadline, now),
         )
         ttl = lease_ttl_ms(env)
+        poll_s = poll_interval_s(env)  # a bad value fails here, before the lease is taken
         holder = LockHolder(state.actor, state.run_id, iso(now), ci_run_url(env))
         taken = await acquire_lease(store, state.run_id, holder, ttl_ms=ttl)
         if isinstance(taken, LockHeld):
@@ -156,12 +161,19 @@ class DurableRun:
             await run.lease.release()
             raise
         run.lease.start()
+        run.watch = CancelWatch(
+            store, state.run_id, interval_s=poll_s, warn=warn,
+            on_request=run._cancel_requested, on_settled=run._settled_elsewhere,
+        ).start()  # fmt: skip
+        writer.on_cancel_requested = run.watch.seen
         writer.on_settled_elsewhere = run._settled_elsewhere
         writer.holds_lease = lambda: not run.lease.lost.is_set()
         return run
 
     def attach(self, scheduler: Scheduler) -> None:
         self.scheduler = scheduler
+        if self.cancelled_by is not None:  # asked before the scheduler existed
+            scheduler.cancel(reason=f"cancelled by {self.cancelled_by}")
 
     def _stop(self, reason: str) -> None:
         if self.stopped_because is None:
@@ -175,6 +187,17 @@ class DurableRun:
             f"Run {self.state.run_id} stopped: its lease was taken over by another process "
             "(a renewal was refused). Nothing was rolled back; the new holder owns the run."
         )
+
+    def _cancel_requested(self, actor: str) -> None:
+        if self.cancelled_by is not None:
+            return
+        self.cancelled_by = actor
+        self.warn(
+            f"Run {self.state.run_id} was cancelled by {actor} (zuke cancel): stopping; "
+            "running targets are told to stop and their locks released once they return"
+        )
+        if self.scheduler is not None:
+            self.scheduler.cancel(reason=f"cancelled by {actor}")
 
     def _settled_elsewhere(self, status: RunStatus) -> None:
         self._stop(f"Run {self.state.run_id} was {status} by another process; stopping.")
@@ -219,6 +242,8 @@ class DurableRun:
         The writer retries the end while the lease is held; only then is the
         lease given back, so no sweep takes the run for dead meanwhile.
         """
+        if self.watch is not None:
+            await self.watch.stop()
         if self.lease.lost.is_set():
             await self.lease.stop()
             return

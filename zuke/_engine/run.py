@@ -215,6 +215,7 @@ async def execute_async(build_cls: type[Build], options: RunOptions) -> RunResul
             clock=options.clock,
             cancel_requested=options.cancel,
             guard=durable.guard if durable else None,
+            notify=options.on_warning,
         )
         if durable is not None:
             durable.attach(scheduler)
@@ -260,6 +261,11 @@ class _signal_handlers:
 
     def _on_signal(self, signum: signal.Signals) -> None:
         if self.scheduler.cancel_requested.is_set():
+            if self.options.on_interrupt is not None:
+                self.options.on_interrupt(
+                    f"{signum.name} again: exiting now; locks held by targets still running "
+                    "are left to lapse at their TTL"
+                )
             os._exit(130)
         if self.options.on_interrupt is not None:
             self.options.on_interrupt(

@@ -74,6 +74,8 @@ class Scheduler:
         self.cancel_requested = cancel_requested or asyncio.Event()
         #: why the run was stopped, when it was aborted rather than cancelled
         self.stop_reason: str | None = None
+        #: who or what cancelled it, when that is known (``cancelled by ops``)
+        self.cancel_reason: str | None = None
         self._index = {name: i for i, name in enumerate(plan.order)}
         self._waiting_on = {n: set(plan.hard[n]) | set(plan.soft.get(n, ())) for n in plan.order}
         self._dependents = plan.dependents()
@@ -82,8 +84,10 @@ class Scheduler:
         #: where the scheduler says what it waits for (a body told to stop)
         self.notify = notify
 
-    def cancel(self) -> None:
+    def cancel(self, reason: str | None = None) -> None:
         """Stop launching; cancel what can be cancelled. The run ends ``cancelled``."""
+        if reason is not None and self.cancel_reason is None:
+            self.cancel_reason = reason
         self.state.cancel()
         self.cancel_requested.set()
 
@@ -135,7 +139,7 @@ class Scheduler:
         for name in self.plan.order:
             if name not in self.outcomes:
                 reason = (
-                    (self.stop_reason or "the run was cancelled")
+                    (self.stop_reason or self.cancel_reason or "the run was cancelled")
                     if self.cancel_requested.is_set()
                     else "not reached"
                 )
@@ -247,7 +251,9 @@ class Scheduler:
             if self.guard is not None:
                 held = await self.guard(spec, ctx)
             if self.cancel_requested.is_set():
-                raise BodyFailure(self.stop_reason or "cancelled before its body ran")
+                raise BodyFailure(
+                    self.stop_reason or self.cancel_reason or "cancelled before its body ran"
+                )
             if spec.body is None:  # an aggregate: its dependencies are the work
                 return await self._settle(name, "succeeded", duration_ms=elapsed())
             body = asyncio.ensure_future(run_body(spec, ctx, self.pool, self.notify))
@@ -268,7 +274,7 @@ class Scheduler:
             task = asyncio.current_task()
             if task is not None and task.cancelling():
                 raise  # this task itself is being torn down, not just its body
-            error = "cancelled while running" if self.stop_reason is None else self.stop_reason
+            error = self.stop_reason or self.cancel_reason or "cancelled while running"
             return await self._settle(name, "failed", error=error, duration_ms=elapsed())
         except Exception as exc:  # a guard failure: a lock conflict, a store that is down
             message, detail = describe(exc)

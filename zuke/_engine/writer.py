@@ -61,8 +61,9 @@ from zuke.state.update import MAX_ATTEMPTS, GaveUp, Unchanged, UpdateResult, upd
 SETTLE_DEBOUNCE_S = 0.05
 #: Pauses between attempts of a write the store failed (about 4 s in all).
 BACKOFF_S: tuple[float, ...] = (0.1, 0.2, 0.5, 1.0, 2.0)
-#: Statuses another process may not have moved the run out of for us to write.
-_OURS: frozenset[RunStatus] = frozenset({"running", "suspended"})
+#: Statuses in which the run is still this process's to write. ``cancelling`` is:
+#: another process asked it to stop, and it records the outcome itself.
+_OURS: frozenset[RunStatus] = frozenset({"running", "suspended", "cancelling"})
 
 
 def describe_store(store: StateStore) -> str:
@@ -108,6 +109,8 @@ class RunStateWriter(Observer):
         self.settled_elsewhere: RunStatus | None = None
         #: called on the loop with the status another process gave the run
         self.on_settled_elsewhere: Callable[[RunStatus], None] = lambda status: None
+        #: called on the loop with the fresh record when a write finds it ``cancelling``
+        self.on_cancel_requested: Callable[[RunRecord], object] = lambda record: None
         self._rows: dict[str, TargetRecord] = dict(record.targets)
         self._pending: RunDelta | None = None
         self._dirty_meta: set[str] = set()
@@ -325,6 +328,8 @@ class RunStateWriter(Observer):
         assert self.version is not None, "create() the record before writing to it"
 
         def change(fresh: RunRecord) -> RunDelta | None:
+            if fresh.status == "cancelling" and self.record.status != "cancelling":
+                self._loop.call_soon_threadsafe(self.on_cancel_requested, fresh)
             return delta if fresh.status in _OURS else None
 
         result = update_run(

@@ -137,34 +137,38 @@ def cancel_run(
     check_ownership(found.record, origin=origin, build_name=build_name)
     if found.record.status in TERMINAL_STATUSES:
         return CancelResult(run_id=run_id, status=found.record.status, noop=True)
-    holder = LockHolder(actor=actor, run_id=run_id, since=iso(clock.now_ms()))
-    taken = store.acquire_lock(lease_key(run_id), holder, TAKEOVER_TTL_MS)
-    if isinstance(taken, LockAcquired):
-        try:
-            return _settle_abandoned(store, run_id, actor=actor, clock=clock)
-        finally:
-            store.release_lock(lease_key(run_id), taken.token)
-    return _ask_owner(
-        store,
-        run_id,
-        owner=taken.holder.actor,
-        actor=actor,
-        clock=clock,
-        wait_ms=wait_ms,
-        sleep=sleep,
-    )
+    owner: str | None = None
+    deadline = time.monotonic() + wait_ms / 1000
+    while True:
+        holder = LockHolder(actor=actor, run_id=run_id, since=iso(clock.now_ms()))
+        taken = store.acquire_lock(lease_key(run_id), holder, TAKEOVER_TTL_MS)
+        if isinstance(taken, LockAcquired):  # nobody holds the run (or its owner just died)
+            try:
+                return _settle_abandoned(store, run_id, actor=actor, clock=clock, asked=owner)
+            finally:
+                store.release_lock(lease_key(run_id), taken.token)
+        if owner is None:
+            owner = taken.holder.actor
+            status = _mark_cancelling(store, run_id, owner=owner, actor=actor, clock=clock)
+        else:
+            status = _status(store, run_id)
+        if status in TERMINAL_STATUSES or time.monotonic() >= deadline:
+            return CancelResult(run_id=run_id, status=status, noop=False, owner=owner)
+        sleep(POLL_S)
 
 
-def _ask_owner(
-    store: StateStore,
-    run_id: str,
-    *,
-    owner: str,
-    actor: str,
-    clock: Clock,
-    wait_ms: int,
-    sleep: Callable[[float], None],
-) -> CancelResult:
+def _status(store: StateStore, run_id: str) -> RunStatus:
+    found = store.get_run(run_id)
+    if found is None:
+        raise RunNotFoundError(f'run "{run_id}" was deleted while cancelling', run_id=run_id)
+    return found.record.status
+
+
+def _mark_cancelling(
+    store: StateStore, run_id: str, *, owner: str, actor: str, clock: Clock
+) -> RunStatus:
+    """Ask the live owner to stop: ``cancelling`` with an audit event. The status after."""
+
     def mark(record: RunRecord) -> RunDelta | None:
         if record.status in TERMINAL_STATUSES or record.status == "cancelling":
             return None
@@ -185,21 +189,17 @@ def _ask_owner(
             f"gave up cancelling {run_id} after repeated conflicting writes; try again",
             run_id=run_id,
         )
-    status = outcome.record.status
-    if isinstance(outcome, Unchanged) and status in TERMINAL_STATUSES:
-        return CancelResult(run_id=run_id, status=status, noop=True)
-    deadline = time.monotonic() + wait_ms / 1000
-    while status not in TERMINAL_STATUSES and time.monotonic() < deadline:
-        sleep(POLL_S)
-        again = store.get_run(run_id)
-        if again is None:
-            raise RunNotFoundError(f'run "{run_id}" was deleted while cancelling', run_id=run_id)
-        status = again.record.status
-    return CancelResult(run_id=run_id, status=status, noop=False, owner=owner)
+    return outcome.record.status
 
 
-def _settle_abandoned(store: StateStore, run_id: str, *, actor: str, clock: Clock) -> CancelResult:
-    """The owner is gone and we hold its lease: settle the record, then free its claims."""
+def _settle_abandoned(
+    store: StateStore, run_id: str, *, actor: str, clock: Clock, asked: str | None
+) -> CancelResult:
+    """Nobody holds the run and we hold its lease: settle the record, then free its claims.
+
+    ``asked`` is the owner this call already asked to stop: finding the run
+    ended then means that owner finished stopping it.
+    """
     released: list[str] = []
     tokens: dict[str, str] = {}
 
@@ -232,7 +232,8 @@ def _settle_abandoned(store: StateStore, run_id: str, *, actor: str, clock: Cloc
             run_id=run_id,
         )
     if isinstance(outcome, Unchanged):
-        return CancelResult(run_id=run_id, status=outcome.record.status, noop=True)
+        status = outcome.record.status
+        return CancelResult(run_id=run_id, status=status, noop=asked is None, owner=asked)
     warnings: list[str] = []
     for key, token in sorted(tokens.items()):
         if key == lease_key(run_id):
