@@ -1,4 +1,9 @@
-"""Durations: ``"4h"``, ``"30m"``, ``"90s"``, ``"1h30m"``, ``"250ms"``, ``"2d"`` or milliseconds."""
+"""Durations: ``"4h"``, ``"30m"``, ``"90s"``, ``"1h30m"``, ``"250ms"``, ``"2d"`` or milliseconds.
+
+The digits are the number grammar of parameters (:mod:`zuke._param_parse`):
+ASCII ``0-9`` only (``\\d`` would also take ``"٣"``), no ``_`` separators, and
+a fraction needs digits on both sides of its point. No sign, no spaces.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +13,9 @@ import re
 from zuke._errors import DurationError
 
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
-_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
-_WHOLE = re.compile(r"(?:\d+(?:\.\d+)?(?:ms|s|m|h|d))+")
+_NUMBER = r"[0-9]+(?:\.[0-9]+)?"
+_PART = re.compile(rf"({_NUMBER})(ms|s|m|h|d)")
+_WHOLE = re.compile(rf"(?:{_NUMBER}(?:ms|s|m|h|d))+")
 
 Duration = str | int | float
 
@@ -21,7 +27,7 @@ def parse_duration(value: object, *, what: str = "duration", allow_zero: bool = 
         raise DurationError(f"{what}: {value!r} is not a duration; {hint}")
     if isinstance(value, str):
         text = value.strip()
-        if re.fullmatch(r"\d+(?:\.\d+)?", text):
+        if re.fullmatch(_NUMBER, text):
             ms = float(text)
         elif _WHOLE.fullmatch(text):
             ms = sum(float(n) * _UNIT_MS[unit] for n, unit in _PART.findall(text))

@@ -1,4 +1,10 @@
-"""Finding and importing the build file (``build.py``, ``--file``, ``ZUKE_FILE``)."""
+"""Finding and importing the build file (``build.py``, ``--file``, ``ZUKE_FILE``).
+
+A path that is not a build file gets an error saying what it is instead (a
+directory, a device such as ``/dev/null``, not a ``.py`` file), and a build
+file that stops the interpreter while it is imported (``sys.exit(5)``) gets
+one naming the call: zuke imports the file, it never runs it as a script.
+"""
 
 from __future__ import annotations
 
@@ -19,11 +25,26 @@ def find_build_file(explicit: str | None, env: Mapping[str, str], cwd: Path | No
     where = cwd or Path.cwd()
     chosen = explicit or env.get("ZUKE_FILE") or DEFAULT_BUILD_FILE
     path = (where / chosen).resolve()
+    origin = "--file" if explicit else ("ZUKE_FILE" if env.get("ZUKE_FILE") else "default")
+    if path.is_dir():
+        raise UsageError(
+            f"Not a build file: {chosen} ({origin}) is a directory; "
+            f"pass the build file in it, e.g. --file {Path(chosen) / DEFAULT_BUILD_FILE}."
+        )
+    if path.exists() and not path.is_file():
+        raise UsageError(
+            f"Not a build file: {chosen} ({origin}) is not a regular file (a device, pipe or "
+            "socket); pass the path of a Python build file."
+        )
     if not path.is_file():
-        origin = "--file" if explicit else ("ZUKE_FILE" if env.get("ZUKE_FILE") else "default")
         raise UsageError(
             f"No build file: {chosen} ({origin}) does not exist in {where}. "
             "Create build.py, pass --file PATH, or set ZUKE_FILE."
+        )
+    if path.suffix != ".py":
+        raise UsageError(
+            f"Not a build file: {chosen} ({origin}) is not a Python file; "
+            "a build file's name ends in .py."
         )
     return path
 
@@ -41,10 +62,17 @@ def load_build_class(path: Path) -> type[Build]:
         sys.path.insert(0, directory)
     try:
         spec.loader.exec_module(module)
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:
+        sys.modules.pop(module_name, None)
         frames = traceback.extract_tb(exc.__traceback__)
         inside = [f for f in frames if f.filename == str(path)]
         at = f" (line {inside[-1].lineno})" if inside else ""
+        if isinstance(exc, SystemExit):
+            raise BuildDefinitionError(
+                f"loading {path.name} failed{at}: it called sys.exit({exc.code!r}) while being "
+                "imported; a build file only defines the build (put script code under "
+                '`if __name__ == "__main__":`)'
+            ) from None
         raise BuildDefinitionError(
             f"loading {path.name} failed{at}: {type(exc).__name__}: {exc}"
         ) from exc

@@ -21,10 +21,11 @@ from typing import Any, Generic, Literal, TypeVar, cast, overload
 
 from zuke._errors import ParameterError
 from zuke._param_parse import UNSET, parse_value, secret_forms, short_secret
-from zuke._redact import Redactor
+from zuke._redact import MIN_SECRET_LENGTH, Redactor
 
 T = TypeVar("T")
 Kind = Literal["string", "number", "integer", "boolean"]
+
 
 @dataclass(frozen=True)
 class Parameter(Generic[T]):
@@ -297,6 +298,8 @@ def resolve(
             continue
         out.values[p.name] = value
         out.raw[p.name] = ",".join(texts) if p.is_array else texts[-1]
+    # A refused short secret is not masked either: masking it would garble every message.
+    out.secrets = [s for s in out.secrets if len(s) >= MIN_SECRET_LENGTH]
     redactor = Redactor(out.secrets)
     out.errors = [redactor.text(e) for e in out.errors]
     return out

@@ -49,3 +49,9 @@ def test_format_duration_is_short() -> None:
         "2m05s",
         "1h02m",
     ]
+
+
+@pytest.mark.parametrize("value", ["٣", "٣s", "1_000", "1_000ms", "１h", ".5s", "5.s"])
+def test_durations_take_ascii_digits_only_like_numbers(value: str) -> None:
+    with pytest.raises(DurationError, match="is not a duration"):
+        parse_duration(value)

@@ -3,7 +3,8 @@ from __future__ import annotations
 import pytest
 
 from zuke import Build, ParameterError, execute, parameter, target
-from zuke._params import parse_value, resolve
+from zuke._param_parse import parse_value
+from zuke._params import resolve
 
 
 class Kinds(Build):
@@ -219,3 +220,57 @@ def test_a_parameter_named_like_a_builtin_flag_is_refused() -> None:
 
     with pytest.raises(BuildDefinitionError, match="collides with the built-in flag --parallel"):
         execute(Clash, ["t"], env={})
+
+
+@pytest.mark.parametrize(
+    ("params", "expected"),
+    [
+        ({"ratio": "٣"}, "--ratio: expected a number, got '٣'"),
+        ({"ratio": "1_000.5"}, "--ratio: expected a number, got '1_000.5'"),
+        ({"ratio": ".5"}, "--ratio: expected a number, got '.5'"),
+        ({"count": "٣"}, "--count: expected an integer, got '٣'"),
+        ({"count": "1_000"}, "--count: expected an integer, got '1_000'"),
+        ({"count": "１２"}, "--count: expected an integer, got '１２'"),
+        ({"ratio": "1e999"}, "--ratio: expected a finite number, got '1e999'"),
+        ({"ratio": "-Infinity"}, "--ratio: expected a finite number, got '-Infinity'"),
+    ],
+)
+def test_numbers_use_one_strict_ascii_grammar(params: dict[str, str], expected: str) -> None:
+    with pytest.raises(ParameterError) as info:
+        execute(Kinds, ["show"], params={"must": "x", **params}, env={})
+    assert expected in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("params", "key", "value"),
+    [
+        ({"ratio": " -2.5e1 "}, "ratio", -25.0),
+        ({"count": "+7"}, "count", 7),
+        ({"ratio": "10"}, "ratio", 10.0),
+    ],
+)
+def test_the_strict_grammar_still_takes_signs_fractions_and_exponents(
+    params: dict[str, str], key: str, value: object
+) -> None:
+    assert run_with({"must": "x", **params})[key] == value
+
+
+def test_options_validate_exactly_the_value_the_body_gets() -> None:
+    with pytest.raises(ParameterError, match="--env: expected one of sit, prod, got ' sit'"):
+        execute(Kinds, ["show"], params={"must": "x", "env": " sit"}, env={})
+    with pytest.raises(ParameterError, match="--env: expected one of sit, prod, got 'sit '"):
+        execute(Kinds, ["show"], params={"must": "x", "env": "sit "}, env={})
+    assert run_with({"must": "x", "env": "sit"})["env"] == "sit"
+
+
+def test_numeric_options_compare_the_parsed_number() -> None:
+    class Pick(Build):
+        size = parameter("size").integer().options("1", "2")
+        seen: list[object] = []
+
+        @target
+        def t(self, t):
+            return t.executes(lambda: Pick.seen.append(self.size.value))
+
+    assert execute(Pick, ["t"], params={"size": " 02 "}, env={}).ok
+    assert Pick.seen == [2]

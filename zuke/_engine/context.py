@@ -93,11 +93,12 @@ class RunState:
         if not isinstance(patch, Mapping):
             raise ZukeError(f"ctx.state.set() takes a dict, got {type(patch).__name__}")
         try:
-            json.dumps(patch)
+            json.dumps(patch, allow_nan=False)  # NaN and Infinity are not JSON: no store takes them
         except (TypeError, ValueError) as exc:
             raise ZukeError(
                 f"ctx.state.set(): the value must be JSON-serialisable ({exc})"
             ) from None
+        # Strings and numbers alike: an .integer().secret() is a number in the patch.
         clean = self.redactor.json(dict(patch))
         with self._lock:
             self._meta[target] = merge_patch(self._meta.get(target, {}), clean)

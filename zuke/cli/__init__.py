@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TextIO
 
 from zuke._build import Build, parameters
+from zuke._engine.preflight import scrub
 from zuke._engine.run import RunOptions, execute_async, load
 from zuke._errors import (
     BuildDefinitionError,
@@ -28,6 +29,7 @@ from zuke._errors import (
     ZukeError,
 )
 from zuke._loader import find_build_file, load_build_class
+from zuke._params import resolve
 from zuke.cli import args as cli_args
 from zuke.cli import listing
 from zuke.cli.console import ConsoleReporter
@@ -112,17 +114,19 @@ def _build_command(
     if parsed.help or parsed.list or is_graph:
         loaded = load(build, parsed.params, env, lenient=True)
         if parsed.help:
-            out.write(listing.help_text(loaded.graph, params) + "\n")
+            text = listing.help_text(loaded.graph, params)
         elif is_graph:
             if parsed.format not in listing.GRAPH_FORMATS:
                 raise UsageError(
                     f"--format {parsed.format}: expected one of {', '.join(listing.GRAPH_FORMATS)}"
                 )
-            out.write(listing.graph_text(loaded.graph, parsed.format) + "\n")
+            text = listing.graph_text(loaded.graph, parsed.format)
         elif parsed.json:
-            out.write(listing.list_json(loaded.graph, params) + "\n")
+            text = listing.list_json(loaded.graph, params)
         else:
-            out.write(listing.list_text(loaded.graph, params) + "\n")
+            text = listing.list_text(loaded.graph, params)
+        # A default or a description may quote a secret that was supplied.
+        out.write(loaded.redactor.text(text) + "\n")
         return EXIT_OK
     targets = parsed.targets
     if not targets:
@@ -144,12 +148,12 @@ def run_targets(
     err: TextIO,
 ) -> int:
     reporter = ConsoleReporter(out=out, err=err)
-    secrets = [v for p in parameters(build) if p.is_secret for v in parsed.params.get(p.name, [])]
-    secrets += [env.get(p.env_var, "") for p in parameters(build) if p.is_secret]
-    reporter.redactor.add(*secrets)
+    # The same secrets the run redacts: every element, number spelling and default.
+    known = resolve(parameters(build), parsed.params, env, lenient=True).secrets
+    reporter.redactor.add(*known)
 
     def on_interrupt(message: str) -> None:  # also used for warnings: one line on stderr
-        err.write(message + "\n")
+        err.write(reporter.redactor.text(message) + "\n")
         err.flush()
 
     options = RunOptions(
@@ -165,7 +169,13 @@ def run_targets(
         on_warning=on_interrupt,
         state=parsed.state,
     )
-    result = asyncio.run(execute_async(build, options))
+    try:
+        result = asyncio.run(execute_async(build, options))
+    except Exception as exc:  # the engine scrubs its own; this covers what it did not raise
+        clean = scrub(exc, reporter.redactor)
+        if clean is exc:
+            raise
+        raise clean from None
     if result.record_error is not None:
         # The run's outcome is not in its record: never exit 0 (docs/cli.md, exit codes).
         err.write(f"zuke: {result.record_error}\n")

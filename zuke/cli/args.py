@@ -18,6 +18,8 @@ from zuke._params import Parameter
 
 #: Commands handled by the management CLI rather than as targets.
 COMMANDS = ("graph", "runs", "resume", "cancel", "serve")
+#: The commands :mod:`zuke.cli.manage` runs (``graph`` is a view of the build).
+MANAGEMENT_COMMANDS = ("runs", "resume", "cancel", "serve")
 _VALUE_FLAGS = {"--skip", "--actor", "--file", "-f", "--format"}
 _SWITCHES = {"--list", "-l", "--json", "--state", "--help", "-h"}
 
@@ -52,6 +54,26 @@ def prescan(argv: Sequence[str]) -> tuple[str | None, bool]:
         elif token.startswith("--file="):
             file = token.split("=", 1)[1]
     return file, wants_help
+
+
+def command_first(argv: Sequence[str]) -> list[str]:
+    """``zuke --file x.py runs list`` as ``zuke runs list --file x.py``.
+
+    Only ``--file`` may come before a management command: it says which build
+    the command is about, wherever it is written.
+    """
+    tokens = list(argv)
+    i = 0
+    while i < len(tokens):
+        if tokens[i] in ("--file", "-f") and i + 1 < len(tokens):
+            i += 2
+        elif tokens[i].startswith("--file="):
+            i += 1
+        else:
+            break
+    if 0 < i < len(tokens) and tokens[i] in MANAGEMENT_COMMANDS:
+        return [tokens[i], *tokens[:i], *tokens[i + 1 :]]
+    return tokens
 
 
 def _cpu_count() -> int:

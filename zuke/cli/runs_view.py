@@ -1,8 +1,15 @@
-"""Rendering recorded runs for ``zuke runs list`` and ``zuke runs show``."""
+"""Rendering recorded runs for ``zuke runs list`` and ``zuke runs show``.
+
+A record holds text that any client wrote (actors, errors, parameters,
+signal data), so every value is printed with its control characters escaped
+(``\x1b`` as the four characters ``\x1b``): a record cannot move the cursor,
+clear the screen, retitle the terminal or reorder text with bidi controls.
+"""
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 
 from zuke._clock import parse_iso
@@ -21,11 +28,40 @@ _GLYPHS = {
 }
 
 
+_UNSAFE_IN_JSON = re.compile(r"[\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]")
+_SHORT = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+_UNSAFE = re.compile(
+    r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]"
+)
+
+
+def _escape_char(match: re.Match[str]) -> str:
+    char = match.group()
+    if char in _SHORT:
+        return _SHORT[char]
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def safe(value: object) -> str:
+    """``value`` as text with control, bidi and line-separator characters escaped."""
+    return _UNSAFE.sub(_escape_char, str(value))
+
+
+def _json_safe(text: str) -> str:
+    # JSON escapes C0 controls itself; C1 controls and bidi marks pass through when
+    # ensure_ascii is off, so escape them as \uXXXX (still the same JSON value).
+    return _UNSAFE_IN_JSON.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
 def runs_table(runs: Sequence[RunSummary]) -> str:
     if not runs:
         return "No runs found."
     rows = [("ID", "STATUS", "TARGET", "ACTOR", "CREATED")]
-    rows += [(r.id, r.status, r.root_target, r.actor, r.created_at) for r in runs]
+    rows += [
+        (safe(r.id), safe(r.status), safe(r.root_target), safe(r.actor), safe(r.created_at))
+        for r in runs
+    ]
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
     return "\n".join(
         "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:4])) + "  " + row[4]
@@ -50,7 +86,7 @@ def counts_json(counts: RunCounts) -> str:
 
 
 def record_json(record: RunRecord) -> str:
-    return json.dumps(record_to_json(record), indent=2, ensure_ascii=False)
+    return _json_safe(json.dumps(record_to_json(record), indent=2, ensure_ascii=False))
 
 
 def _duration(started: str | None, ended: str | None) -> str:
@@ -59,28 +95,30 @@ def _duration(started: str | None, ended: str | None) -> str:
 
 
 def record_text(r: RunRecord) -> str:
+    build_id = f" ({safe(r.build_id)})" if r.build_id else ""
     lines = [
-        f"Run {r.id}",
-        f"  build:    {r.build}" + (f" ({r.build_id})" if r.build_id else ""),
-        f"  target:   {r.root_target}",
-        f"  status:   {r.status}",
-        f"  actor:    {r.actor}",
-        f"  created:  {r.created_at}",
-        f"  updated:  {r.updated_at}",
+        f"Run {safe(r.id)}",
+        f"  build:    {safe(r.build)}{build_id}",
+        f"  target:   {safe(r.root_target)}",
+        f"  status:   {safe(r.status)}",
+        f"  actor:    {safe(r.actor)}",
+        f"  created:  {safe(r.created_at)}",
+        f"  updated:  {safe(r.updated_at)}",
     ]
     if r.deadline_at:
-        lines.append(f"  deadline: {r.deadline_at}")
+        lines.append(f"  deadline: {safe(r.deadline_at)}")
     if r.degraded:
         lines.append(
             "  degraded: yes — a change to this record was lost; some target statuses may be stale"
         )
     if r.locks:
-        lines.append(f"  holding:  {', '.join(sorted(r.locks))}")
+        lines.append(f"  holding:  {', '.join(safe(k) for k in sorted(r.locks))}")
     if r.params:
         lines.append("Parameters:")
-        lines.extend(f"  {k} = {v}" for k, v in r.params.items())
+        lines.extend(f"  {safe(k)} = {safe(v)}" for k, v in r.params.items())
     lines.append("Targets:")
-    width = max((len(n) for n in r.targets), default=0)
+    names = {name: safe(name) for name in r.targets}
+    width = max((len(n) for n in names.values()), default=0)
     for name, t in r.targets.items():
         if t.status == "waiting" and t.waiting_for is not None:
             deadline = f" (deadline {t.waiting_for.deadline})" if t.waiting_for.deadline else ""
@@ -89,16 +127,20 @@ def record_text(r: RunRecord) -> str:
             note = t.error.splitlines()[0]
         else:
             note = _duration(t.started_at, t.ended_at)
-        lines.append(f"  {_GLYPHS[t.status]} {name:<{width}}  {t.status:<9}  {note}".rstrip())
+        glyph = _GLYPHS.get(t.status, "?")
+        row = f"  {glyph} {names[name]:<{width}}  {safe(t.status):<9}  {safe(note)}"
+        lines.append(row.rstrip())
     if r.signals:
         lines.append("Signals:")
         lines.extend(
-            f"  {name}  {json.dumps(s.data)}  (received {s.received_at})"
+            f"  {safe(name)}  {safe(json.dumps(s.data))}  (received {safe(s.received_at)})"
             for name, s in r.signals.items()
         )
     if r.events:
         lines.append("Audit:")
         for e in r.events:
-            detail = f" — {e.detail}" if e.detail else ""
-            lines.append(f"  {e.at}  {e.tool}  {e.actor}  {e.outcome}{detail}")
+            detail = f" — {safe(e.detail)}" if e.detail else ""
+            lines.append(
+                f"  {safe(e.at)}  {safe(e.tool)}  {safe(e.actor)}  {safe(e.outcome)}{detail}"
+            )
     return "\n".join(lines)
