@@ -1,18 +1,30 @@
-"""``zuke serve``: the HTTP state service, standard library only.
+"""``zuke serve``: the HTTP state service, on uvicorn.
 
-Serves the published Zuke state HTTP API (``docs/state-api.md``) from one
-SQLite file, so runs of this implementation and of the TypeScript Zuke can
-share state. Where things live:
+Serves the published Zuke state HTTP API (``docs/state-api.md``) — runs,
+locks and the build catalog — from one SQLite file, so runs of this
+implementation and of the TypeScript Zuke can share state. Where things live:
 
-- :mod:`zuke._serve.server` — sockets, auth gate, body limits, logging,
-  graceful shutdown; :class:`StateServer` (background thread) and
-  :func:`serve` (foreground, until SIGTERM/SIGINT).
+- :mod:`zuke._serve.server` — lifecycle: :class:`StateServer` (background
+  thread), :func:`serve` (foreground, until SIGTERM/SIGINT), the limits.
+- :mod:`zuke._serve.protocol` — uvicorn's h11 protocol plus the request-head
+  deadline and one-line logging.
+- :mod:`zuke._serve.asgi` — auth gate, body limits and deadline, the log line.
 - :mod:`zuke._serve.app` — what each request means: routing, namespaces,
-  validation, the answers.
-- :mod:`zuke._serve.db` — the SQLite schema and every statement.
+  runs and locks; :mod:`zuke._serve.builds` the build catalog;
+  :mod:`zuke._serve.answers` the shared request/response vocabulary.
+- :mod:`zuke._serve.db` (runs), :mod:`zuke._serve.db_locks`,
+  :mod:`zuke._serve.db_builds`, :mod:`zuke._serve.schema`,
+  :mod:`zuke._serve.sqlite` — the SQLite side.
+- :mod:`zuke._serve.jsontext` — strict JSON in, always-encodable JSON out.
 - :mod:`zuke._serve.__main__` — ``python -m zuke._serve`` / ``main(argv)``.
 """
 
-from zuke._serve.server import DEFAULT_MAX_BODY_BYTES, TOKEN_ENV, StateServer, serve
+from zuke._serve.server import (
+    DEFAULT_MAX_BODY_BYTES,
+    TOKEN_ENV,
+    ServeLimits,
+    StateServer,
+    serve,
+)
 
-__all__ = ["DEFAULT_MAX_BODY_BYTES", "TOKEN_ENV", "StateServer", "serve"]
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "TOKEN_ENV", "ServeLimits", "StateServer", "serve"]

@@ -15,7 +15,7 @@ import os
 import sys
 
 from zuke._errors import StateError, UsageError
-from zuke._serve.server import DEFAULT_MAX_BODY_BYTES, TOKEN_ENV, serve
+from zuke._serve.server import DEFAULT_MAX_BODY_BYTES, TOKEN_ENV, ServeLimits, serve
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -44,6 +44,36 @@ def _parser() -> argparse.ArgumentParser:
         default=DEFAULT_MAX_BODY_BYTES,
         help=f"largest request body accepted (default {DEFAULT_MAX_BODY_BYTES})",
     )
+    defaults = ServeLimits()
+    parser.add_argument(
+        "--request-timeout",
+        type=float,
+        default=defaults.request_timeout_s,
+        metavar="SECONDS",
+        help="a request's head, then its body, must arrive within this "
+        f"(default {defaults.request_timeout_s:g})",
+    )
+    parser.add_argument(
+        "--keep-alive",
+        type=float,
+        default=defaults.keep_alive_s,
+        metavar="SECONDS",
+        help=f"close an idle connection after this (default {defaults.keep_alive_s:g})",
+    )
+    parser.add_argument(
+        "--shutdown-grace",
+        type=float,
+        default=defaults.shutdown_grace_s,
+        metavar="SECONDS",
+        help="on SIGTERM, let requests in flight finish for at most this "
+        f"(default {defaults.shutdown_grace_s:g})",
+    )
+    parser.add_argument(
+        "--backlog",
+        type=int,
+        default=defaults.backlog,
+        help=f"connections queued before they are accepted (default {defaults.backlog})",
+    )
     return parser
 
 
@@ -56,6 +86,20 @@ def main(argv: list[str] | None = None) -> int:
     if not 0 <= args.port <= 65535 or args.max_body_bytes < 0:
         print("zuke serve: --port must be 0-65535 and --max-body-bytes >= 0", file=sys.stderr)
         return 2
+    times = (args.request_timeout, args.keep_alive, args.shutdown_grace)
+    if not all(0 < t <= 3600 for t in times) or not 1 <= args.backlog <= 65535:
+        print(
+            "zuke serve: --request-timeout, --keep-alive and --shutdown-grace must be "
+            "0-3600 seconds (above 0), --backlog 1-65535",
+            file=sys.stderr,
+        )
+        return 2
+    limits = ServeLimits(
+        request_timeout_s=args.request_timeout,
+        keep_alive_s=args.keep_alive,
+        shutdown_grace_s=args.shutdown_grace,
+        backlog=args.backlog,
+    )
 
     def ready(url: str) -> None:
         print(f"zuke serve listening on {url}", flush=True)
@@ -68,6 +112,7 @@ def main(argv: list[str] | None = None) -> int:
             token=os.environ.get(TOKEN_ENV) or None,
             no_auth=args.no_auth,
             max_body_bytes=args.max_body_bytes,
+            limits=limits,
             ready=ready,
         )
     except UsageError as exc:

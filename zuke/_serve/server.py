@@ -1,45 +1,65 @@
-"""The HTTP side of ``zuke serve``: sockets, limits, auth gate, logging, lifecycle.
+"""Running ``zuke serve``: uvicorn on a bound socket, on a thread, until stopped.
 
-This module owns everything between the socket and :class:`StateApp`: it
-checks the bearer token before reading a body, refuses bodies that are too
-large (413, judged from ``Content-Length`` before reading) or have no length
-(411), writes one log line per request (method, path, status — never a token,
-a query or a body), and shuts down gracefully: stop accepting, let in-flight
-requests finish, wake idle keep-alive connections, then close the database.
+This module owns the service's lifecycle. :class:`StateServer` opens the
+database, binds the listening socket itself (so the port is known, and a
+taken port fails before anything else starts, with the listen backlog
+configured), and runs uvicorn with :class:`~zuke._serve.protocol.StateProtocol`
+on a background thread; :func:`serve` runs one in the foreground until
+SIGTERM/SIGINT.
 
-:class:`StateServer` runs in a background thread (tests use it directly);
-:func:`serve` runs one in the foreground until SIGTERM/SIGINT.
+The timeouts, all in :class:`ServeLimits`: the request timeout (a request's
+head, and separately its body, must arrive within it), the keep-alive
+timeout (an idle connection is closed after it), and the shutdown grace: on
+stop, the server stops accepting, closes idle connections, lets requests in
+flight finish for at most that long (their answers say ``Connection:
+close``), cancels what is left, then closes the database.
+
+Signals are handled here, not by uvicorn: uvicorn re-raises a captured
+SIGTERM after its shutdown, which would end the process with a signal
+instead of exit code 0.
 """
 
 from __future__ import annotations
 
 import contextlib
-import select
+import logging
 import signal
 import socket
 import sys
 import threading
-from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable, Generator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any, TextIO
 
+import uvicorn
+
 from zuke._clock import SYSTEM_CLOCK, Clock
 from zuke._errors import UsageError
-from zuke._serve.app import (
-    COMMON_HEADERS,
-    UNAUTHORIZED,
-    Request,
-    Response,
-    StateApp,
-    error_response,
-)
-from zuke._serve.db import DbClosedError, StateDb
-from zuke.state._http_wire import PROTOCOL_HEADER, is_loopback_host
+from zuke._serve.app import StateApp
+from zuke._serve.asgi import LineLog, StateAsgi
+from zuke._serve.db import StateDb
+from zuke._serve.protocol import ServeConfig, StateProtocol, line_logger
+from zuke.state._http_wire import is_loopback_host
 
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
 TOKEN_ENV = "ZUKE_SERVE_TOKEN"
+START_TIMEOUT_S = 30.0
+#: Worker threads for the app (SQLite calls block; writers queue on one lock anyway).
+WORKERS = 8
+
+
+@dataclass(frozen=True)
+class ServeLimits:
+    """The service's timeouts and queue sizes; the defaults suit a shared service."""
+
+    request_timeout_s: float = 10.0  #: a request's head, and then its body, must arrive within this
+    keep_alive_s: float = 5.0  #: an idle keep-alive connection is closed after this
+    shutdown_grace_s: float = 10.0  #: requests in flight at a stop get this long to finish
+    backlog: int = 2048  #: connections the kernel queues before the server accepts them
+    max_head_bytes: int = 64 * 1024  #: the largest request line plus headers
 
 
 def check_auth_config(*, host: str, token: str | None, no_auth: bool) -> str | None:
@@ -65,200 +85,30 @@ def check_auth_config(*, host: str, token: str | None, no_auth: bool) -> str | N
     return token
 
 
-class _Connections:
-    """Open connections and whether each is mid-request, for a graceful stop."""
+class _Uvicorn(uvicorn.Server):
+    """uvicorn's server, saying when it serves, and never touching signals."""
 
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._busy: dict[socket.socket, bool] = {}
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self.ready = threading.Event()
 
-    def opened(self, sock: socket.socket) -> None:
-        with self._cond:
-            self._busy[sock] = False
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        self.ready.set()
 
-    def begin(self, sock: socket.socket) -> None:
-        with self._cond:
-            self._busy[sock] = True
-
-    def end(self, sock: socket.socket) -> None:
-        with self._cond:
-            self._busy[sock] = False
-            self._cond.notify_all()
-
-    def closed(self, sock: socket.socket) -> None:
-        with self._cond:
-            self._busy.pop(sock, None)
-            self._cond.notify_all()
-
-    def drain(self, timeout_s: float) -> None:
-        """Wake idle connections and wait (bounded) until every connection is gone."""
-        with self._cond:
-            for sock, busy in self._busy.items():
-                if not busy and not _has_unread_bytes(sock):
-                    # Shutting the read side ends a handler blocked waiting for
-                    # the next request; bytes already received stay readable, and
-                    # a handler that already read a request can still answer it.
-                    with contextlib.suppress(OSError):
-                        sock.shutdown(socket.SHUT_RD)
-            self._cond.wait_for(lambda: not self._busy, timeout=timeout_s)
+    @contextlib.contextmanager
+    def capture_signals(self) -> Generator[None, None, None]:
+        yield  # the caller owns the signals (see the module doc)
 
 
-def _has_unread_bytes(sock: socket.socket) -> bool:
-    """Whether bytes (a request, or EOF) have arrived that the handler has not read yet."""
-    # A zero-timeout poll, not recv(MSG_PEEK): a socket with a timeout would wait.
-    poller = select.poll()
-    poller.register(sock, select.POLLIN)
-    return bool(poller.poll(0))
+def _bind(host: str, port: int, backlog: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.create_server((host, port), family=family, backlog=backlog)
+    sock.set_inheritable(False)
+    return sock
 
 
-class _HttpServer(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def __init__(
-        self,
-        address: tuple[str, int],
-        *,
-        app: StateApp,
-        max_body_bytes: int,
-        log: TextIO | None,
-    ) -> None:
-        if ":" in address[0]:
-            self.address_family = socket.AF_INET6
-        super().__init__(address, _Handler)
-        self.app = app
-        self.max_body_bytes = max_body_bytes
-        self.log = log
-        self.log_lock = threading.Lock()
-        self.connections = _Connections()
-        self.stopping = False
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        # The stdlib prints a traceback (a client hanging up mid-answer, say);
-        # one line without request text is all the log may say.
-        exc = sys.exc_info()[1]
-        if self.log is not None:
-            with self.log_lock, contextlib.suppress(OSError, ValueError):
-                self.log.write(f"zuke serve: connection dropped ({type(exc).__name__})\n")
-                self.log.flush()
-
-
-class _Handler(BaseHTTPRequestHandler):
-    server: _HttpServer
-    protocol_version = "HTTP/1.1"
-    server_version = "zuke-serve"
-    sys_version = ""
-    timeout = 60  # an idle keep-alive connection is dropped after this long
-    # Headers and body leave in two writes; with Nagle on, the body waits for
-    # the client's delayed ACK (~40 ms a request).
-    disable_nagle_algorithm = True
-
-    def setup(self) -> None:
-        super().setup()
-        self.server.connections.opened(self.connection)
-
-    def finish(self) -> None:
-        try:
-            super().finish()
-        finally:
-            self.server.connections.closed(self.connection)
-
-    def handle_one_request(self) -> None:
-        try:
-            super().handle_one_request()
-        finally:
-            self.server.connections.end(self.connection)
-
-    def parse_request(self) -> bool:
-        # A request is in flight from its first line on: a graceful stop waits
-        # for it (and a client sending "Expect: 100-continue" sees the 100 only
-        # after this point).
-        self.server.connections.begin(self.connection)
-        return super().parse_request()
-
-    def do_GET(self) -> None:
-        self._send(self._respond())
-
-    do_PUT = do_POST = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = do_GET
-
-    def _respond(self) -> Response:
-        server = self.server
-        headers = {k.lower(): v for k, v in self.headers.items()}
-        # Auth first, before the body is read and before any route is revealed.
-        if not server.app.authorized(headers):
-            self.close_connection = True
-            return UNAUTHORIZED
-        body = self._read_body(headers)
-        if isinstance(body, Response):
-            self.close_connection = True
-            return body
-        try:
-            return server.app.handle(Request(self.command, self.path, headers, body))
-        except Exception as exc:  # one bad request must not kill the connection's thread
-            if isinstance(exc, DbClosedError) or server.stopping:
-                # The database closed under a straggler after the drain gave up.
-                self.close_connection = True
-                return error_response(503, "shutting down")
-            self._log(f"error {type(exc).__name__} handling {self.command} {self._shown_path()}")
-            return error_response(500, "internal error")
-
-    def _read_body(self, headers: dict[str, str]) -> bytes | Response:
-        if "transfer-encoding" in headers:
-            return error_response(411, "send a Content-Length (chunked bodies are not accepted)")
-        length_text = headers.get("content-length", "0").strip()
-        if not length_text.isdigit():
-            return error_response(400, "bad Content-Length")
-        length = int(length_text)
-        if length > self.server.max_body_bytes:
-            return error_response(413, f"body larger than {self.server.max_body_bytes} bytes")
-        body = self.rfile.read(length) if length else b""
-        if len(body) != length:
-            return error_response(400, "body shorter than Content-Length")
-        return body
-
-    def _send(self, response: Response) -> None:
-        if self.server.stopping:
-            self.close_connection = True
-        self.send_response(response.status)
-        headers = response.headers
-        if not any(name.lower() == PROTOCOL_HEADER for name, _ in headers):
-            headers = headers + COMMON_HEADERS
-        for name, value in headers:
-            self.send_header(name, value)
-        self.send_header("Content-Length", str(len(response.body)))
-        if self.close_connection:
-            self.send_header("Connection", "close")
-        self.end_headers()
-        if self.command != "HEAD" and response.body:
-            self.wfile.write(response.body)
-        self.wfile.flush()
-
-    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
-        # Parse failures (bad request line, headers too long, unknown method) get
-        # the same short JSON answer as everything else, never the HTML page.
-        self.close_connection = True
-        self._send(error_response(code, "bad request" if code < 500 else "not implemented"))
-
-    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
-        self._log(f"{getattr(self, 'command', None) or '-'} {self._shown_path()} {code}")
-
-    def log_message(self, format: str, *args: Any) -> None:
-        # The stdlib's own messages (timeouts, parse errors) carry request text: dropped.
-        return
-
-    def _shown_path(self) -> str:
-        path = (getattr(self, "path", None) or "-").split("?", 1)[0]
-        return "".join(c if c.isprintable() and c != " " else "?" for c in path[:200])
-
-    def _log(self, line: str) -> None:
-        log = self.server.log
-        if log is None:
-            return
-        with self.server.log_lock:
-            try:
-                log.write(f"zuke serve: {line}\n")
-                log.flush()
-            except (OSError, ValueError):
-                pass
+_Running = tuple[StateDb, socket.socket, "_Uvicorn", threading.Thread, ThreadPoolExecutor]
 
 
 class StateServer:
@@ -273,6 +123,7 @@ class StateServer:
         token: str | None = None,
         no_auth: bool = False,
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        limits: ServeLimits = ServeLimits(),
         clock: Clock = SYSTEM_CLOCK,
         log: TextIO | None = None,
     ) -> None:
@@ -281,11 +132,11 @@ class StateServer:
         self._host = host
         self._port = port
         self._max_body_bytes = max_body_bytes
+        self._limits = limits
         self._clock = clock
-        self._log = log
-        self._db: StateDb | None = None
-        self._httpd: _HttpServer | None = None
-        self._thread: threading.Thread | None = None
+        self._log = LineLog(log)
+        self._stopping = threading.Event()
+        self._running: _Running | None = None
 
     def __repr__(self) -> str:
         return f"StateServer(host={self._host!r}, port={self._port}, db={str(self._db_path)!r})"
@@ -293,9 +144,9 @@ class StateServer:
     @property
     def port(self) -> int:
         """The bound port (the real one when constructed with port 0)."""
-        if self._httpd is None:
+        if self._running is None:
             raise RuntimeError("StateServer is not started")
-        return int(self._httpd.server_address[1])
+        return int(self._running[1].getsockname()[1])
 
     @property
     def url(self) -> str:
@@ -304,37 +155,74 @@ class StateServer:
 
     def start(self) -> None:
         """Open the database, bind, and serve on a background thread."""
-        if self._httpd is not None:
+        if self._running is not None:
             raise RuntimeError("StateServer already started")
         db = StateDb(self._db_path, clock=self._clock)
         try:
-            httpd = _HttpServer(
-                (self._host, self._port),
-                app=StateApp(db, token=self._token),
-                max_body_bytes=self._max_body_bytes,
-                log=self._log,
-            )
+            sock = _bind(self._host, self._port, self._limits.backlog)
         except BaseException:
             db.close()
             raise
-        self._db, self._httpd = db, httpd
-        self._thread = threading.Thread(
-            target=httpd.serve_forever, kwargs={"poll_interval": 0.1}, name="zuke-serve"
+        executor = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="zuke-serve")
+        self._stopping.clear()
+        server = _Uvicorn(self._config(db, executor))
+        thread = threading.Thread(
+            target=server.run, kwargs={"sockets": [sock]}, name="zuke-serve", daemon=True
         )
-        self._thread.start()
+        self._running = (db, sock, server, thread, executor)
+        thread.start()
+        # Connections queue in the backlog meanwhile; wait until uvicorn serves them.
+        while not server.ready.wait(0.05):
+            if not thread.is_alive():
+                self.stop()
+                raise RuntimeError("zuke serve: the HTTP server failed to start")
 
-    def stop(self, *, drain_timeout_s: float = 10.0) -> None:
-        """Stop accepting, finish in-flight requests, close the database. Idempotent."""
-        httpd, db, thread = self._httpd, self._db, self._thread
-        if httpd is None or db is None or thread is None:
+    def _config(self, db: StateDb, executor: ThreadPoolExecutor) -> ServeConfig:
+        limits = self._limits
+        app = StateAsgi(
+            StateApp(db, token=self._token),
+            max_body_bytes=self._max_body_bytes,
+            request_timeout_s=limits.request_timeout_s,
+            log=self._log,
+            executor=executor,
+            stopping=self._stopping.is_set,
+        )
+        return ServeConfig(
+            app,
+            request_timeout_s=limits.request_timeout_s,
+            log=self._log,
+            http=StateProtocol,
+            ws="none",
+            lifespan="off",
+            interface="asgi3",
+            loop="asyncio",
+            log_config=None,
+            access_log=False,
+            proxy_headers=False,
+            server_header=False,
+            backlog=limits.backlog,
+            timeout_keep_alive=limits.keep_alive_s,
+            timeout_graceful_shutdown=limits.shutdown_grace_s,
+            h11_max_incomplete_event_size=limits.max_head_bytes,
+        )
+
+    def stop(self) -> None:
+        """Stop accepting, finish in-flight requests (bounded), close the database. Idempotent."""
+        running, self._running = self._running, None
+        if running is None:
             return
-        httpd.stopping = True
-        httpd.shutdown()  # serve_forever returns: no new connections are accepted
+        db, sock, server, thread, executor = running
+        self._stopping.set()
+        server.should_exit = True
         thread.join()
-        httpd.server_close()
-        httpd.connections.drain(drain_timeout_s)
+        sock.close()
+        executor.shutdown(wait=True, cancel_futures=True)
         db.close()
-        self._httpd = self._db = self._thread = None
+
+    def force_stop(self) -> None:
+        """Stop without waiting for requests in flight (a second signal)."""
+        if self._running is not None:
+            self._running[2].force_exit = True
 
     def __enter__(self) -> StateServer:
         self.start()
@@ -357,36 +245,37 @@ def serve(
     token: str | None,
     no_auth: bool = False,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    limits: ServeLimits = ServeLimits(),
     clock: Clock = SYSTEM_CLOCK,
     ready: Callable[[str], None] | None = None,
 ) -> None:
     """Serve the state API until SIGTERM or SIGINT, then shut down gracefully.
 
-    ``ready(url)`` is called once the socket is bound. Raises
+    ``ready(url)`` is called once the socket is bound and served. A second
+    signal stops without waiting for requests in flight. Raises
     :class:`UsageError` for an unsafe auth configuration (see
     :func:`check_auth_config`) and ``OSError`` if the address cannot be bound.
     """
     server = StateServer(
-        db_path=db_path,
-        host=host,
-        port=port,
-        token=token,
-        no_auth=no_auth,
-        max_body_bytes=max_body_bytes,
-        clock=clock,
-        log=sys.stderr,
-    )
+        db_path=db_path, host=host, port=port, token=token, no_auth=no_auth,
+        max_body_bytes=max_body_bytes, limits=limits, clock=clock, log=sys.stderr,
+    )  # fmt: skip
     # Signals are what stop it, and only the main thread can install handlers.
     if threading.current_thread() is not threading.main_thread():
         raise RuntimeError("serve() runs in the main thread; use StateServer elsewhere")
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
+        if stop.is_set():
+            server.force_stop()
         stop.set()
 
+    # uvicorn's own messages (e.g. a grace period running out), one line each.
+    uvicorn_log = line_logger(LineLog(sys.stderr))
     previous: dict[signal.Signals, Any] = {}
     for sig in (signal.SIGTERM, signal.SIGINT):
         previous[sig] = signal.signal(sig, on_signal)
+    logger = _quiet_uvicorn(uvicorn_log)
     try:
         server.start()
         try:
@@ -399,8 +288,29 @@ def serve(
         finally:
             server.stop()
     finally:
+        logger()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
 
 
-__all__ = ["DEFAULT_MAX_BODY_BYTES", "TOKEN_ENV", "StateServer", "check_auth_config", "serve"]
+def _quiet_uvicorn(replacement: logging.Logger) -> Callable[[], None]:
+    """Route the ``uvicorn.error`` logger's records through ``replacement``; the undo."""
+    target = logging.getLogger("uvicorn.error")
+    saved = (target.handlers[:], target.propagate)
+    target.handlers = list(replacement.handlers)
+    target.propagate = False
+
+    def undo() -> None:
+        target.handlers, target.propagate = saved
+
+    return undo
+
+
+__all__ = [
+    "DEFAULT_MAX_BODY_BYTES",
+    "TOKEN_ENV",
+    "ServeLimits",
+    "StateServer",
+    "check_auth_config",
+    "serve",
+]

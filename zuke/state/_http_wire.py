@@ -5,8 +5,8 @@ protocol header and its version, our ``journal`` feature flag) and the rules
 for deciding whether a state URL may carry a bearer token: plaintext
 ``http://`` only to a loopback host unless the operator opts out.
 
-It imports only the standard library, so ``zuke serve`` (stdlib only) can use
-it without pulling in the client's HTTP stack.
+It imports only the standard library, so ``zuke serve`` can use it without
+pulling in the client's HTTP stack.
 """
 
 from __future__ import annotations
@@ -24,6 +24,10 @@ PROTOCOL_VERSION = "1"
 # from "this server has no PATCH" (404/405/501 without it).
 FEATURES_HEADER = "x-zuke-state-features"
 JOURNAL_FEATURE = "journal"
+
+#: The largest ``limit`` a listing accepts (``zuke serve`` answers 400 above it;
+#: the client sends at most this, which lists everything a store could hold).
+MAX_LIST_LIMIT = 2**31 - 1
 
 ALLOW_INSECURE_ENV = "ZUKE_ALLOW_INSECURE_URL"
 STATE_URL_ENV = "ZUKE_STATE_URL"
@@ -93,6 +97,7 @@ __all__ = [
     "ALLOW_INSECURE_ENV",
     "FEATURES_HEADER",
     "JOURNAL_FEATURE",
+    "MAX_LIST_LIMIT",
     "PROTOCOL_HEADER",
     "PROTOCOL_VERSION",
     "STATE_URL_ENV",

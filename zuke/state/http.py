@@ -26,11 +26,12 @@ from urllib.parse import quote
 
 import httpx
 
-from zuke._errors import CorruptRecordError
+from zuke._errors import CorruptRecordError, StateError, UnsafeIdError
 from zuke.state._http_client import Reply, Wire
 from zuke.state._http_wire import (
     FEATURES_HEADER,
     JOURNAL_FEATURE,
+    MAX_LIST_LIMIT,
     InsecureStateUrlError,
     check_url_is_secure,
     redact_url,
@@ -39,6 +40,7 @@ from zuke.state._ids import check_id, check_ttl
 from zuke.state._protocol import (
     Conflict,
     LockAcquired,
+    LockEntry,
     LockHeld,
     LockHolder,
     RunQuery,
@@ -169,8 +171,11 @@ class HttpStateStore:
             params["target"] = query.target
         if query.since is not None:
             params["since"] = query.since
+        if query.build is not None:
+            params["build"] = query.build
         if query.limit is not None:
-            params["limit"] = str(query.limit)
+            # As every store: a negative limit lists nothing; past the wire's bound, everything.
+            params["limit"] = str(min(max(query.limit, 0), MAX_LIST_LIMIT))
         reply = self._wire.send("GET", "/runs", params=params)
         if reply.status != 200:
             raise self._wire.unexpected(reply)
@@ -220,7 +225,38 @@ class HttpStateStore:
         if reply.status not in (404, 409) and not reply.ok:
             raise self._wire.unexpected(reply)
 
+    def list_locks(self, *, run_id: str | None = None) -> list[LockEntry]:
+        """``GET /locks`` (our extension); a server without it raises :class:`StateError`."""
+        params = {} if run_id is None else {"runId": check_id(run_id, "run id")}
+        reply = self._wire.send("GET", "/locks", params=params)
+        if reply.status == 404:
+            raise StateError(
+                f"state: the state service at {self._wire.shown_url} does not list locks "
+                "(GET /locks answered 404); it needs a zuke serve with lock listing"
+            )
+        if reply.status != 200:
+            raise self._wire.unexpected(reply)
+        raw = self._wire.json(reply, "a list of locks")
+        if not isinstance(raw, list):
+            raise self._wire.bad_body(reply, "a list of locks")
+        return [self._lock_entry(reply, item) for item in raw]
+
     # ------------------------------------------------------------ answers
+
+    def _lock_entry(self, reply: Reply, raw: object) -> LockEntry:
+        what = "a list of locks {key, holder, expiresAt, fence}"
+        if not isinstance(raw, dict):
+            raise self._wire.bad_body(reply, what)
+        key, expires_at, fence = raw.get("key"), raw.get("expiresAt"), raw.get("fence")
+        try:
+            holder = parse_holder(raw.get("holder"))
+            check_id(key, "lock key")
+        except (CorruptRecordError, UnsafeIdError):
+            raise self._wire.bad_body(reply, what) from None
+        if type(expires_at) is not int or type(fence) is not int or fence < 0:
+            raise self._wire.bad_body(reply, what)
+        assert isinstance(key, str)
+        return LockEntry(key=key, holder=holder, expires_at=expires_at, fence=fence)
 
     def _holder(self, reply: Reply) -> LockHolder:
         raw = self._wire.json(reply, "a lock holder")
