@@ -1,5 +1,25 @@
-"""Dependencies point one way: zuke never imports zuke_gh; only zuke/cli imports typer;
-``import zuke`` never loads typer, httpx or cryptography."""
+"""Dependencies point one way.
+
+The layers, lowest first (each may import the ones before it, never those after):
+
+    base     zuke/_errors, _clock, _duration, _redact        the vocabulary everyone shares
+    state    zuke/state/                                     records, stores, the one CAS loop
+    engine   zuke/_engine/ and the authoring modules          plan, schedule, record a run
+             (_build, _target, _params, _lock_settings, _loader, ...)
+    runs     zuke/runs/                                      what run-management commands call
+    cli      zuke/cli/                                       the only package that parses argv
+
+Beside them: ``zuke/_serve/`` (the state service) and ``zuke/testing/`` (the
+shipped store contract kit) stand on base and state only — a service or a
+store test needs no engine. ``zuke/__init__.py`` and ``zuke/_main.py`` (the
+public surface) take base, state and engine; ``run()`` imports the CLI only
+when it is called. ``zuke/__main__.py`` is the entry point and may import
+anything. Imports under ``if TYPE_CHECKING:`` are annotations, not
+dependencies, and are not counted.
+
+Also: zuke never imports zuke_gh; only zuke/cli imports typer; ``import zuke``
+loads neither the CLI nor typer, httpx or cryptography.
+"""
 
 from __future__ import annotations
 
@@ -8,17 +28,76 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "zuke"
+
+BASE_MODULES = {"_errors", "_clock", "_duration", "_redact"}
+#: layer -> the layers it may import
+ALLOWED: dict[str, set[str]] = {
+    "base": {"base"},
+    "state": {"base", "state"},
+    "engine": {"base", "state", "engine"},
+    "runs": {"base", "state", "engine", "runs"},
+    "cli": {"base", "state", "engine", "runs", "serve", "cli"},
+    "serve": {"base", "state", "serve"},
+    "testing": {"base", "state", "testing"},
+    "api": {"base", "state", "engine", "api"},
+    "entry": {"base", "state", "engine", "runs", "cli", "serve", "testing", "api", "entry"},
+}
+#: (file, module) imports allowed across the layers because they happen only when called
+LAZY = {("zuke/_main.py", "zuke.cli")}
 
 
-def imports_of(path: Path) -> set[str]:
+def layer_of_module(module: str) -> str:
+    """The layer of a dotted ``zuke`` module name."""
+    parts = module.split(".")
+    if parts == ["zuke"] or parts[1] in ("__init__", "_main"):
+        return "api"
+    top = parts[1]
+    if top == "__main__":
+        return "entry"
+    packages = {"state": "state", "_engine": "engine", "runs": "runs", "cli": "cli",
+                "_serve": "serve", "testing": "testing"}  # fmt: skip
+    if top in packages:
+        return packages[top]
+    return "base" if top in BASE_MODULES else "engine"  # the authoring modules
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts)
+
+
+def _type_checking_lines(tree: ast.Module) -> set[int]:
+    lines: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for inner in node.body:
+                lines.update(range(inner.lineno, (inner.end_lineno or inner.lineno) + 1))
+    return lines
+
+
+def imports_of(path: Path, *, module: str | None = None, runtime_only: bool = False) -> set[str]:
+    """Every module ``path`` (the module ``module``) imports, relative imports resolved."""
     tree = ast.parse(path.read_text(), filename=str(path))
+    skip = _type_checking_lines(tree) if runtime_only else set()
+    package = (module or module_name(path)).split(".")
+    if path.name != "__init__.py":
+        package = package[:-1]
     found: set[str] = set()
     for node in ast.walk(tree):
+        if getattr(node, "lineno", None) in skip:
+            continue
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - node.level + 1]
+                found.add(".".join([*base, *([node.module] if node.module else [])]))
+            elif node.module:
+                found.add(node.module)
     return found
 
 
@@ -30,6 +109,60 @@ def modules_importing(package: str, prefix: str) -> list[str]:
     )
 
 
+def file_violations(path: Path, module: str, shown: str) -> list[str]:
+    """``file imports module (layer X may not import layer Y)`` for each breach in one file."""
+    layer = layer_of_module(module)
+    found = []
+    for imported in sorted(imports_of(path, module=module, runtime_only=True)):
+        if imported != "zuke" and not imported.startswith("zuke."):
+            continue
+        target = layer_of_module(imported)
+        if target not in ALLOWED[layer] and (shown, imported) not in LAZY:
+            found.append(f"{shown} imports {imported} ({layer} may not import {target})")
+    return found
+
+
+def layer_violations(layer: str) -> list[str]:
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        module = module_name(path)
+        if layer_of_module(module) == layer:
+            found += file_violations(path, module, str(path.relative_to(ROOT)))
+    return found
+
+
+@pytest.mark.parametrize("layer", sorted(ALLOWED))
+def test_each_layer_imports_only_the_layers_below_it(layer: str) -> None:
+    assert layer_violations(layer) == []
+
+
+def test_a_violation_names_the_file_and_the_import(tmp_path: Path) -> None:
+    bad = tmp_path / "probe.py"
+    bad.write_text(
+        "from typing import TYPE_CHECKING\n"
+        "from . import records\n"
+        "from zuke._engine.run import execute\n"
+        "if TYPE_CHECKING:\n"
+        "    from zuke.cli import main\n"
+        "def later():\n"
+        "    import zuke.runs\n"
+    )
+    assert file_violations(bad, "zuke.state.probe", "zuke/state/probe.py") == [
+        "zuke/state/probe.py imports zuke._engine.run (state may not import engine)",
+        "zuke/state/probe.py imports zuke.runs (state may not import runs)",
+    ]
+
+
+def test_modules_are_put_in_the_layer_their_folder_says() -> None:
+    assert layer_of_module("zuke._errors") == "base"
+    assert layer_of_module("zuke.state.update") == "state"
+    assert layer_of_module("zuke._engine.writer") == "engine"
+    assert layer_of_module("zuke._build") == "engine"
+    assert layer_of_module("zuke.runs.cancel") == "runs"
+    assert layer_of_module("zuke.cli.console") == "cli"
+    assert layer_of_module("zuke") == "api"
+
+
 def test_core_never_imports_the_github_package() -> None:
     assert modules_importing("zuke", "zuke_gh") == []
 
@@ -39,10 +172,11 @@ def test_only_the_cli_package_imports_typer() -> None:
     assert offenders == []
 
 
-def test_importing_zuke_loads_no_heavy_dependency() -> None:
+def test_importing_zuke_loads_no_heavy_dependency_and_not_the_cli() -> None:
     probe = (
         "import sys, zuke; "
-        "print(sorted({'typer', 'httpx', 'cryptography', 'rich', 'click'} & set(sys.modules)))"
+        "print(sorted({'typer', 'httpx', 'cryptography', 'rich', 'click', 'zuke.cli'}"
+        " & set(sys.modules)))"
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

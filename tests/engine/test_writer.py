@@ -11,7 +11,7 @@ import pytest
 
 from zuke import StateError, StoreUnavailableError
 from zuke._clock import ManualClock
-from zuke._engine.observer import Transition
+from zuke._engine.observer import Observer, Observers, Transition
 from zuke._engine.writer import RunStateWriter
 from zuke.state._protocol import Conflict, Written
 from zuke.state.memory import MemoryStateStore
@@ -341,5 +341,45 @@ def test_a_third_party_store_error_at_create_is_a_state_error() -> None:
         writer = RunStateWriter(store, record(), version=None, clock=CLOCK)
         with pytest.raises(StateError, match=r"could not create run run-1 in .*Permission denied"):
             await writer.create()
+
+    asyncio.run(go())
+
+
+def test_observers_never_drop_the_writer_but_drop_a_raising_observer() -> None:
+    class Raising(Observer):
+        async def transition(self, t: Transition) -> None:
+            raise BrokenPipeError("console closed")
+
+    class BuggyWriter(RunStateWriter):
+        calls = 0
+
+        async def transition(self, t: Transition) -> None:
+            self.calls += 1
+            if self.calls == 1:
+                raise KeyError("a bug in a hook")
+            await super().transition(t)
+
+    async def go() -> None:
+        store, warnings = FlakyStore(), list[str]()
+        writer = BuggyWriter(store, record(), version=None, clock=CLOCK, warn=warnings.append)
+        await writer.create()
+        watcher = Raising()
+        observers = Observers([watcher], writer=writer, warn=warnings.append)
+        await observers.transition(Transition("a", "running", CLOCK.now_ms()))
+        await observers.transition(Transition("b", "running", CLOCK.now_ms()))
+        assert writer.calls == 2  # still there after it raised
+        assert status_of(store, "b") == "running"
+        assert stored(store).degraded is True  # the change its first call carried was lost
+        assert any("Raising failed and was dropped" in w for w in warnings)
+        assert any("a change could not be recorded (KeyError" in w for w in warnings)
+        await writer.finish("succeeded")
+        found = stored(store)
+        assert found.targets["a"].status == "pending"  # it never heard of a's start...
+        assert (found.status, found.degraded) == ("failed", True)  # ...so it never says succeeded
+        assert writer.record_error is not None
+        assert writer.record_error.startswith(
+            "could not record run run-1 in MemoryStateStore(1 runs): a change could not be "
+            "recorded (KeyError: 'a bug in a hook'); the record is left failed and marked degraded"
+        )
 
     asyncio.run(go())

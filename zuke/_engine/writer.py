@@ -66,6 +66,11 @@ BACKOFF_S: tuple[float, ...] = (0.1, 0.2, 0.5, 1.0, 2.0)
 _OURS: frozenset[RunStatus] = frozenset({"running", "suspended", "cancelling"})
 
 
+def _honest(status: RunStatus) -> RunStatus:
+    """The status to record when the rows may be incomplete: never ``succeeded``."""
+    return "failed" if status == "succeeded" else status
+
+
 def describe_store(store: StateStore) -> str:
     """Where the record lives, for messages: a directory, a URL, or the store's repr."""
     directory = getattr(store, "directory", None)
@@ -117,6 +122,7 @@ class RunStateWriter(Observer):
         self._lost = False  # a change was lost: the next write marks the record degraded
         self._loss: str | None = None  # why the record is incomplete, if it is
         self._failing: str | None = None  # the reason of the current streak of failed writes
+        self._broken: str | None = None  # a hook raised: which change is missing is unknown
         self._disowned = False
         self._write_lock = asyncio.Lock()
         self._debounce: asyncio.TimerHandle | None = None
@@ -191,6 +197,7 @@ class RunStateWriter(Observer):
         reason = self._reason(exc)
         self._lost = True
         self._loss = f"a change could not be recorded ({reason})"
+        self._broken = self._loss
         self.warn(f"state: {self.where}: {self._loss}; the record is marked degraded")
 
     def append_event(self, tool: str, *, outcome: str = "ok", detail: str | None = None,
@@ -245,10 +252,18 @@ class RunStateWriter(Observer):
             # A change was lost on the way: the end re-sends every row, so that the
             # record at least ends complete (it stays marked degraded).
             self._queue(RunDelta(updated_at=now, targets=dict(self._rows)))
-        self._queue(RunDelta(updated_at=now, status=status))
+        # A record missing a change nobody can name cannot prove success either.
+        ending = _honest(status) if self._broken is not None else status
+        self._queue(RunDelta(updated_at=now, status=ending))
         failure = await self._flush(persist=True)
         if failure is not None:
             self.record_error = await self._give_up(status, failure)
+        elif self._broken is not None and not self._disowned:
+            self.record_error = (
+                f"could not record {self.where}: {self._broken}; the record is left "
+                f"{self.record.status} and marked degraded — trust this run's summary, not "
+                f"the record (zuke runs show {self.run_id})"
+            )
 
     # -- writing ----------------------------------------------------------------
 
@@ -345,8 +360,7 @@ class RunStateWriter(Observer):
         if self._disowned:
             return None  # the lease was lost or the run settled elsewhere: the stop says so
         locks = self._pending.locks if self._pending is not None else {}
-        # A record whose rows did not land cannot prove success: never say "succeeded".
-        honest: RunStatus = "failed" if status == "succeeded" else status
+        honest = _honest(status)
         now = self._now()
         event = RunEvent(
             at=now,
