@@ -25,9 +25,11 @@ class TestMemoryStoreContract(StateStoreContract):
 # one deliberate defect each, and check that the scenario guarding that property
 # is among the failures.
 _BROKEN_STORES = """
+from dataclasses import replace
+
 import pytest
 from zuke._clock import ManualClock
-from zuke.state._protocol import Written
+from zuke.state._protocol import LockEntry, LockHolder, RunQuery, Written
 from zuke.state.memory import MemoryStateStore
 from zuke.testing.store_contract import StateStoreContract
 
@@ -43,7 +45,33 @@ class IgnoresVersions(MemoryStateStore):
 class ForgetsFencesOnRelease(MemoryStateStore):
     def release_lock(self, key, token):
         super().release_lock(key, token)
-        self._fences.pop(key, None)
+        if not self._claims[key].claimed:
+            del self._claims[key]
+
+
+class ForgetsFencesOnDelete(MemoryStateStore):
+    def delete_run(self, run_id):
+        super().delete_run(run_id)
+        self._fence_floor = 0
+
+
+class ComparesSinceAsText(MemoryStateStore):
+    def list_runs(self, query=RunQuery()):
+        found = super().list_runs(replace(query, since=None))
+        return [s for s in found if query.since is None or s.created_at >= query.since]
+
+
+class IgnoresBuild(MemoryStateStore):
+    def list_runs(self, query=RunQuery()):
+        return super().list_runs(replace(query, build=None))
+
+
+class ListsReleasedLocks(MemoryStateStore):
+    def list_locks(self, *, run_id=None):
+        return [
+            LockEntry(key, state.holder or LockHolder("x", "x", "x"), 0, state.fence)
+            for key, state in sorted(self._claims.items())
+        ]
 
 
 class IgnoresExpiry(MemoryStateStore):
@@ -67,6 +95,30 @@ class TestIgnoresExpiry(StateStoreContract):
     @pytest.fixture
     def store(self):
         return IgnoresExpiry(clock=ManualClock())
+
+
+class TestForgetsFencesOnDelete(StateStoreContract):
+    @pytest.fixture
+    def store(self):
+        return ForgetsFencesOnDelete(clock=ManualClock())
+
+
+class TestComparesSinceAsText(StateStoreContract):
+    @pytest.fixture
+    def store(self):
+        return ComparesSinceAsText(clock=ManualClock())
+
+
+class TestIgnoresBuild(StateStoreContract):
+    @pytest.fixture
+    def store(self):
+        return IgnoresBuild(clock=ManualClock())
+
+
+class TestListsReleasedLocks(StateStoreContract):
+    @pytest.fixture
+    def store(self):
+        return ListsReleasedLocks(clock=ManualClock())
 """
 
 
@@ -89,5 +141,12 @@ def test_the_contract_suite_fails_stores_that_break_the_contract(tmp_path: Path)
         "TestForgetsFencesOnRelease::test_fence_strictly_increases_across_acquire_release_acquire",
         "TestIgnoresExpiry::test_an_expired_lock_is_taken_over_and_the_evicted_token_cannot_renew",
         "TestIgnoresExpiry::test_fence_strictly_increases_across_an_expiry_takeover",
+        "TestForgetsFencesOnDelete::test_fence_strictly_increases_across_deleting_the_holders_run",
+        "TestComparesSinceAsText::test_list_runs_compares_since_as_a_time_not_as_text",
+        "TestComparesSinceAsText::test_list_runs_since_accepts_an_offset",
+        "TestIgnoresBuild::test_list_runs_filters_by_build",
+        "TestListsReleasedLocks::"
+        "test_list_locks_lists_live_and_expired_claims_but_not_released_ones",
+        "TestListsReleasedLocks::test_list_locks_filters_by_the_holders_run",
     }
     assert expected <= failed, child.stdout

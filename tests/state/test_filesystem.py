@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -128,7 +129,15 @@ def test_delete_leaves_no_file_of_a_finished_run_behind(
     store.release_lock("deploy", other.token)
     store.delete_run("run-1")
     left = sorted(p.relative_to(directory).as_posix() for p in directory.rglob("*") if p.is_file())
-    assert left == ["locks/deploy.fence", "locks/deploy.lock"]  # other keys keep their fence
+    per_run = [name for name in left if "run-1" in name]
+    assert per_run == []
+    # Other keys keep their fence; the store-wide files are the fence floor and the index.
+    assert [name for name in left if not name.startswith("index/")] == [
+        "locks/@fence-floor",
+        "locks/@fence-floor.lock",
+        "locks/deploy.fence",
+        "locks/deploy.lock",
+    ]
 
 
 def test_release_removes_the_claim_but_keeps_the_fence(
@@ -214,6 +223,8 @@ def test_list_skips_and_reports_corrupt_files_and_returns_the_others(
 ) -> None:
     for i in range(3):
         created(store, sample_record(f"run-{i}", created_at=f"2026-01-0{i + 1}T00:00:00.000Z"))
+    # Files that no store wrote are found when the index is built from the journals.
+    shutil.rmtree(directory / "index")
     (directory / "broken.jsonl").write_bytes(b"{ nope\n")
     (directory / "bad id.jsonl").write_bytes(b"")
     (directory / "run-9.jsonl.tmp-0123abcd").write_bytes(b"half a temp file")  # crash leftover
@@ -225,6 +236,10 @@ def test_list_skips_and_reports_corrupt_files_and_returns_the_others(
     assert len(warned) == 2, warned
     assert any("broken.jsonl" in w for w in warned)
     assert any("bad id.jsonl" in w for w in warned)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="zuke.state"):
+        assert [s.id for s in store.list_runs()] == ["run-2", "run-1", "run-0"]
+    assert [r for r in caplog.records if r.name == "zuke.state"] == []  # the index has them
 
 
 def test_a_corrupt_lock_file_is_reported_not_overwritten(

@@ -95,6 +95,24 @@ def mutex(path: str, timeout_s: float, *, directory: str) -> Iterator[None]:
         lock.release()
 
 
+@contextlib.contextmanager
+def try_mutex(path: str) -> Iterator[bool]:
+    """Hold the mutex ``path`` for the block if it is free right now (``True``), else ``False``.
+
+    For work that someone else may already be doing (a listing's repair of a row
+    whose writer holds the run's mutex, a rebuild another process has started).
+    """
+    fd = _try_flock(path)
+    if fd is None:
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
 def _try_flock(path: str) -> int | None:
     """A descriptor holding ``flock(path)`` if it is free right now, else ``None``."""
     try:

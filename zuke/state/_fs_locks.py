@@ -1,8 +1,10 @@
 """Cross-run locks of the filesystem store: claim files, their mutex, and fencing.
 
-Layout under ``<dir>/locks/``:
+The rules (expiry, renewal, release, fences) are :mod:`zuke.state.lock_rules`;
+this module maps a key's :class:`~zuke.state.lock_rules.ClaimState` onto files
+under ``<dir>/locks/``:
 
-- ``<key>.json`` — the live claim ``{"holder": {"actor","runId","since","runUrl"?},
+- ``<key>.json`` — the claim ``{"holder": {"actor","runId","since","runUrl"?},
   "token", "expiresAt" (epoch ms), "fence"}``; written atomically, removed on
   release (as the original implementation did, so "no file" still means
   "nobody claims it"). Expiry alone never removes it: only the next acquirer
@@ -12,6 +14,10 @@ Layout under ``<dir>/locks/``:
   increasing across acquire / release / acquire. It is written *before* the
   claim, so a crash between the two can only skip a fence, never repeat one.
 - ``<key>.lock`` — the filelock mutex serialising every operation on the key.
+- ``@fence-floor`` (and its mutex ``@fence-floor.lock``) — the highest fence of
+  any key whose files were forgotten (a deleted run's lease), so a forgotten
+  key taken again still gets a greater fence. ``@`` is no key character, so
+  no key's files can collide with it.
 
 Expiry is judged by the store's :class:`~zuke._clock.Clock`. A claim file that
 does not parse is reported, never silently overwritten: stealing a lock on a
@@ -22,34 +28,34 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from typing import Final
 
 from zuke._clock import Clock
-from zuke._errors import CorruptRecordError
+from zuke._errors import CorruptRecordError, StoreUnavailableError, UnsafeIdError
+from zuke.state import lock_rules
 from zuke.state._files import atomic_write, ensure_directory, mutex, os_failure
 from zuke.state._ids import check_id, check_ttl
-from zuke.state._protocol import LockAcquired, LockHeld, LockHolder
+from zuke.state._protocol import LockAcquired, LockEntry, LockHeld, LockHolder
+from zuke.state.lock_rules import ClaimState
 from zuke.state.wire import holder_to_json, parse_holder
 
+_LOG: Final = logging.getLogger("zuke.state")
+FLOOR = "@fence-floor"
 
-@dataclass(frozen=True)
-class _Claim:
-    holder: LockHolder
-    token: str
-    expires_at: int
-    fence: int
 
-    def to_bytes(self) -> bytes:
-        body = {
-            "holder": holder_to_json(self.holder),
-            "token": self.token,
-            "expiresAt": self.expires_at,
-            "fence": self.fence,
-        }
-        return (json.dumps(body, indent=2) + "\n").encode("utf-8")
+def _claim_bytes(state: ClaimState) -> bytes:
+    assert state.holder is not None
+    body = {
+        "holder": holder_to_json(state.holder),
+        "token": state.token,
+        "expiresAt": state.expires_at,
+        "fence": state.fence,
+    }
+    return (json.dumps(body, indent=2) + "\n").encode("utf-8")
 
 
 class FsLocks:
@@ -73,7 +79,8 @@ class FsLocks:
         with mutex(self._path(key, ".lock"), self._timeout_s, directory=self._store_dir):
             yield
 
-    def _read_claim(self, key: str) -> _Claim | None:
+    def _read_claim(self, key: str) -> ClaimState | None:
+        """The claim file of ``key`` (its ``fence`` is that acquisition's), or ``None``."""
         path = self._path(key, ".json")
         try:
             with open(path, "rb") as f:
@@ -98,10 +105,9 @@ class FsLocks:
         if not isinstance(fence, int):
             raise CorruptRecordError(f'state: {where}: "fence" must be an integer')
         holder = parse_holder(raw.get("holder"), where=where)
-        return _Claim(holder=holder, token=token, expires_at=expires_at, fence=fence)
+        return ClaimState(fence=fence, holder=holder, token=token, expires_at=expires_at)
 
-    def _read_fence(self, key: str) -> int:
-        path = self._path(key, ".fence")
+    def _read_number(self, path: str) -> int:
         try:
             with open(path, "rb") as f:
                 text = f.read().strip()
@@ -117,6 +123,19 @@ class FsLocks:
                 "replace it with a number larger than any fence already issued"
             ) from None
 
+    def _state(self, key: str) -> ClaimState | None:
+        """The key's :class:`ClaimState`: its claim (if any) and its highest fence."""
+        claim = self._read_claim(key)
+        fence = self._read_number(self._path(key, ".fence"))
+        if claim is None:
+            return ClaimState(fence=fence) if fence else None
+        return ClaimState(
+            fence=max(fence, claim.fence),
+            holder=claim.holder,
+            token=claim.token,
+            expires_at=claim.expires_at,
+        )
+
     def _write(self, path: str, data: bytes) -> None:
         self._count(atomic_write(path, data, directory=self._store_dir))
 
@@ -124,18 +143,25 @@ class FsLocks:
         check_id(key, "lock key")
         check_ttl(ttl_ms)
         with self._locked(key):
-            now = self._clock.now_ms()
-            current = self._read_claim(key)
-            if current is not None and current.expires_at > now:
-                return LockHeld(holder=current.holder)
-            previous = max(self._read_fence(key), current.fence if current else 0)
-            claim = _Claim(
-                holder=holder, token=uuid.uuid4().hex, expires_at=now + ttl_ms, fence=previous + 1
+            current = self._state(key)
+            # A key with no fence on disk may be one forgotten with its run: the floor.
+            floor = self._read_number(os.path.join(self._dir, FLOOR)) if current is None else 0
+            outcome = lock_rules.acquire(
+                current,
+                holder,
+                ttl_ms,
+                now_ms=self._clock.now_ms(),
+                token=uuid.uuid4().hex,
+                fence_floor=floor,
             )
+            if isinstance(outcome, lock_rules.Refused):
+                return LockHeld(holder=outcome.holder)
+            state = outcome.state
             # Fence first: a crash before the claim lands skips a number, never reuses one.
-            self._write(self._path(key, ".fence"), f"{claim.fence}\n".encode())
-            self._write(self._path(key, ".json"), claim.to_bytes())
-            return LockAcquired(token=claim.token, fence=claim.fence)
+            self._write(self._path(key, ".fence"), f"{state.fence}\n".encode())
+            self._write(self._path(key, ".json"), _claim_bytes(state))
+            assert state.token is not None
+            return LockAcquired(token=state.token, fence=state.fence)
 
     def renew(self, key: str, token: str, ttl_ms: int) -> bool:
         check_id(key, "lock key")
@@ -143,18 +169,12 @@ class FsLocks:
         if not os.path.isdir(self._dir):
             return False
         with self._locked(key):
-            current = self._read_claim(key)
-            # Expired is not abandoned: until someone acquires the key, the
-            # holder whose token still matches may carry on.
-            if current is None or current.token != token:
-                return False
-            renewed = _Claim(
-                holder=current.holder,
-                token=current.token,
-                expires_at=self._clock.now_ms() + ttl_ms,
-                fence=current.fence,
+            renewed = lock_rules.renew(
+                self._read_claim(key), token, ttl_ms, now_ms=self._clock.now_ms()
             )
-            self._write(self._path(key, ".json"), renewed.to_bytes())
+            if renewed is None:
+                return False
+            self._write(self._path(key, ".json"), _claim_bytes(renewed))
             return True
 
     def release(self, key: str, token: str) -> None:
@@ -162,8 +182,7 @@ class FsLocks:
         if not os.path.isdir(self._dir):
             return
         with self._locked(key):
-            current = self._read_claim(key)
-            if current is None or current.token != token:
+            if lock_rules.release(self._read_claim(key), token) is None:
                 return
             path = self._path(key, ".json")
             try:
@@ -176,17 +195,57 @@ class FsLocks:
     def forget(self, key: str) -> None:
         """Remove every file of ``key`` unless a live claim holds it.
 
-        Only for keys nobody will take again (a deleted run's lease): forgetting
-        resets the key's fence, and the mutex file goes while it is held, so a
-        process still waiting on it ends up on an orphaned file.
+        Only for keys nobody should take again (a deleted run's lease), so the
+        per-run files do not pile up. The key's fence is first folded into the
+        store-wide floor, so should the key be taken again its fence is still
+        greater. The mutex file goes while it is held, so a process still
+        waiting on it ends up on an orphaned file.
         """
         check_id(key, "lock key")
         if not os.path.exists(self._path(key, ".lock")):
             return
         with self._locked(key):
-            current = self._read_claim(key)
-            if current is not None and current.expires_at > self._clock.now_ms():
+            current = self._state(key)
+            if current is not None and current.is_live(self._clock.now_ms()):
                 return
+            if current is not None:
+                self._raise_floor(current.fence)
             for suffix in (".json", ".fence", ".lock"):
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(self._path(key, suffix))
+
+    def _raise_floor(self, fence: int) -> None:
+        path = os.path.join(self._dir, FLOOR)
+        with mutex(path + ".lock", self._timeout_s, directory=self._store_dir):
+            if self._read_number(path) < fence:
+                self._write(path, f"{fence}\n".encode())
+
+    def entries(self, run_id: str | None = None) -> list[LockEntry]:
+        """Every claim file's claim (optionally only ``run_id``'s), sorted by key.
+
+        Reads take no mutex: a claim file is replaced atomically. A file that
+        does not parse is skipped with a warning, like a corrupt run in a listing.
+        """
+        try:
+            names = sorted(os.listdir(self._dir))
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise os_failure("list", self._dir, exc, directory=self._store_dir) from None
+        found: list[LockEntry] = []
+        for name in names:
+            if not name.endswith(".json"):
+                continue
+            key = name[: -len(".json")]
+            try:
+                claim = self._read_claim(key)
+            except UnsafeIdError:
+                continue  # not a lock file of this store
+            except (CorruptRecordError, StoreUnavailableError) as exc:
+                _LOG.warning("state: skipping unreadable lock file %s: %s", name, exc)
+                continue
+            if claim is None or claim.holder is None or claim.expires_at is None:
+                continue  # released since the directory was listed
+            if run_id is None or claim.holder.run_id == run_id:
+                found.append(LockEntry(key, claim.holder, claim.expires_at, claim.fence))
+        return found

@@ -59,6 +59,11 @@ def version_of(gen: str, length: int) -> str:
     return f"{gen}:{length}"
 
 
+def gen_of(version: str) -> str:
+    """The ``gen`` part of a version."""
+    return version.partition(":")[0]
+
+
 def compacted(record: RunRecord) -> tuple[bytes, str]:
     """The whole file for ``record`` under a fresh ``gen``, and its version."""
     body = encode_line(record_to_json(record))
@@ -131,20 +136,83 @@ def probe(path: str, where: str) -> Probe | None:
     except FileNotFoundError:
         return None
     try:
-        size = os.fstat(fd).st_size
-        first = os.pread(fd, _HEADER_MAX, 0)
-        end = first.find(b"\n")
-        if end < 0:
-            raise CorruptRecordError(f"state: {where}: no complete run-journal header")
-        header = parse_header(first[:end], where)
-        valid = size
-        if os.pread(fd, 1, size - 1) != b"\n":
-            valid = _last_newline(fd, size) + 1
-        if valid < header.length + header.base:
-            raise CorruptRecordError(f"state: {where}: the record line is incomplete")
-        return Probe(header=header, size=size, valid=valid)
+        return _probe_fd(fd, where)
     finally:
         os.close(fd)
+
+
+def _probe_fd(fd: int, where: str) -> Probe:
+    size = os.fstat(fd).st_size
+    first = os.pread(fd, _HEADER_MAX, 0)
+    end = first.find(b"\n")
+    if end < 0:
+        raise CorruptRecordError(f"state: {where}: no complete run-journal header")
+    header = parse_header(first[:end], where)
+    valid = size
+    if os.pread(fd, 1, size - 1) != b"\n":
+        valid = _last_newline(fd, size) + 1
+    if valid < header.length + header.base:
+        raise CorruptRecordError(f"state: {where}: the record line is incomplete")
+    return Probe(header=header, size=size, valid=valid)
+
+
+@dataclass(frozen=True)
+class Tail:
+    """What a listing needs of a journal beyond its index row, read from its ends."""
+
+    gen: str
+    #: ``updatedAt`` of the last delta line; ``None`` if no delta follows the record
+    #: line, or if the last line does not start with it (then read the whole journal)
+    updated_at: str | None
+    deltas: bool
+
+
+_STAMP_PREFIX = b'{"updatedAt":'
+_TAIL_READ = 4096
+
+
+def tail(path: str, where: str) -> Tail | None:
+    """The journal's ``gen`` and its last delta's ``updatedAt``; ``None`` if it does not exist.
+
+    A few small reads however long the journal: the header, and the last
+    line's first bytes (:func:`delta_line` writes ``updatedAt`` first).
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    try:
+        found = _probe_fd(fd, where)
+        records_end = found.header.length + found.header.base
+        if found.valid == records_end:
+            return Tail(gen=found.header.gen, updated_at=None, deltas=False)
+        span = min(_TAIL_READ, found.valid - records_end)
+        chunk = os.pread(fd, span, found.valid - span)
+        at = chunk.rfind(b"\n", 0, len(chunk) - 1)
+        if at >= 0:
+            start = found.valid - span + at + 1
+        elif span == found.valid - records_end:
+            start = records_end
+        else:  # a last line longer than the chunk
+            start = _last_newline(fd, found.valid - 1) + 1
+        line = chunk[at + 1 :] if at >= 0 else os.pread(fd, 256, start)
+        return Tail(gen=found.header.gen, updated_at=_leading_stamp(line), deltas=True)
+    finally:
+        os.close(fd)
+
+
+def _leading_stamp(line: bytes) -> str | None:
+    if not line.startswith(_STAMP_PREFIX):
+        return None
+    text = line[len(_STAMP_PREFIX) : len(_STAMP_PREFIX) + 256].decode("ascii", "replace")
+    try:
+        value, _ = _DECODER.raw_decode(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, str) else None
+
+
+_DECODER = json.JSONDecoder()
 
 
 def _last_newline(fd: int, size: int) -> int:

@@ -11,6 +11,10 @@ Owns the mapping from the :class:`~zuke.state.StateStore` protocol onto files:
   because a full write is an atomic rename and an in-flight append is just a
   torn last line that readers ignore.
 - ``<dir>/locks/`` — cross-run locks (:mod:`zuke.state._fs_locks`).
+- ``<dir>/index/`` — the listing index, a cache derived from the journals
+  (:mod:`zuke.state._fs_index`; how a listing uses and repairs it:
+  :mod:`zuke.state._fs_listing`). A write that changes a listed field marks
+  the run's row dirty before touching the journal and updates it after.
 
 The directory is created on first write. Ids and keys pass
 :func:`~zuke.state._ids.check_id` before any path is built.
@@ -22,9 +26,9 @@ import contextlib
 import logging
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from zuke._clock import SYSTEM_CLOCK, Clock
 from zuke._errors import CorruptRecordError, StoreUnavailableError, UnsafeIdError
@@ -42,14 +46,17 @@ from zuke.state._protocol import (
     RUN_LEASE_PREFIX,
     Conflict,
     LockAcquired,
+    LockEntry,
     LockHeld,
     LockHolder,
     RunQuery,
     StoredRun,
     Written,
 )
-from zuke.state._query import select
 from zuke.state.records import RunDelta, RunRecord, RunSummary
+
+if TYPE_CHECKING:  # imported on first use: SQLite is not needed to run a build without state
+    from zuke.state._fs_index import RunIndex
 
 _LOG: Final = logging.getLogger("zuke.state")
 _EVERY_RUN: Final = RunQuery()
@@ -61,7 +68,7 @@ class FileSystemStateStore:
     ``mutex_timeout_s`` bounds the wait for another process's write on the same
     run or lock key; past it the call raises :class:`~zuke.StoreUnavailableError`.
     ``bytes_written`` counts every byte this instance has written to run and
-    lock files (for benchmarks and the linear-cost tests).
+    lock files (for benchmarks and the linear-cost tests; not the index's).
 
     Whole-record writes are always fsynced. A journal append is fsynced when it
     changes the run's status (a checkpoint: suspended, finished, cancelled), or
@@ -84,6 +91,7 @@ class FileSystemStateStore:
         self.bytes_written = 0
         self._count_lock = threading.Lock()
         self._locks = FsLocks(self.directory, clock, mutex_timeout_s, self._count)
+        self._index: RunIndex | None = None
 
     def __repr__(self) -> str:
         return f"FileSystemStateStore({self.directory!r})"
@@ -92,32 +100,57 @@ class FileSystemStateStore:
         with self._count_lock:
             self.bytes_written += n
 
+    @property
+    def index(self) -> RunIndex:
+        """The listing index (opened on first use)."""
+        with self._count_lock:
+            if self._index is None:
+                from zuke.state._fs_index import RunIndex
+
+                self._index = RunIndex(self.directory, self.mutex_timeout_s)
+            return self._index
+
     # ------------------------------------------------------------ paths
 
-    def _path(self, run_id: str) -> str:
+    def path_of(self, run_id: str) -> str:
+        """The journal file of ``run_id``."""
         return os.path.join(self.directory, check_id(run_id) + _journal.SUFFIX)
 
-    def _where(self, run_id: str) -> str:
-        return f"run {run_id!r} ({self._path(run_id)})"
+    def where(self, run_id: str) -> str:
+        return f"run {run_id!r} ({self.path_of(run_id)})"
 
-    def _mutex_path(self, run_id: str) -> str:
+    def mutex_path(self, run_id: str) -> str:
         return os.path.join(self.directory, check_id(run_id) + ".lock")
 
     def _run_mutex(self, run_id: str) -> AbstractContextManager[None]:
         ensure_directory(self.directory, directory=self.directory)
-        return mutex(self._mutex_path(run_id), self.mutex_timeout_s, directory=self.directory)
+        return mutex(self.mutex_path(run_id), self.mutex_timeout_s, directory=self.directory)
+
+    def _after(self, change: str, run_id: str, update: Callable[[RunIndex], None]) -> None:
+        """Tell the index about a journal write; failing leaves its row dirty, to be re-read."""
+        from zuke.state._fs_index import IndexUnavailable
+
+        try:
+            update(self.index)
+        except IndexUnavailable as exc:
+            _LOG.warning(
+                "state: could not index the %s of run %r (%s); the next listing re-reads it",
+                change,
+                run_id,
+                exc,
+            )
 
     def _probe(self, run_id: str) -> _journal.Probe | None:
-        path = self._path(run_id)
+        path = self.path_of(run_id)
         try:
-            return _journal.probe(path, self._where(run_id))
+            return _journal.probe(path, self.where(run_id))
         except OSError as exc:
             raise os_failure("read", path, exc, directory=self.directory) from None
 
     # ------------------------------------------------------------ runs
 
     def get_run(self, run_id: str) -> StoredRun | None:
-        path = self._path(run_id)
+        path = self.path_of(run_id)
         try:
             with open(path, "rb") as f:
                 data = f.read()
@@ -125,37 +158,40 @@ class FileSystemStateStore:
             return None
         except OSError as exc:
             raise os_failure("read", path, exc, directory=self.directory) from None
-        record, version = _journal.read(data, self._where(run_id))
+        record, version = _journal.read(data, self.where(run_id))
         if record.id != run_id:
             raise CorruptRecordError(
-                f"state: {self._where(run_id)} holds a record with id {record.id!r}"
+                f"state: {self.where(run_id)} holds a record with id {record.id!r}"
             )
         return StoredRun(record=record, version=version)
 
     def create_run(self, record: RunRecord) -> Written | Conflict:
-        path = self._path(record.id)
+        path = self.path_of(record.id)
         with self._run_mutex(record.id):
             if os.path.lexists(path):
                 return Conflict()
-            return self._write_whole(path, record)
+            return self._write_indexed(path, record, "creation")
 
     def put_run(self, record: RunRecord, *, expected_version: str) -> Written | Conflict:
-        path = self._path(record.id)
+        path = self.path_of(record.id)
         with self._run_mutex(record.id):
             current = self._probe(record.id)
             if current is None or current.version != expected_version:
                 return Conflict()
-            return self._write_whole(path, record)
+            return self._write_indexed(path, record, "rewrite")
 
     def append_run(
         self, run_id: str, delta: RunDelta, *, expected_version: str
     ) -> Written | Conflict:
-        path = self._path(run_id)
+        path = self.path_of(run_id)
         line = _journal.delta_line(delta)
         with self._run_mutex(run_id):
             current = self._probe(run_id)
             if current is None or current.version != expected_version:
                 return Conflict()
+            listed = delta.status is not None or delta.actor is not None
+            if listed:  # a field the index lists changes: mark it first
+                self.index.mark(run_id)
             # A torn tail can only be a dead appender's: live ones hold this mutex.
             truncate_to = current.valid if current.torn else None
             sync = self.sync_appends or delta.status is not None  # status changes: checkpoints
@@ -166,11 +202,34 @@ class FileSystemStateStore:
             )
             length = current.valid + len(line)
             journal = current.journal_bytes + len(line)
-            if journal > max(current.header.base, _journal.COMPACT_MIN_BYTES):
+            written = Written(version=_journal.version_of(current.header.gen, length))
+            compact = journal > max(current.header.base, _journal.COMPACT_MIN_BYTES)
+            if compact:
                 # Rewriting costs about base + journal bytes and happens only after
                 # more than `base` bytes of deltas, so total bytes stay linear.
-                return self._compact(run_id, path)
-            return Written(version=_journal.version_of(current.header.gen, length))
+                written = self._compact(run_id, path)
+            if listed or compact:
+                gen = _journal.gen_of(written.version)
+                self._after(
+                    "change",
+                    run_id,
+                    lambda index: index.update(
+                        run_id,
+                        gen=gen,
+                        updated_at=delta.updated_at,
+                        status=delta.status,
+                        actor=delta.actor,
+                        settle=listed,
+                    ),
+                )
+            return written
+
+    def _write_indexed(self, path: str, record: RunRecord, change: str) -> Written:
+        self.index.mark(record.id)
+        written = self._write_whole(path, record)
+        gen = _journal.gen_of(written.version)
+        self._after(change, record.id, lambda index: index.put(record, gen))
+        return written
 
     def _write_whole(self, path: str, record: RunRecord) -> Written:
         data, version = _journal.compacted(record)
@@ -180,36 +239,54 @@ class FileSystemStateStore:
     def _compact(self, run_id: str, path: str) -> Written:
         stored = self.get_run(run_id)
         if stored is None:  # cannot happen under the mutex; be loud if it does
-            raise StoreUnavailableError(f"state: {self._where(run_id)} vanished while compacting")
+            raise StoreUnavailableError(f"state: {self.where(run_id)} vanished while compacting")
         return self._write_whole(path, stored.record)
 
     def delete_run(self, run_id: str) -> None:
-        path = self._path(run_id)
+        path = self.path_of(run_id)
         if not os.path.isdir(self.directory):
             return
         with self._run_mutex(run_id):
+            if os.path.lexists(path):
+                self.index.mark(run_id)
             try:
                 os.unlink(path)
             except FileNotFoundError:
                 pass
             except OSError as exc:
                 raise os_failure("remove", path, exc, directory=self.directory) from None
+            self._after("deletion", run_id, lambda index: index.remove(run_id))
             # The run is gone, so its mutex file can go too: a process still waiting
             # on it finds no run once it gets it. Deleting it while held keeps a new
             # opener from locking a second file while we hold the first.
             with contextlib.suppress(FileNotFoundError):
-                os.unlink(self._mutex_path(run_id))
+                os.unlink(self.mutex_path(run_id))
         # The run's own lease key is never taken again: its files go too.
         self._locks.forget(RUN_LEASE_PREFIX + run_id)
 
     def list_runs(self, query: RunQuery = _EVERY_RUN) -> list[RunSummary]:
+        from zuke.state import _fs_listing
+
+        return _fs_listing.list_runs(self, query)
+
+    def rebuild_index(self) -> None:
+        """Rebuild the listing index from the journals (after copying run files in by hand)."""
+        from zuke.state import _fs_listing
+
+        if not os.path.isdir(self.directory):
+            return
+        self.index.clear_complete()
+        _fs_listing.rebuild(self, wait=True)
+
+    def scan(self) -> Iterator[RunRecord]:
+        """Every readable run, read from its journal (the listing without the index)."""
         try:
             names = sorted(os.listdir(self.directory))
         except FileNotFoundError:
-            return []
+            return iter(())
         except OSError as exc:
             raise os_failure("list", self.directory, exc, directory=self.directory) from None
-        return select(self._scan(names), query)
+        return self._scan(names)
 
     def _scan(self, names: list[str]) -> Iterator[RunRecord]:
         for name in names:
@@ -237,3 +314,6 @@ class FileSystemStateStore:
 
     def release_lock(self, key: str, token: str) -> None:
         self._locks.release(key, token)
+
+    def list_locks(self, *, run_id: str | None = None) -> list[LockEntry]:
+        return self._locks.entries(run_id)

@@ -5,6 +5,11 @@ must share (the contract suite in :mod:`zuke.testing.store_contract` is run
 against it). One :class:`threading.Lock` serialises every operation, which
 makes compare-and-swap and lock acquisition trivially atomic.
 
+Locks follow :mod:`zuke.state.lock_rules` (one :class:`ClaimState` per key).
+Deleting a run forgets its own lease key (``zuke-run-<id>``) unless a live
+claim holds it, as the filesystem store does; the forgotten key's fence is
+kept in a store-wide floor, so fences never go back.
+
 Records are kept as their JSON text, not as the caller's objects: a record's
 mappings are mutable, so storing the object would let a caller change stored
 state behind the store's back, and serialising on the way in catches a record
@@ -17,14 +22,16 @@ from __future__ import annotations
 import json
 import threading
 import uuid
-from dataclasses import dataclass
 from typing import Final
 
 from zuke._clock import SYSTEM_CLOCK, Clock
+from zuke.state import lock_rules
 from zuke.state._ids import check_id, check_ttl
 from zuke.state._protocol import (
+    RUN_LEASE_PREFIX,
     Conflict,
     LockAcquired,
+    LockEntry,
     LockHeld,
     LockHolder,
     RunQuery,
@@ -32,17 +39,11 @@ from zuke.state._protocol import (
     Written,
 )
 from zuke.state._query import select
+from zuke.state.lock_rules import ClaimState
 from zuke.state.records import RunDelta, RunRecord, RunSummary, apply_delta
 from zuke.state.wire import loads_record, record_to_json
 
 _EVERY_RUN: Final = RunQuery()
-
-
-@dataclass(frozen=True)
-class _Claim:
-    holder: LockHolder
-    token: str
-    expires_at: int
 
 
 class MemoryStateStore:
@@ -52,8 +53,8 @@ class MemoryStateStore:
         self.clock: Final[Clock] = clock
         self._mutex = threading.Lock()
         self._runs: dict[str, tuple[str, str]] = {}  # id -> (record JSON, version)
-        self._claims: dict[str, _Claim] = {}
-        self._fences: dict[str, int] = {}  # survives release: fences never repeat
+        self._claims: dict[str, ClaimState] = {}  # a released key keeps its fence
+        self._fence_floor = 0  # the highest fence of any forgotten key
         self._counter = 0
 
     def __repr__(self) -> str:
@@ -103,6 +104,11 @@ class MemoryStateStore:
         check_id(run_id)
         with self._mutex:
             self._runs.pop(run_id, None)
+            # Nobody takes a deleted run's lease again: forget it unless it is live.
+            lease = self._claims.get(RUN_LEASE_PREFIX + run_id)
+            if lease is not None and not lease.is_live(self.clock.now_ms()):
+                self._fence_floor = max(self._fence_floor, lease.fence)
+                del self._claims[RUN_LEASE_PREFIX + run_id]
 
     def list_runs(self, query: RunQuery = _EVERY_RUN) -> list[RunSummary]:
         with self._mutex:
@@ -113,30 +119,46 @@ class MemoryStateStore:
         check_id(key, "lock key")
         check_ttl(ttl_ms)
         with self._mutex:
-            now = self.clock.now_ms()
-            current = self._claims.get(key)
-            if current is not None and current.expires_at > now:
-                return LockHeld(holder=current.holder)
-            fence = self._fences.get(key, 0) + 1
-            self._fences[key] = fence
-            claim = _Claim(holder=holder, token=uuid.uuid4().hex, expires_at=now + ttl_ms)
-            self._claims[key] = claim
-            return LockAcquired(token=claim.token, fence=fence)
+            outcome = lock_rules.acquire(
+                self._claims.get(key),
+                holder,
+                ttl_ms,
+                now_ms=self.clock.now_ms(),
+                token=uuid.uuid4().hex,
+                fence_floor=self._fence_floor,
+            )
+            if isinstance(outcome, lock_rules.Refused):
+                return LockHeld(holder=outcome.holder)
+            self._claims[key] = state = outcome.state
+            assert state.token is not None
+            return LockAcquired(token=state.token, fence=state.fence)
 
     def renew_lock(self, key: str, token: str, ttl_ms: int) -> bool:
         check_id(key, "lock key")
         check_ttl(ttl_ms)
         with self._mutex:
-            current = self._claims.get(key)
-            # Expired is not abandoned: a matching token renews until someone acquires.
-            if current is None or current.token != token:
+            renewed = lock_rules.renew(
+                self._claims.get(key), token, ttl_ms, now_ms=self.clock.now_ms()
+            )
+            if renewed is None:
                 return False
-            self._claims[key] = _Claim(current.holder, token, self.clock.now_ms() + ttl_ms)
+            self._claims[key] = renewed
             return True
 
     def release_lock(self, key: str, token: str) -> None:
         check_id(key, "lock key")
         with self._mutex:
-            current = self._claims.get(key)
-            if current is not None and current.token == token:
-                del self._claims[key]
+            released = lock_rules.release(self._claims.get(key), token)
+            if released is not None:
+                self._claims[key] = released
+
+    def list_locks(self, *, run_id: str | None = None) -> list[LockEntry]:
+        with self._mutex:
+            claims = sorted(self._claims.items())
+        return [
+            LockEntry(key=key, holder=state.holder, expires_at=state.expires_at, fence=state.fence)
+            for key, state in claims
+            if state.holder is not None
+            and state.expires_at is not None
+            and (run_id is None or state.holder.run_id == run_id)
+        ]

@@ -47,9 +47,11 @@ import pytest
 from zuke._clock import ManualClock
 from zuke._errors import UnsafeIdError
 from zuke.state._protocol import (
+    RUN_LEASE_PREFIX,
     Conflict,
     JournalingStateStore,
     LockAcquired,
+    LockEntry,
     LockHeld,
     LockHolder,
     RunQuery,
@@ -57,6 +59,7 @@ from zuke.state._protocol import (
     StoredRun,
     Written,
 )
+from zuke.state.lock_rules import MAX_TTL_MS
 from zuke.state.records import (
     EventOutcome,
     GraphNode,
@@ -505,6 +508,66 @@ class StateStoreContract:
         listed = store.list_runs(RunQuery(target=target, status="cancelled"))
         assert [(s.id, s.updated_at) for s in listed] == [(running.id, delta.updated_at)]
 
+    def test_list_runs_filters_by_build(self, store: StateStore) -> None:
+        target = fresh("target")
+        mine, other = fresh("Build"), fresh("Build")
+        runs = [
+            replace(sample_record(fresh("build"), targets=("a", target)), build=build)
+            for build in (mine, other, mine)
+        ]
+        for run in runs:
+            self._created(store, run)
+        listed = store.list_runs(RunQuery(build=mine))
+        assert sorted(s.id for s in listed) == sorted(r.id for r in runs if r.build == mine)
+        assert all(s.build == mine for s in listed)
+        both = store.list_runs(RunQuery(build=mine, target=target, status="running", limit=1))
+        assert [s.id for s in both] == [max(r.id for r in runs if r.build == mine)]
+        assert store.list_runs(RunQuery(build=fresh("NoSuchBuild"))) == []
+
+    def _stamped(self, store: StateStore, stamps: tuple[str, ...]) -> tuple[str, list[RunRecord]]:
+        target = fresh("target")
+        runs = [sample_record(fresh("since"), created_at=t, targets=(target,)) for t in stamps]
+        for run in runs:
+            self._created(store, run)
+        return target, runs
+
+    def test_list_runs_compares_since_as_a_time_not_as_text(self, store: StateStore) -> None:
+        # As text "…00:00:00.500Z" sorts before "…00:00:00Z"; as a time it is after it.
+        target, runs = self._stamped(
+            store, ("2031-01-15T00:00:00.500Z", "2031-01-14T23:59:59.999Z")
+        )
+        listed = store.list_runs(RunQuery(target=target, since="2031-01-15T00:00:00Z"))
+        assert [s.id for s in listed] == [runs[0].id]
+        exact = store.list_runs(RunQuery(target=target, since="2031-01-15T00:00:00.500Z"))
+        assert [s.id for s in exact] == [runs[0].id], "since is inclusive"
+
+    def test_list_runs_since_accepts_an_offset(self, store: StateStore) -> None:
+        target, runs = self._stamped(
+            store, ("2031-01-15T00:00:00.500Z", "2031-01-14T23:59:59.999Z")
+        )
+        # 05:30 at +05:30 is midnight UTC.
+        listed = store.list_runs(RunQuery(target=target, since="2031-01-15T05:30:00+05:30"))
+        assert [s.id for s in listed] == [runs[0].id]
+        earlier = store.list_runs(RunQuery(target=target, since="2031-01-14T18:29:59.999-05:30"))
+        assert sorted(s.id for s in earlier) == sorted(r.id for r in runs)
+
+    def test_list_runs_summaries_match_the_stored_records(self, store: StateStore) -> None:
+        journal = self._journaling(store)
+        target, runs = self._listing_fixture(store)
+        version = self._stored(store, runs[0].id).version
+        for i in range(3):  # changes that are neither status nor actor still show
+            delta = RunDelta(updated_at=f"2030-01-05T00:00:0{i}.000Z", degraded=True)
+            result = journal.append_run(runs[0].id, delta, expected_version=version)
+            assert isinstance(result, Written)
+            version = result.version
+        listed = store.list_runs(RunQuery(target=target))
+        assert listed == sorted(
+            (self._stored(store, r.id).record.summary() for r in runs),
+            key=lambda s: (s.created_at, s.id),
+            reverse=True,
+        )
+        assert listed[-1].updated_at == "2030-01-05T00:00:02.000Z"
+
     # ------------------------------------------------------------------ locks
 
     def test_acquire_grants_a_token_and_a_second_acquire_names_the_holder(
@@ -615,6 +678,68 @@ class StateStoreContract:
         self.lapse(store, self.lock_ttl_ms)
         second = self._acquired(store, key, self.live_ttl_ms, who="b")
         assert second.fence > first.fence
+
+    def test_fence_strictly_increases_across_deleting_the_holders_run(
+        self, store: StateStore
+    ) -> None:
+        record = sample_record(fresh())
+        lease = RUN_LEASE_PREFIX + record.id
+        fences = []
+        for _ in range(2):
+            self._created(store, record)
+            released = self._acquired(store, lease, self.live_ttl_ms, who=record.id)
+            store.release_lock(lease, released.token)
+            expired = self._acquired(store, lease, self.lock_ttl_ms, who=record.id)
+            self.lapse(store, self.lock_ttl_ms)
+            store.delete_run(record.id)  # what `runs prune` does
+            fences += [released.fence, expired.fence]
+        after = self._acquired(store, lease, self.live_ttl_ms, who="next")
+        fences.append(after.fence)
+        assert fences == sorted(set(fences)), fences
+
+    def test_list_locks_lists_live_and_expired_claims_but_not_released_ones(
+        self, store: StateStore
+    ) -> None:
+        run_id = fresh("run")
+        live, expired, released = (fresh(f"lock-{name}") for name in ("a", "b", "c"))
+        held = self._acquired(store, live, self.live_ttl_ms, who=run_id)
+        lapsed = self._acquired(store, expired, self.lock_ttl_ms, who=run_id)
+        gone = self._acquired(store, released, self.live_ttl_ms, who=run_id)
+        store.release_lock(released, gone.token)
+        self.lapse(store, self.lock_ttl_ms)
+        listed = store.list_locks()
+        assert [e.key for e in listed] == sorted(e.key for e in listed)
+        mine = {e.key: e for e in listed if e.key in (live, expired, released)}
+        assert sorted(mine) == sorted([live, expired])
+        assert mine[live].holder == sample_holder(run_id)
+        assert mine[live].fence == held.fence
+        assert mine[expired].fence == lapsed.fence
+        assert mine[live].expires_at > mine[expired].expires_at
+
+    def test_list_locks_filters_by_the_holders_run(self, store: StateStore) -> None:
+        mine, theirs = fresh("run"), fresh("run")
+        keys = [fresh("lock") for _ in range(3)]
+        for key, who in zip(keys, (mine, theirs, mine), strict=True):
+            self._acquired(store, key, self.live_ttl_ms, who=who)
+        listed = store.list_locks(run_id=mine)
+        assert listed == [
+            LockEntry(key=e.key, holder=sample_holder(mine), expires_at=e.expires_at, fence=e.fence)
+            for e in listed
+        ]
+        assert [e.key for e in listed] == sorted([keys[0], keys[2]])
+        assert store.list_locks(run_id=fresh("run")) == []
+
+    def test_ttls_from_one_ms_to_366_days_are_accepted_and_longer_ones_refused(
+        self, store: StateStore
+    ) -> None:
+        key = fresh("lock")
+        first = self._acquired(store, key, 1)
+        assert store.renew_lock(key, first.token, MAX_TTL_MS) is True
+        with pytest.raises(ValueError, match="ttl"):
+            store.renew_lock(key, first.token, MAX_TTL_MS + 1)
+        with pytest.raises(ValueError, match="ttl"):
+            store.acquire_lock(fresh("lock"), sample_holder(), MAX_TTL_MS + 1)
+        self._acquired(store, fresh("lock"), MAX_TTL_MS)
 
     def test_renew_and_release_of_an_absent_lock_are_safe(self, store: StateStore) -> None:
         key = fresh("lock")
