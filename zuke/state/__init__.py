@@ -1,4 +1,4 @@
-"""Durable run state: the store protocol, records, stores, the writer and locks."""
+"""Durable run state: the store protocol, records, stores, locks and the one CAS loop."""
 
 from zuke.state._protocol import (
     Conflict,
