@@ -5,7 +5,10 @@ for twenty rounds. In each round the parent creates a fresh run; every worker
 reads its version and answers ``ready``; only when all eight are ready does the
 parent send ``go`` to each, so the writes start together (the workers are
 blocked in a read, not sleeping). Exactly one write per round may land; the
-same holds for acquiring a free lock.
+same holds for acquiring a free lock. The listing index, which every one of
+those writes updates (an actor change is a listed field), must agree with the
+journals afterwards, and processes creating and finishing runs side by side
+must lose none of them from it.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from zuke.state._protocol import LockHeld, Written
+from zuke.state._protocol import LockHeld, RunQuery, Written
 from zuke.state.filesystem import FileSystemStateStore
 from zuke.testing.store_contract import sample_holder, sample_record
 
@@ -127,6 +130,9 @@ def test_racing_processes_at_one_version_have_exactly_one_winner(
         stored = store.get_run(run_id)
         assert stored is not None
         assert stored.record.actor == winner, (round_, results)
+    listed = {s.id: s for s in store.list_runs()}
+    assert listed == {r.id: r.summary() for r in store.scan()}
+    assert len(listed) == ROUNDS
 
 
 def test_racing_processes_for_a_free_lock_have_exactly_one_winner(
@@ -140,3 +146,53 @@ def test_racing_processes_for_a_free_lock_have_exactly_one_winner(
         held = store.acquire_lock(key, sample_holder(), 1000)
         assert isinstance(held, LockHeld)
         assert held.holder.actor == f"worker-{results.index('LockAcquired')}"
+
+
+_CREATOR = textwrap.dedent(
+    """
+    import sys
+    from zuke.state.filesystem import FileSystemStateStore
+    from zuke.state.records import RunDelta
+    from zuke.testing.store_contract import sample_record
+
+    directory, me, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    store = FileSystemStateStore(directory, mutex_timeout_s=30)
+    assert sys.stdin.readline().strip() == "go"
+    for i in range(count):
+        run_id = f"{me}-{i}"
+        stamp = f"2026-01-02T00:00:{i:02d}.000Z"
+        created = store.create_run(sample_record(run_id, created_at=stamp))
+        status = "suspended" if i % 2 else "succeeded"
+        delta = RunDelta(updated_at="2026-01-03T00:00:00.000Z", status=status)
+        result = store.append_run(run_id, delta, expected_version=created.version)
+        assert type(result).__name__ == "Written", result
+    print("done", flush=True)
+    """
+)
+
+
+def test_processes_creating_and_finishing_runs_side_by_side_lose_none_from_the_listing(
+    directory: Path,
+) -> None:
+    count = 25
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _CREATOR, str(directory), f"p{i}", str(count)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(WORKERS)
+    ]
+    for proc in procs:  # all started (imports done or not): let them go together
+        assert proc.stdin is not None
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+    outputs = [proc.communicate(timeout=120)[0] for proc in procs]
+    assert [p.returncode for p in procs] == [0] * WORKERS, outputs
+    store = FileSystemStateStore(directory)
+    assert store.index.dirty() == []
+    suspended = store.list_runs(RunQuery(status="suspended"))
+    assert len(suspended) == WORKERS * (count // 2)
+    assert len(store.list_runs()) == WORKERS * count
+    assert {s.id: s for s in store.list_runs()} == {r.id: r.summary() for r in store.scan()}

@@ -16,16 +16,27 @@ _EVERY_RUN = RunQuery()
 
 
 def parse_query(
-    *, status: str | None, target: str | None, since: str | None, limit: int | None
+    *,
+    status: str | None,
+    target: str | None,
+    since: str | None,
+    limit: int | None,
+    build: str | None = None,
 ) -> RunQuery:
-    """Validate the filters of ``zuke runs list``."""
+    """Validate the filters of ``zuke runs list``.
+
+    ``since`` is compared as a time (fractions and offsets work); ``build`` is
+    the build class name a run was recorded under (the record's ``build``).
+    """
     if status is not None and status not in RUN_STATUSES:
         raise UsageError(f"--status {status}: expected one of {', '.join(RUN_STATUSES)}")
     if since is not None and parse_iso(since) is None:
         raise UsageError(f"--since {since}: expected an ISO-8601 time such as 2026-01-31T12:00:00Z")
     if limit is not None and limit < 1:
         raise UsageError(f"--limit {limit}: expected a positive whole number")
-    return RunQuery(status=status, target=target, since=since, limit=limit)
+    if build is not None and not build:
+        raise UsageError("--build: expected the name of a build class")
+    return RunQuery(status=status, target=target, since=since, limit=limit, build=build)
 
 
 def list_runs(store: StateStore, query: RunQuery = _EVERY_RUN) -> list[RunSummary]:
