@@ -1,10 +1,12 @@
-"""Start a real ``python -m zuke._serve`` process on 127.0.0.1 for tests.
+"""Start ``zuke serve`` for tests: a real ``python -m zuke._serve`` process, or in process.
 
 :func:`running_server` starts the service on a free port (``--port 0``),
 waits — with a deadline, no sleeps — for its one ``listening on`` line,
 yields a :class:`ServerProcess` with the base URL, and on exit stops it with
 SIGTERM and asserts a clean exit (code 0). The child's stderr (one log line per
 request) goes to a file, so a chatty server can never block on a full pipe.
+:func:`in_process` runs a :class:`StateServer` on a thread instead, for tests
+that need no process of their own.
 """
 
 from __future__ import annotations
@@ -18,7 +20,11 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import httpx
+
+from zuke._serve import StateServer
 from zuke.testing.serve import ServeStartError, listening_url
 
 TOKEN = f"test-serve-token-{uuid.uuid4().hex}"
@@ -122,3 +128,14 @@ def running_server(
     rest = server.more_stdout
     assert rest == b"", f"zuke serve printed more than its listening line: {rest!r}"
     assert "Traceback" not in server.stderr(), server.stderr()
+
+
+@contextmanager
+def in_process(workdir: Path, **kwargs: Any) -> Iterator[tuple[StateServer, httpx.Client]]:
+    """A :class:`StateServer` on a thread and a raw client that sends the token."""
+    headers = {"Authorization": f"Bearer {TOKEN}", "x-zuke-state-protocol": "1"}
+    with (
+        StateServer(db_path=workdir / "state.db", token=TOKEN, **kwargs) as server,
+        httpx.Client(base_url=server.url, headers=headers) as client,
+    ):
+        yield server, client

@@ -22,6 +22,7 @@ from zuke.state._protocol import (
     Conflict,
     JournalingStateStore,
     LockAcquired,
+    LockEntry,
     LockHeld,
     LockHolder,
     RunQuery,
@@ -144,12 +145,58 @@ def test_list_runs_sends_the_query_and_keeps_the_server_order() -> None:
         for s in summaries
     ]
     store, seen = store_with(answer(200, body))
-    query = RunQuery(status="failed", target="deploy", since="2026-01-01", limit=5)
+    query = RunQuery(status="failed", target="deploy", since="2026-01-01", limit=5, build="B")
     assert store.list_runs(query) == summaries
     params = dict(seen.requests[0].url.params)
-    assert params == {"status": "failed", "target": "deploy", "since": "2026-01-01", "limit": "5"}
+    assert params == {
+        "status": "failed",
+        "target": "deploy",
+        "since": "2026-01-01",
+        "limit": "5",
+        "build": "B",
+    }
     store.list_runs()
     assert seen.requests[1].url.params == httpx.QueryParams()
+
+
+def test_list_locks_sends_the_run_id_and_parses_the_entries() -> None:
+    holder = {"actor": "alice", "runId": "run-1", "since": "2026-01-01T00:00:00.000Z"}
+    body = [{"key": "deploy", "holder": holder, "expiresAt": 1_700_000_060_000, "fence": 3}]
+    store, seen = store_with(answer(200, body))
+    assert store.list_locks(run_id="run-1") == [
+        LockEntry(key="deploy", holder=HOLDER, expires_at=1_700_000_060_000, fence=3)
+    ]
+    assert seen.calls == ["GET /ns/team-a/locks"]
+    assert dict(seen.requests[0].url.params) == {"runId": "run-1"}
+    store.list_locks()
+    assert seen.requests[1].url.params == httpx.QueryParams()
+
+
+def test_a_server_without_lock_listing_is_a_clear_state_error() -> None:
+    store, _ = store_with(answer(404, {"error": "not found"}))
+    with pytest.raises(StateError, match="does not list locks") as caught:
+        store.list_locks()
+    assert not isinstance(caught.value, StoreUnavailableError)
+    assert TOKEN not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"key": "k"},
+        [{"key": "../k", "holder": {"actor": "a", "runId": "r", "since": "s"},
+          "expiresAt": 1, "fence": 1}],
+        [{"key": "k", "holder": {"actor": "a"}, "expiresAt": 1, "fence": 1}],
+        [{"key": "k", "holder": {"actor": "a", "runId": "r", "since": "s"},
+          "expiresAt": "soon", "fence": 1}],
+        [{"key": "k", "holder": {"actor": "a", "runId": "r", "since": "s"},
+          "expiresAt": 1, "fence": True}],
+    ],
+)  # fmt: skip
+def test_a_lock_listing_of_the_wrong_shape_is_an_error(body: Any) -> None:
+    store, _ = store_with(answer(200, body))
+    with pytest.raises(StoreUnavailableError, match="GET /locks returned a body that is not"):
+        store.list_locks()
 
 
 def test_lock_calls_send_the_holder_token_and_ttl() -> None:

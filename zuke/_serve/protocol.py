@@ -104,7 +104,8 @@ class StateProtocol(H11Protocol):
         super().connection_lost(exc)
 
     def send_400_response(self, msg: str) -> None:
-        # A request h11 cannot parse (bad request line, a head over the size limit).
+        # A request h11 cannot parse (bad request line, a head over the size limit);
+        # uvicorn has logged "Invalid HTTP request received." through our logger.
         headers = [
             (b"Content-Type", b"application/json"),
             *((name.encode(), value.encode()) for name, value in COMMON_HEADERS),
@@ -120,7 +121,6 @@ class StateProtocol(H11Protocol):
                 self.transport.write(self.conn.send(event) or b"")
         except h11.LocalProtocolError:  # already mid-answer: just hang up
             pass
-        self._line_log.line("- - 400 (not a valid HTTP/1.1 request)")
         self.transport.close()
 
     def _between_requests(self) -> bool:
