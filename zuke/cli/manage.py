@@ -12,7 +12,7 @@ checked here, so their messages read like the rest of zuke's.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Annotated, TextIO
 
 import typer
@@ -119,9 +119,8 @@ def runs_list(
         target=target,
         since=_instant("--since", since),
         limit=_whole_number("--limit", limit),
+        build=build,
     )
-    if build is not None:
-        query = replace(query, build=build)
     store = open_store(inv.env, build=inv.build)
     if counts:
         tally = count_runs(store, query)
