@@ -26,6 +26,14 @@ on the one before, trivial sync bodies):
   for chains of 250, 500, 1000 and 2000 targets, to show that the bytes grow
   linearly with the run (bytes per target about constant).
 
+With ``--listing`` it measures listing at scale instead: a filesystem store
+of 20,000 runs (written straight to disk as journals, then indexed with
+``rebuild_index()``, timed), ``zuke runs list --limit 20`` and ``--status
+suspended`` (10 matches) as fresh processes, and the ``list_runs`` calls alone
+in process, each on a new store instance (so opening the index is included),
+beside the same queries answered by reading every journal (what listing did
+before the index).
+
 The ``zuke serve`` helper here (:func:`zuke_serve`) is shared with
 ``bench_locks.py``.
 """
@@ -72,9 +80,10 @@ from zuke import (
     Written,
     execute,
 )
+from zuke.state._protocol import RunQuery
 from zuke.state.filesystem import FileSystemStateStore
 from zuke.state.http import HttpStateStore
-from zuke.state.records import RunDelta, RunRecord
+from zuke.state.records import RunDelta, RunRecord, RunStatus
 from zuke.testing.serve import ServeStartError, listening_url
 
 #: The goals from the state-store issue, for a 1000-target chain with state.
@@ -647,6 +656,192 @@ def render(results: Results) -> str:
     return "\n".join(lines)
 
 
+# -- listing at scale (--listing) -------------------------------------------------------
+
+LISTING_RUNS = 20_000
+LISTING_SUSPENDED = 10
+LISTING_BUILDS = ("Release", "Nightly", "Docs")
+
+
+def write_store(directory: Path, n: int) -> None:
+    """``n`` plausible finished runs (and a few suspended ones), straight to disk.
+
+    The fast path: one plain ``write`` of a compacted journal per run, no mutex
+    and no fsync, since 20,000 real runs would take hours.
+    """
+    from zuke.state import _journal
+    from zuke.state.records import GraphNode, TargetRecord
+
+    directory.mkdir(parents=True)
+    names = ("checkout", "lint", "build", "test", "package", "publish", "deploy", "notify")
+    suspended = {n * (i + 1) // (LISTING_SUSPENDED + 1) for i in range(LISTING_SUSPENDED)}
+    for i in range(n):
+        minute = i // 60
+        stamp = f"2026-01-{1 + minute // 1440:02d}T{minute // 60 % 24:02d}:{minute % 60:02d}"
+        created = f"{stamp}:{i % 60:02d}.000Z"
+        status: RunStatus = "suspended" if i in suspended else ("succeeded", "failed")[i % 7 == 0]
+        record = RunRecord(
+            id=f"run-{i:06d}-{uuid.uuid4().hex[:8]}",
+            build=LISTING_BUILDS[i % len(LISTING_BUILDS)],
+            root_target="notify",
+            status=status,
+            actor="bench",
+            created_at=created,
+            updated_at=created,
+            graph=tuple(GraphNode(t, (names[k - 1],) if k else ()) for k, t in enumerate(names)),
+            targets={
+                t: TargetRecord(status="succeeded", started_at=created, ended_at=created)
+                for t in names
+            },
+        )
+        data, _ = _journal.compacted(record)
+        (directory / f"{record.id}{_journal.SUFFIX}").write_bytes(data)
+
+
+def _in_process(directory: Path, query: RunQuery, *, runs: int, scan: bool = False) -> Timing:
+    from zuke.state._query import select
+
+    samples = []
+    count = 0
+    for _ in range(runs + 1):
+        store = FileSystemStateStore(directory)
+        started = time.perf_counter()
+        found = select(store.scan(), query) if scan else store.list_runs(query)
+        samples.append(time.perf_counter() - started)
+        count = len(found)
+    name = f"{'scan every journal' if scan else 'list_runs'}: {_describe(query)} ({count} runs)"
+    return Timing(name=name, command="", output="devnull", samples=tuple(samples[1:]))
+
+
+def _describe(query: RunQuery) -> str:
+    parts = [f"{k}={v}" for k, v in vars(query).items() if v is not None]
+    return ", ".join(parts) or "everything"
+
+
+@dataclass(frozen=True)
+class ListingResults:
+    runs: int
+    store_bytes: int
+    index_bytes: int
+    write_s: float
+    rebuild_s: float
+    commands: list[Timing]
+    calls: list[Timing]
+    machine: dict[str, str]
+
+
+def bench_listing(root: Path, *, runs: int, n: int = LISTING_RUNS) -> ListingResults:
+    directory = root / "store"
+    started = time.perf_counter()
+    write_store(directory, n)
+    write_s = time.perf_counter() - started
+    started = time.perf_counter()
+    FileSystemStateStore(directory).rebuild_index()
+    rebuild_s = time.perf_counter() - started
+    store_bytes = sum(p.stat().st_size for p in directory.glob("*.jsonl"))
+    index_bytes = sum(p.stat().st_size for p in (directory / "index").iterdir())
+    empty = root / "empty"
+    empty.mkdir()
+    cwd = root / "cwd"
+    cwd.mkdir()
+    zuke = zuke_command()
+    env = {**child_env(root), "ZUKE_STATE_DIR": str(directory)}
+    empty_env = {**env, "ZUKE_STATE_DIR": str(empty)}
+    cases = [
+        Case(
+            "runs list --limit 20, empty store",
+            [*zuke, "runs", "list", "--limit", "20"],
+            cwd,
+            empty_env,
+        ),
+        Case("runs list --limit 20", [*zuke, "runs", "list", "--limit", "20"], cwd, env),
+        Case(
+            "runs list --status suspended",
+            [*zuke, "runs", "list", "--status", "suspended"],
+            cwd,
+            env,
+        ),
+    ]
+    commands = interleaved(cases, runs=runs)
+    queries = [
+        RunQuery(limit=20),
+        RunQuery(status="suspended"),
+        RunQuery(build="Release", status="suspended"),
+        RunQuery(target="deploy", limit=20),
+        RunQuery(limit=1),
+    ]
+    calls = [_in_process(directory, q, runs=max(runs, 10)) for q in queries]
+    calls.append(_in_process(directory, RunQuery(), runs=3))
+    calls += [_in_process(directory, q, runs=3, scan=True) for q in queries[:2]]
+    return ListingResults(
+        runs=n,
+        store_bytes=store_bytes,
+        index_bytes=index_bytes,
+        write_s=write_s,
+        rebuild_s=rebuild_s,
+        commands=commands,
+        calls=calls,
+        machine=machine(),
+    )
+
+
+LISTING_GOALS = {"runs list --limit 20": 0.100, "runs list --status suspended": 0.150}
+
+
+def render_listing(results: ListingResults) -> str:
+    ms = "| what | median (ms) | min (ms) | max (ms) | runs |"
+    lines = [
+        f"# Listing {results.runs:,} runs (filesystem store)",
+        "",
+        f"Machine: {results.machine}",
+        "",
+        f"Store: {results.store_bytes:,} bytes of journals, index {results.index_bytes:,} bytes; "
+        f"written in {results.write_s:.1f} s, `rebuild_index()` {results.rebuild_s:.1f} s.",
+        "",
+        "Fresh processes (`ZUKE_STATE_DIR`, no build file):",
+        "",
+        "| command | median (ms) | min (ms) | max (ms) | goal | runs |",
+        "| --- | ---: | ---: | ---: | --- | ---: |",
+    ]
+    for t in results.commands:
+        goal = LISTING_GOALS.get(t.name)
+        verdict = (
+            ""
+            if goal is None
+            else f"< {goal * 1000:.0f} ms: " + ("met" if t.median < goal else "not met")
+        )
+        lines.append(
+            f"| `{t.command}` ({t.name}) | {t.median * 1000:.1f} | {t.best * 1000:.1f} "
+            f"| {t.worst * 1000:.1f} | {verdict} | {len(t.samples)} |"
+        )
+    lines += [
+        "",
+        "In process, a new store instance per call:",
+        "",
+        ms,
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
+    for t in results.calls:
+        lines.append(
+            f"| {t.name} | {t.median * 1000:.2f} | {t.best * 1000:.2f} | {t.worst * 1000:.2f} "
+            f"| {len(t.samples)} |"
+        )
+    return "\n".join(lines)
+
+
+def listing_json(results: ListingResults) -> dict[str, object]:
+    return {
+        "runs": results.runs,
+        "store_bytes": results.store_bytes,
+        "index_bytes": results.index_bytes,
+        "write_s": results.write_s,
+        "rebuild_s": results.rebuild_s,
+        "commands": [t.as_json() for t in results.commands],
+        "calls": [t.as_json() for t in results.calls],
+        "machine": results.machine,
+    }
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--json", action="store_true", help="print JSON instead of markdown")
@@ -659,9 +854,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="do not give the children a bytecode cache (measures compiling from source)",
     )
+    parser.add_argument(
+        "--listing",
+        action="store_true",
+        help=f"measure listing {LISTING_RUNS:,} runs instead of the chain",
+    )
     args = parser.parse_args(argv)
     if args.runs < 1 or args.targets < 2:
         parser.error("--runs must be at least 1 and --targets at least 2")
+    if args.listing:
+        with tempfile.TemporaryDirectory(prefix="zuke-bench-listing-") as tmp:
+            listed = bench_listing(Path(tmp), runs=args.runs)
+        print(dump_json(listing_json(listed)) if args.json else render_listing(listed))
+        return 0
     with tempfile.TemporaryDirectory(prefix="zuke-bench-state-") as tmp:
         results = bench(
             Path(tmp),

@@ -278,6 +278,25 @@ def test_a_random_history_lists_exactly_like_the_memory_store(
     assert FileSystemStateStore(store.directory).list_runs() == memory.list_runs()
 
 
+def test_common_and_rare_targets_list_alike_whichever_way_the_index_walks(
+    store: FileSystemStateStore,
+) -> None:
+    memory = MemoryStateStore()
+    for i in range(120):  # "common" is in every run: more than ten pages of a small limit
+        targets = ("common", "rare") if i in (5, 80) else ("common",)
+        record = sample_record(f"run-{i:03d}", created_at=stamp(i % 40), targets=targets)
+        for one in (store, memory):
+            assert isinstance(one.create_run(record), Written)
+    for query in (
+        RunQuery(target="common", limit=1),
+        RunQuery(target="common", limit=15),
+        RunQuery(target="common"),
+        RunQuery(target="rare", limit=1),
+        RunQuery(target="rare"),
+    ):
+        assert store.list_runs(query) == memory.list_runs(query), query
+
+
 def test_a_pruned_runs_lease_taken_again_by_another_process_gets_a_greater_fence(
     directory: Path,
 ) -> None:

@@ -65,6 +65,8 @@ _SCHEMA = (
     "CREATE INDEX IF NOT EXISTS runs_newest ON runs (created_at, id)",
     "CREATE INDEX IF NOT EXISTS runs_status ON runs (status, created_at, id)",
     "CREATE INDEX IF NOT EXISTS runs_build ON runs (build, created_at, id)",
+    # "this build's suspended runs": the resume sweep's question
+    "CREATE INDEX IF NOT EXISTS runs_build_status ON runs (build, status, created_at, id)",
     "CREATE INDEX IF NOT EXISTS runs_dirty ON runs (id) WHERE dirty = 1",
     """CREATE TABLE IF NOT EXISTS targets (
         target TEXT NOT NULL, run_id TEXT NOT NULL, PRIMARY KEY (target, run_id)) WITHOUT ROWID""",
@@ -250,25 +252,38 @@ class RunIndex:
     def put(self, record: RunRecord, gen: str) -> None:
         """Store ``record``'s row (and its targets) as of journal ``gen``; clears ``dirty``."""
         with self._transaction() as conn:
-            conn.execute(
-                "INSERT OR REPLACE INTO runs VALUES (?, 0, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    record.id,
-                    gen,
-                    record.build,
-                    record.root_target,
-                    record.status,
-                    record.actor,
-                    record.created_at,
-                    created_ms(record.created_at),
-                    record.updated_at,
-                ),
-            )
-            conn.execute("DELETE FROM targets WHERE run_id = ?", (record.id,))
-            conn.executemany(
-                "INSERT OR IGNORE INTO targets VALUES (?, ?)",
-                ((node.name, record.id) for node in record.graph),
-            )
+            self._put(conn, record, gen)
+
+    def apply(self, rows: list[tuple[str, RunRecord | None, str]]) -> None:
+        """Several :meth:`put` ``(id, record, gen)`` and :meth:`remove` ``(id, None, "")``."""
+        with self._transaction() as conn:
+            for run_id, record, gen in rows:
+                if record is None:
+                    self._remove(conn, run_id)
+                else:
+                    self._put(conn, record, gen)
+
+    @staticmethod
+    def _put(conn: sqlite3.Connection, record: RunRecord, gen: str) -> None:
+        conn.execute(
+            "INSERT OR REPLACE INTO runs VALUES (?, 0, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                record.id,
+                gen,
+                record.build,
+                record.root_target,
+                record.status,
+                record.actor,
+                record.created_at,
+                created_ms(record.created_at),
+                record.updated_at,
+            ),
+        )
+        conn.execute("DELETE FROM targets WHERE run_id = ?", (record.id,))
+        conn.executemany(
+            "INSERT OR IGNORE INTO targets VALUES (?, ?)",
+            ((node.name, record.id) for node in record.graph),
+        )
 
     def update(
         self,
@@ -295,8 +310,12 @@ class RunIndex:
 
     def remove(self, run_id: str) -> None:
         with self._transaction() as conn:
-            conn.execute("DELETE FROM runs WHERE id = ?", (run_id,))
-            conn.execute("DELETE FROM targets WHERE run_id = ?", (run_id,))
+            self._remove(conn, run_id)
+
+    @staticmethod
+    def _remove(conn: sqlite3.Connection, run_id: str) -> None:
+        conn.execute("DELETE FROM runs WHERE id = ?", (run_id,))
+        conn.execute("DELETE FROM targets WHERE run_id = ?", (run_id,))
 
     def set_complete(self) -> None:
         with self._transaction(durable=True) as conn:
@@ -325,14 +344,31 @@ class RunIndex:
         with self._using() as conn:
             return {r[0] for r in conn.execute("SELECT id FROM runs")}
 
+    def _common(self, target: str, batch: int) -> bool:
+        """Whether more than ten pages of runs have ``target`` (counting no further)."""
+        with self._using() as conn:
+            (found,) = conn.execute(
+                "SELECT count(*) FROM (SELECT 1 FROM targets WHERE target = ? LIMIT ?)",
+                (target, 10 * batch + 1),
+            ).fetchone()
+        return bool(found > 10 * batch)
+
     def rows(self, query: RunQuery, batch: int) -> Iterator[Row]:
         """Rows matching ``query``'s filters, newest first, fetched ``batch`` at a time."""
-        if query.target is not None:
+        args: list[object] = []
+        if query.target is not None and not self._common(query.target, batch):
+            # A rare target: start from its few runs and sort them.
             sql = f"SELECT {_COLUMNS} FROM targets t JOIN runs r ON r.id = t.run_id "
             sql += "WHERE t.target = ? AND r.status IS NOT NULL"
-            args: list[object] = [query.target]
+            args.append(query.target)
         else:
-            sql, args = f"SELECT {_COLUMNS} FROM runs r WHERE r.status IS NOT NULL", []
+            # Otherwise walk the runs newest first; a common target matches soon.
+            sql = f"SELECT {_COLUMNS} FROM runs r WHERE r.status IS NOT NULL"
+            if query.target is not None:
+                sql += (
+                    " AND EXISTS (SELECT 1 FROM targets t WHERE t.target = ? AND t.run_id = r.id)"
+                )
+                args.append(query.target)
         for column, value in (("status", query.status), ("build", query.build)):
             if value is not None:
                 sql += f" AND r.{column} = ?"

@@ -35,7 +35,7 @@ from zuke.state._fs_index import IndexUnavailable, Row, RunIndex
 from zuke.state._ids import check_id
 from zuke.state._protocol import RunQuery
 from zuke.state._query import limited, matches, select, since_ms
-from zuke.state.records import RunSummary
+from zuke.state.records import RunRecord, RunSummary
 
 if TYPE_CHECKING:
     from zuke.state.filesystem import FileSystemStateStore
@@ -124,15 +124,26 @@ def repair(store: FileSystemStateStore, run_id: str) -> None:
 
 def reindex(store: FileSystemStateStore, run_id: str) -> None:
     """Make ``run_id``'s row match its journal. Call it holding the run's mutex."""
+    record, gen = _read(store, run_id)
+    if record is not None:
+        store.index.put(record, gen)
+        return
+    store.index.remove(run_id)
+    _drop_stray_mutex(store, run_id)
+
+
+def _read(store: FileSystemStateStore, run_id: str) -> tuple[RunRecord | None, str]:
     try:
         stored = store.get_run(run_id)
     except CorruptRecordError as exc:
         _LOG.warning("state: leaving unreadable run file out of the index: %s", exc)
-        stored = None
-    if stored is not None:
-        store.index.put(stored.record, _journal.gen_of(stored.version))
-        return
-    store.index.remove(run_id)
+        return None, ""
+    if stored is None:
+        return None, ""
+    return stored.record, _journal.gen_of(stored.version)
+
+
+def _drop_stray_mutex(store: FileSystemStateStore, run_id: str) -> None:
     if not os.path.lexists(store.path_of(run_id)):
         # Taking the mutex of a run that is gone created its file; it goes again,
         # while held, exactly as delete_run removes it.
@@ -164,8 +175,35 @@ def rebuild(store: FileSystemStateStore, *, wait: bool) -> bool:
                 ids.add(check_id(name[: -len(_journal.SUFFIX)]))
             except UnsafeIdError:
                 _LOG.warning("state: skipping %s in %s: not a run file", name, store.directory)
-        for run_id in sorted(ids | index.ids()):
+        busy = _reindex_all(store, sorted(ids | index.ids()))
+        for run_id in busy:  # mutexes that were held: wait for each in turn
             with mutex(store.mutex_path(run_id), store.mutex_timeout_s, directory=store.directory):
                 reindex(store, run_id)
         index.set_complete()
         return True
+
+
+_BATCH = 128
+
+
+def _reindex_all(store: FileSystemStateStore, run_ids: list[str]) -> list[str]:
+    """Re-index ``run_ids`` a batch per transaction; returns those whose mutex was held.
+
+    A batch's mutexes are only tried, never waited for, and no transaction is
+    open while they are taken, so a writer holding one cannot deadlock with us.
+    """
+    busy = []
+    for start in range(0, len(run_ids), _BATCH):
+        with contextlib.ExitStack() as held:
+            mine = []
+            for run_id in run_ids[start : start + _BATCH]:
+                if held.enter_context(try_mutex(store.mutex_path(run_id))):
+                    mine.append(run_id)
+                else:
+                    busy.append(run_id)
+            rows = [(run_id, *_read(store, run_id)) for run_id in mine]
+            store.index.apply(rows)
+            for run_id, record, _ in rows:
+                if record is None:
+                    _drop_stray_mutex(store, run_id)
+    return busy
