@@ -60,7 +60,8 @@ def next_beat_delay_ms(*, ttl_ms: int, last_success_ms: int, now_ms: int, failur
     if failures == 0:
         return max(0, last_success_ms + interval - now_ms)
     first = min(RETRY_FIRST_MS, interval // 4)
-    return max(1, min(first * 2 ** (failures - 1), interval // 2))
+    backoff: int = first << (failures - 1)  # doubling
+    return max(1, min(backoff, interval // 2))
 
 
 @dataclass
