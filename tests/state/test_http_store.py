@@ -691,3 +691,24 @@ def test_a_host_that_merely_starts_like_loopback_is_not_loopback() -> None:
     for url in ("http://127.0.0.1.example.com", "http://localhost.evil.example", "http://0.0.0.0"):
         with pytest.raises(InsecureStateUrlError):
             check_url_is_secure(url, {})
+
+
+def test_a_renewal_times_out_well_inside_half_the_ttl() -> None:
+    from zuke.state.http import renewal_timeout_s
+
+    assert renewal_timeout_s(60_000, 30.0) == 15.0  # the lease: 15 s, not the 30 s default
+    assert renewal_timeout_s(3_600_000, 30.0) == 30.0  # never longer than the default
+    assert renewal_timeout_s(100, 30.0) == 0.05
+
+
+def test_a_renewal_request_carries_its_short_timeout() -> None:
+    seen: list[object] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request.extensions.get("timeout"))
+        return httpx.Response(200, json={"renewed": True}, headers={"x-zuke-state-protocol": "1"})
+
+    store = HttpStateStore("http://127.0.0.1:1", transport=httpx.MockTransport(handler))
+    assert store.renew_lock("deploy", "tok", 60_000)
+    (timeouts,) = seen
+    assert isinstance(timeouts, dict) and timeouts["read"] == 15.0

@@ -103,6 +103,11 @@ class Wire:
             follow_redirects=False,
         )
 
+    @property
+    def timeout_s(self) -> float:
+        """The client's request timeout."""
+        return self._timeout_s
+
     def close(self) -> None:
         self._client.close()
 
@@ -115,19 +120,27 @@ class Wire:
         headers: Mapping[str, str] | None = None,
         params: Mapping[str, str] | None = None,
         handles: frozenset[int] = frozenset(),
+        timeout_s: float | None = None,
     ) -> Reply:
         """One request; its body read (capped) and the response closed on every path.
 
         ``handles``: statuses the caller interprets itself, exempt from the
         shared server-error check (PATCH's 501 means "no PATCH here").
+        ``timeout_s`` overrides the client's timeout for this request.
         """
+        timeout = self._timeout_s if timeout_s is None else timeout_s
         call = f"{method} {path}"
         content = None if body is None else json.dumps(body).encode()
         send_headers = dict(headers or {})
         if content is not None:
             send_headers["Content-Type"] = "application/json"
         request = self._client.build_request(
-            method, self._base + path, content=content, headers=send_headers, params=params
+            method,
+            self._base + path,
+            content=content,
+            headers=send_headers,
+            params=params,
+            timeout=timeout,
         )
         try:
             response = self._client.send(request, stream=True)
@@ -145,7 +158,7 @@ class Wire:
             finally:
                 response.close()
         except httpx.TimeoutException:
-            raise self.unavailable(call, f"timed out after {self._timeout_s:g}s") from None
+            raise self.unavailable(call, f"timed out after {timeout:g}s") from None
         except httpx.HTTPError as exc:
             # The exception's text is not shown: it is the transport's, not ours to vet.
             raise self.unavailable(call, f"could not connect ({type(exc).__name__})") from None

@@ -212,7 +212,14 @@ class HttpStateStore:
 
     def renew_lock(self, key: str, token: str, ttl_ms: int) -> bool:
         path = _lock_path(key)
-        reply = self._wire.send("PUT", path, body={"token": token, "ttlMs": check_ttl(ttl_ms)})
+        # A renewal must answer well inside the heartbeat's half-TTL: one hung request
+        # with the 30 s default would let a 60 s lease lapse before the next beat.
+        reply = self._wire.send(
+            "PUT",
+            path,
+            body={"token": token, "ttlMs": check_ttl(ttl_ms)},
+            timeout_s=renewal_timeout_s(ttl_ms, self._wire.timeout_s),
+        )
         if reply.status in (404, 409):
             return False
         if not reply.ok:
@@ -277,6 +284,11 @@ class HttpStateStore:
 
 def _run_path(run_id: str) -> str:
     return "/runs/" + quote(check_id(run_id, "run id"), safe="")
+
+
+def renewal_timeout_s(ttl_ms: int, default_s: float) -> float:
+    """A renewal's request timeout: a quarter of the TTL, at most the client's default."""
+    return max(0.05, min(default_s, ttl_ms / 4000))
 
 
 def _lock_path(key: str) -> str:
