@@ -350,3 +350,23 @@ def test_redactor_masks_numbers_in_json_but_not_booleans() -> None:
         "b": True,
         "k": ["1[redacted]"],
     }
+
+
+def test_a_failed_outcome_returned_to_the_caller_is_redacted() -> None:
+    from zuke import Build, execute, parameter, target
+
+    class Leaky(Build):
+        token = parameter("token").secret()
+
+        @target
+        def deploy(self, t):
+            def body() -> None:
+                raise RuntimeError(f"auth failed for {self.token.value}")
+
+            return t.executes(body)
+
+    result = execute(Leaky, ["deploy"], params={"token": "s3cret-value-42"}, env={})
+    outcome = result.outcomes["deploy"]
+    assert outcome.status == "failed"
+    assert "s3cret-value-42" not in (outcome.error or "") + (outcome.detail or "")
+    assert "[redacted]" in (outcome.error or "")

@@ -221,13 +221,16 @@ class Scheduler:
         duration_ms: float | None = None,
         reason: str | None = None,
     ) -> Outcome:
+        # Redacted here, once: the outcome reaches the console, the record and the
+        # caller of the programmatic API (RunResult) alike.
+        redact = self.state.redactor.text
         await self._transition(
             Transition(
                 target=name,
                 status=status,
                 at_ms=self.clock.now_ms(),
-                error=error,
-                detail=detail,
+                error=redact(error) if error else error,
+                detail=redact(detail) if detail else detail,
                 duration_ms=duration_ms,
                 reason=reason,
             )
