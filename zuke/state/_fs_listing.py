@@ -4,8 +4,8 @@ A listing (:func:`list_runs`):
 
 1. makes sure the index is *complete* (covers every journal): if not — a
    directory written before the index existed, or an index that was deleted or
-   quarantined — it rebuilds it from the journals, unless another process is
-   already doing so; then this one listing scans the journals instead;
+   quarantined — it rebuilds it from the journals (or waits, at most the
+   store's mutex timeout, for another process that is rebuilding it);
 2. re-reads every *dirty* row whose run's mutex is free (a writer that died
    between marking the row and updating it); a row whose mutex is held belongs
    to a write in flight and is read from its journal below;
@@ -44,30 +44,36 @@ _LOG: Final = logging.getLogger("zuke.state")
 
 
 def list_runs(store: FileSystemStateStore, query: RunQuery) -> list[RunSummary]:
+    since_ms(query)  # a bad `since` is the caller's error, whichever way we list
     if not os.path.isdir(store.directory):
         return []
-    since_ms(query)  # a bad `since` is the caller's error, whichever way we list
     for attempt in (1, 2):
         try:
             return _from_index(store, store.index, query)
         except IndexUnavailable as exc:
+            problem = str(exc)
             if exc.corrupt and attempt == 1:
-                store.index.recover(exc.inode)
-                continue
-            _LOG.warning(
-                "state: listing %s by reading every run file: the run index is not usable (%s)",
-                store.directory,
-                exc,
-            )
-        except StoreUnavailableError as exc:  # a run's mutex held through a rebuild
-            _LOG.warning("state: listing %s by reading every run file: %s", store.directory, exc)
+                try:
+                    store.index.recover(exc.inode)
+                except StoreUnavailableError as failed:
+                    problem = str(failed)
+                else:
+                    continue
+        except StoreUnavailableError as exc:  # e.g. a run's mutex held through a rebuild
+            problem = str(exc)
+        _LOG.warning(
+            "state: listing %s by reading every run file: the run index is not usable (%s)",
+            store.directory,
+            problem,
+        )
         break
     return select(store.scan(), query)
 
 
 def _from_index(store: FileSystemStateStore, index: RunIndex, query: RunQuery) -> list[RunSummary]:
-    if not index.complete() and not rebuild(store, wait=False):
-        raise IndexUnavailable("another process is rebuilding it")
+    # Another process's rebuild is waited for (bounded): it is faster than a scan.
+    if not index.complete() and not rebuild(store, wait=True):
+        raise IndexUnavailable("it could not be rebuilt")
     for run_id in index.dirty():
         repair(store, run_id)
     limit = limited(query)
