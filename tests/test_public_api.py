@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import zuke
 
 EXPECTED = [
@@ -29,3 +31,40 @@ def test_every_exported_name_exists() -> None:
 def test_every_error_shares_one_root() -> None:
     errors = [getattr(zuke, n) for n in zuke.__all__ if n.endswith("Error")]
     assert errors and all(issubclass(e, zuke.ZukeError) for e in errors)
+
+
+#: Internal control flow: raised and caught inside zuke, never escaping its API.
+INTERNAL = {
+    "zuke._engine.executor.BodyFailure",  # a body failed: the scheduler settles the target
+    "zuke._serve.answers.Refusal",  # an HTTP answer of the service, sent by the app
+    "zuke._serve.jsontext.NotJsonError",  # a request body that is not JSON: a 400
+    "zuke.state._fs_index.IndexUnavailable",  # the listing index is down: list by scanning
+}
+
+
+def test_every_exception_class_zuke_defines_is_under_the_one_root() -> None:
+    import importlib
+    import inspect
+    import pkgutil
+
+    outside = []
+    for info in pkgutil.walk_packages(zuke.__path__, "zuke."):
+        if info.name.endswith("__main__"):
+            continue
+        module = importlib.import_module(info.name)
+        for cls in vars(module).values():
+            if not (inspect.isclass(cls) and issubclass(cls, BaseException)):
+                continue
+            qualified = f"{cls.__module__}.{cls.__qualname__}"
+            if cls.__module__ != info.name or qualified in INTERNAL:
+                continue
+            if not issubclass(cls, zuke.ZukeError):
+                outside.append(qualified)
+    assert outside == []
+
+
+def test_a_since_that_is_no_time_is_a_zuke_error() -> None:
+    from zuke.state.memory import MemoryStateStore
+
+    with pytest.raises(zuke.StateError, match="not an ISO-8601 time"):
+        MemoryStateStore().list_runs(zuke.RunQuery(since="last tuesday"))

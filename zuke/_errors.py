@@ -12,6 +12,8 @@
     │   ├── StoreUnavailableError   the store could not be reached or answered badly
     │   ├── CorruptRecordError      a stored record does not parse
     │   ├── UnsafeIdError           a run id or lock key that could escape the store (a ValueError)
+    │   ├── LockTtlError            a lock TTL out of bounds (a ValueError; state/_ids)
+    │   ├── InvalidQueryError       a RunQuery that cannot apply: ``since`` no time (state/_query)
     │   ├── InsecureStateUrlError   a plaintext or credential-leaking state URL (state/_http_wire)
     │   └── DbClosedError           zuke serve's database is closed (_serve/db)
     ├── LockError
@@ -24,10 +26,13 @@
 A lock lost while its target runs is an outcome, not an exception: the target
 fails with the loss in its error and the run's ``stop_reason`` says why it
 stopped (no ``LockLostError``: nothing could raise it to a caller).
-Engine-internal control flow (``BodyFailure``, suspend and cancel signals)
-never leaves the engine. Stdlib errors zuke lets through are the stdlib's
-protocols: ``AttributeError`` from a module's ``__getattr__``,
-``NotImplementedError`` from a contract-suite hook a subclass must override.
+Internal control flow never leaves zuke: ``BodyFailure`` (the engine),
+``Refusal`` and ``NotJsonError`` (zuke serve's answers), ``IndexUnavailable``
+(the filesystem listing falls back to a scan); ``tests/test_public_api.py``
+checks that every other exception class zuke defines is under this root.
+Stdlib errors zuke lets through are the stdlib's protocols:
+``AttributeError`` from a module's ``__getattr__``, ``NotImplementedError``
+from a contract-suite hook a subclass must override.
 
 Messages never contain secret values: secrets are redacted before they can
 reach an exception raised by zuke.

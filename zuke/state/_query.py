@@ -9,8 +9,8 @@ Filters:
   fraction (``00:00:00.500Z``) or an offset (``+05:30``) compares by the time
   it names, not by its text. A record whose ``createdAt`` does not parse
   never matches a ``since`` filter (nothing shows it is recent enough), as
-  ``runs prune`` never deletes one; a ``since`` that does not parse is a
-  ``ValueError``.
+  ``runs prune`` never deletes one; a ``since`` that does not parse is an
+  :class:`InvalidQueryError` (a ``StateError`` and a ``ValueError``).
 
 Order: newest first by ``createdAt`` text, then by id, both descending (zuke and
 the original write UTC stamps with milliseconds, whose text order is their time
@@ -22,17 +22,22 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from zuke._clock import parse_iso
+from zuke._errors import StateError
 from zuke.state._protocol import RunQuery
 from zuke.state.records import RunRecord, RunSummary
 
 
+class InvalidQueryError(StateError, ValueError):
+    """A :class:`RunQuery` that cannot be applied: a ``since`` that is no time."""
+
+
 def since_ms(query: RunQuery) -> int | None:
-    """``query.since`` as epoch ms (``None`` when unset); raises ``ValueError`` if it is no time."""
+    """``query.since`` as epoch ms (``None`` when unset); :class:`InvalidQueryError` if no time."""
     if query.since is None:
         return None
     parsed = parse_iso(query.since)
     if parsed is None:
-        raise ValueError(
+        raise InvalidQueryError(
             f"state: since {query.since[:80]!r} is not an ISO-8601 time "
             "such as 2026-01-31T12:00:00Z"
         )
