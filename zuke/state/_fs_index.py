@@ -335,11 +335,6 @@ class RunIndex:
         with self._using() as conn:
             return [r[0] for r in conn.execute("SELECT id FROM runs WHERE dirty = 1")]
 
-    def is_dirty(self, run_id: str) -> bool:
-        with self._using() as conn:
-            row = conn.execute("SELECT dirty FROM runs WHERE id = ?", (run_id,)).fetchone()
-        return row is not None and row[0] == 1
-
     def ids(self) -> set[str]:
         with self._using() as conn:
             return {r[0] for r in conn.execute("SELECT id FROM runs")}
