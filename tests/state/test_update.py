@@ -170,3 +170,32 @@ def test_a_store_error_is_raised_not_swallowed() -> None:
     store.append_run = broken  # type: ignore[method-assign]
     with pytest.raises(OSError, match="No space left"):
         update_run(store, "run-1", build_succeeded)
+
+
+def test_a_store_that_appends_gets_appends_even_without_newer_protocol_methods() -> None:
+    class OldJournal:  # a third-party store written before list_locks existed
+        def __init__(self) -> None:
+            self.inner = MemoryStateStore()
+            self.appends = 0
+
+        def get_run(self, run_id: str) -> StoredRun | None:
+            return self.inner.get_run(run_id)
+
+        def put_run(self, record: RunRecord, *, expected_version: str) -> Written | Conflict:
+            raise AssertionError("a journaling store must not be rewritten whole")
+
+        def append_run(
+            self, run_id: str, delta: RunDelta, *, expected_version: str
+        ) -> Written | Conflict:
+            self.appends += 1
+            return self.inner.append_run(run_id, delta, expected_version=expected_version)
+
+    store = OldJournal()
+    record = sample_record()
+    store.inner.create_run(record)
+    result = update_run(
+        store,  # type: ignore[arg-type]
+        record.id,
+        lambda r: RunDelta(updated_at=r.updated_at, status="failed"),
+    )
+    assert store.appends == 1 and result.record.status == "failed"

@@ -136,6 +136,17 @@ class StateStore(Protocol):
         ...
 
 
+def can_append(store: object) -> bool:
+    """Whether ``store`` can persist a delta (``append_run``) instead of the whole record.
+
+    Checked by the method alone, not ``isinstance(store, JournalingStateStore)``:
+    a runtime protocol check asks for every member, so a third-party store
+    lacking an unrelated, newer method (``list_locks``) would silently fall back
+    to whole-record writes, which are quadratic in the run's length.
+    """
+    return callable(getattr(store, "append_run", None))
+
+
 @runtime_checkable
 class JournalingStateStore(StateStore, Protocol):
     """A store that can persist a change without rewriting the whole record."""
@@ -159,4 +170,5 @@ __all__ = [
     "StateStore",
     "StoredRun",
     "Written",
+    "can_append",
 ]

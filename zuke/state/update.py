@@ -22,9 +22,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import cast
 
 from zuke._errors import RunNotFoundError
-from zuke.state._protocol import Conflict, JournalingStateStore, StateStore, StoredRun
+from zuke.state._protocol import (
+    Conflict,
+    JournalingStateStore,
+    StateStore,
+    StoredRun,
+    can_append,
+)
 from zuke.state.records import RunDelta, RunRecord, apply_delta
 
 #: Attempts (the first write and its re-applications) before :func:`update_run` gives up.
@@ -86,8 +93,9 @@ def update_run(
         if delta is None:
             return Unchanged(current.record, current.version)
         new = apply_delta(current.record, delta)
-        if isinstance(store, JournalingStateStore):
-            outcome = store.append_run(run_id, delta, expected_version=current.version)
+        if can_append(store):
+            journal = cast("JournalingStateStore", store)
+            outcome = journal.append_run(run_id, delta, expected_version=current.version)
         else:
             outcome = store.put_run(new, expected_version=current.version)
         if not isinstance(outcome, Conflict):
