@@ -20,6 +20,11 @@
     │   └── LockConflictError       another run holds the lock (message = guidance)
     ├── RunError                    resume / cancel / show on a run that does not allow it
     │   ├── RunNotFoundError
+    │   ├── RunNotSuspendedError    resume of a run that is not suspended (``.status``)
+    │   ├── AlreadyResumedError     another resumer won the compare-and-swap (``.by``)
+    │   ├── SignalRefusedError      a signal that cannot be delivered (after a timeout, bad data)
+    │   ├── GraphChangedError       resume of a run whose graph the build no longer has
+    │   ├── DegradedRecordError     resume of a record with lost writes (``--resume-degraded``)
     │   └── ForeignRunError         the run belongs to another build (runs/cancel)
     └── ServeStartError             a zuke serve process did not start (testing/serve)
 
@@ -116,3 +121,31 @@ class RunError(ZukeError):
 
 class RunNotFoundError(RunError):
     """No run with that id in the store."""
+
+
+class RunNotSuspendedError(RunError):
+    """``zuke resume`` of a run that is not suspended; ``status`` is what it is."""
+
+    def __init__(self, message: str, *, run_id: str, status: str) -> None:
+        super().__init__(message, run_id=run_id)
+        self.status = status
+
+
+class AlreadyResumedError(RunError):
+    """Another process resumed the run first (or holds it): this resume did nothing."""
+
+    def __init__(self, message: str, *, run_id: str, by: str | None = None) -> None:
+        super().__init__(message, run_id=run_id)
+        self.by = by
+
+
+class SignalRefusedError(RunError):
+    """A signal that cannot be delivered: its gate timed out, or its payload is invalid."""
+
+
+class GraphChangedError(RunError):
+    """The build's graph no longer matches the run's (``--force-graph`` overrides)."""
+
+
+class DegradedRecordError(RunError):
+    """The run's record lost writes; resuming could repeat work (``--resume-degraded``)."""

@@ -15,6 +15,7 @@ each builder into an immutable spec before a run.
 from __future__ import annotations
 
 import inspect
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
@@ -24,8 +25,11 @@ from zuke._errors import BuildDefinitionError
 
 if TYPE_CHECKING:
     from zuke._lock_settings import LockSettings
+    from zuke._waits import WaitSettings
 
 B = TypeVar("B")
+
+_EFFECT_NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
 
 
 @dataclass(frozen=True)
@@ -51,6 +55,8 @@ class TargetBuilder:
         self._retry_delay_ms = 0
         self._proceed_after_failure = False
         self._lock: Callable[[LockSettings], Any] | None = None
+        self._wait: Callable[[WaitSettings], Any] | None = None
+        self._effects: list[tuple[str, Callable[..., Any]]] = []
 
     def description(self, text: str) -> TargetBuilder:
         """Shown in ``--list``, help and the graph."""
@@ -97,6 +103,31 @@ class TargetBuilder:
         if not callable(configure):
             raise BuildDefinitionError(f"{self._label()}.lock() needs a function of the settings")
         self._lock = configure
+        return self
+
+    def waits_for(self, configure: Callable[[WaitSettings], Any]) -> TargetBuilder:
+        """Make this a bodyless gate: ``configure(s)`` sets ``s.on(trigger)``, and optionally
+        ``s.timeout(...)`` and ``s.on_timeout(...)``."""
+        if not callable(configure):
+            raise BuildDefinitionError(
+                f"{self._label()}.waits_for() needs a function of the settings"
+            )
+        self._wait = configure
+        return self
+
+    def effect(self, name: str, body: Callable[..., Any]) -> TargetBuilder:
+        """A crash-durable side effect, run after the body: its intent is recorded (and
+        fsynced) before it runs, and an effect that completed is never run again."""
+        if not isinstance(name, str) or not _EFFECT_NAME.fullmatch(name):
+            raise BuildDefinitionError(
+                f"{self._label()}.effect(): the name must be 1-64 characters from "
+                f"[A-Za-z0-9._-], got {name!r}"
+            )
+        if any(existing == name for existing, _ in self._effects):
+            raise BuildDefinitionError(f"{self._label()}: two effects are named {name!r}")
+        if not callable(body):
+            raise BuildDefinitionError(f"{self._label()}.effect({name!r}) needs a callable")
+        self._effects.append((name, body))
         return self
 
     def _label(self) -> str:

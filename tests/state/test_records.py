@@ -79,15 +79,38 @@ def test_optional_keys_are_written_only_when_set() -> None:
 
 def test_unknown_fields_round_trip_at_record_and_target_level() -> None:
     raw = minimal_json(futureField={"a": [1, None]}, schemaHint=3)
-    raw["targets"]["deploy"]["effects"] = {"upload": {"status": "done", "attempts": 2}}
+    raw["targets"]["deploy"]["futureRow"] = {"upload": {"status": "done", "attempts": 2}}
     record = parse_record(raw)
     assert record.extra == {"futureField": {"a": [1, None]}, "schemaHint": 3}
     assert record.targets["deploy"].extra == {
-        "effects": {"upload": {"status": "done", "attempts": 2}}
+        "futureRow": {"upload": {"status": "done", "attempts": 2}}
     }
     out = record_to_json(record)
     assert out["futureField"] == {"a": [1, None]}
+    assert out["targets"]["deploy"]["futureRow"] == raw["targets"]["deploy"]["futureRow"]
+
+
+def test_effects_signal_ids_and_wait_checks_round_trip() -> None:
+    raw = minimal_json()
+    raw["targets"]["deploy"]["effects"] = {
+        "upload": {"status": "done", "attempts": 2, "intentAt": "2026-01-01T00:00:00.000Z"},
+        "notify": {"status": "pending", "attempts": 1},  # a client that keeps no intentAt
+    }
+    raw["targets"]["deploy"]["status"] = "waiting"
+    raw["targets"]["deploy"]["waitingFor"] = {
+        "trigger": "predicate", "onTimeout": "fail", "checkedAt": "2026-01-01T00:00:01.000Z",
+        "detail": "not yet",
+    }  # fmt: skip
+    raw["signals"] = {"go": {"data": 1, "receivedAt": "2026-01-01T00:00:00.000Z", "id": "abc"}}
+    record = parse_record(raw)
+    row = record.targets["deploy"]
+    assert row.effects["upload"].attempts == 2 and row.effects["notify"].intent_at is None
+    assert row.waiting_for is not None and row.waiting_for.checked_at == "2026-01-01T00:00:01.000Z"
+    assert record.signals["go"].id == "abc"
+    out = record_to_json(record)
     assert out["targets"]["deploy"]["effects"] == raw["targets"]["deploy"]["effects"]
+    assert out["targets"]["deploy"]["waitingFor"] == raw["targets"]["deploy"]["waitingFor"]
+    assert out["signals"] == raw["signals"]
 
 
 @pytest.mark.parametrize(
@@ -190,7 +213,7 @@ DELTA = RunDelta(
     degraded=True,
     deadline_at="2026-01-09T00:00:00.000Z",
     intended_terminal="failed",
-    targets={"build": TargetRecord(status="failed", error="boom", extra={"effects": {}})},
+    targets={"build": TargetRecord(status="failed", error="boom", extra={"futureRow": {}})},
     signals={"go": Signal(data={"ok": True}, received_at="2026-01-02T04:00:00.000Z")},
     events=(RunEvent(at="2026-01-02T04:00:00.000Z", tool="signal", actor="bob"),),
 )

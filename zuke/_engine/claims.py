@@ -28,23 +28,18 @@ from dataclasses import dataclass, field
 from zuke._clock import SYSTEM_CLOCK, Clock
 from zuke._errors import StateError
 from zuke.state._protocol import (
-    RUN_LEASE_PREFIX,
     LockAcquired,
     LockHeld,
     LockHolder,
     StateStore,
 )
+from zuke.state._protocol import lease_key as lease_key  # its home; zuke cancel needs no engine
 
 MIN_BEAT_S = 0.1
 LEASE_TTL_MS = 60_000
 LEASE_ACQUIRE_BACKOFF_S = (0.25, 0.5, 1.0, 2.0)
 #: The first retry after a failed renewal comes at most this soon (then doubles).
 RETRY_FIRST_MS = 1000
-
-
-def lease_key(run_id: str) -> str:
-    """The key of a run's own lease."""
-    return RUN_LEASE_PREFIX + run_id
 
 
 def beat_interval_s(ttl_ms: int) -> float:

@@ -49,6 +49,7 @@ class RunState:
         signals: Mapping[str, Signal] | None = None,
         meta: Mapping[str, Mapping[str, Any]] | None = None,
         prior: Mapping[str, Outcome] | None = None,
+        redriven: frozenset[str] = frozenset(),
     ) -> None:
         self.run_id = run_id
         self.actor = actor
@@ -56,6 +57,8 @@ class RunState:
         self.signals: Mapping[str, Signal] = dict(signals or {})
         self._meta: dict[str, dict[str, Any]] = {k: dict(v) for k, v in (meta or {}).items()}
         self._outcomes: dict[str, Outcome] = dict(prior or {})
+        #: targets an earlier process of this run started but did not finish
+        self.redriven = redriven
         self._lock = threading.Lock()
         #: called with a target name after its metadata changed (the state writer listens)
         self.on_meta_change: Callable[[str], None] | None = None
@@ -161,6 +164,9 @@ class Context:
         #: body should check ``ctx.cancelled.is_set()`` and return
         self.cancelled: threading.Event = cancelled or run.cancelled
         self.lock = lock
+        #: True when an earlier process of this run already started this target (it was
+        #: killed, and the run resumed): the body may be repeating work
+        self.redriven = target in run.redriven
 
     def state_of(self, target: str | Target) -> StateHandle:
         """Another target's metadata (read what an earlier target recorded)."""

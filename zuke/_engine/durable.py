@@ -18,7 +18,8 @@ rolls nothing back. Losing a target's lock stops that target and the run.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import replace
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from zuke._clock import Clock, iso
@@ -26,15 +27,16 @@ from zuke._duration import parse_duration
 from zuke._engine.cancel_watch import CancelWatch, poll_interval_s
 from zuke._engine.claims import LEASE_TTL_MS, Claim, acquire, acquire_lease, lease_key
 from zuke._engine.context import Context, LockInfo, RunState
+from zuke._engine.gates import EffectDriver, GateKeeper
 from zuke._engine.plan import Plan, TargetSpec
 from zuke._engine.record import ci_run_url, deadline_at, new_record
 from zuke._engine.result import RunVerdict
-from zuke._engine.scheduler import Held, Scheduler
+from zuke._engine.scheduler import EffectRunner, GateCheck, Held, Scheduler
 from zuke._engine.writer import RunStateWriter
 from zuke._errors import LockConflictError, StateError
 from zuke._lock_settings import LockSettings
-from zuke.state._protocol import LockHeld, LockHolder, StateStore
-from zuke.state.records import RunStatus
+from zuke.state._protocol import LockAcquired, LockHeld, LockHolder, StateStore, StoredRun
+from zuke.state.records import RunStatus, WaitingFor
 from zuke.state.resolve import resolve_store
 
 
@@ -46,7 +48,18 @@ def lease_ttl_ms(env: Mapping[str, str]) -> int:
 
 def needs_state(plan: Plan) -> bool:
     """Whether a feature of the plan needs a store even without ``--state``."""
-    return any(spec.lock is not None for spec in plan.specs.values())
+    return any(
+        spec.lock is not None or spec.wait is not None or spec.effects
+        for spec in plan.specs.values()
+    )
+
+
+@dataclass(frozen=True)
+class Hooks:
+    """What the scheduler calls for gates and effects."""
+
+    gate: GateCheck
+    effects: EffectRunner
 
 
 class TargetLock:
@@ -115,6 +128,13 @@ class DurableRun:
         warn: Callable[[str], None],
     ) -> DurableRun | None:
         """Take the lease, then write the first record; ``None`` for a stateless run."""
+        if env.get("ZUKE_STATE", "") == "off" and override is None:
+            if needs_state(plan):
+                raise StateError(
+                    "this run needs a state store (a target uses .lock(), .waits_for() or "
+                    ".effect()), but ZUKE_STATE=off disables it; unset ZUKE_STATE to run it"
+                )
+            return None
         store = resolve_store(
             override=override, env=env, required=required or needs_state(plan), cwd=cwd
         )
@@ -143,32 +163,89 @@ class DurableRun:
             store, record, version=None, run_state=state, clock=clock,
             redactor=state.redactor, warn=warn,
         )  # fmt: skip
-        lease = Claim(
-            store,
-            lease_key(state.run_id),
-            taken.token,
-            taken.fence,
-            ttl,
-            on_lost=lambda claim: run._lease_lost(),
-            warn=warn,
-        )
-        run = cls(
-            store=store, writer=writer, lease=lease, state=state, env=env, clock=clock, warn=warn
-        )
+        run = cls._with_lease(store, writer, taken, ttl, state=state, env=env, clock=clock,
+                              warn=warn)  # fmt: skip
         try:
             await writer.create()
         except BaseException:
             await run.lease.release()
             raise
-        run.lease.start()
-        run.watch = CancelWatch(
-            store, state.run_id, interval_s=poll_s, warn=warn,
-            on_request=run._cancel_requested, on_settled=run._settled_elsewhere,
-        ).start()  # fmt: skip
-        writer.on_cancel_requested = run.watch.seen
-        writer.on_settled_elsewhere = run._settled_elsewhere
-        writer.holds_lease = lambda: not run.lease.lost.is_set()
+        run._start(poll_s)
         return run
+
+    @classmethod
+    def adopt(
+        cls,
+        *,
+        store: StateStore,
+        found: StoredRun,
+        lease: LockAcquired,
+        state: RunState,
+        env: Mapping[str, str],
+        clock: Clock,
+        warn: Callable[[str], None],
+    ) -> DurableRun:
+        """Go on with a run another process started (a resume).
+
+        The resumer has taken the run's lease and moved the record to
+        ``running``; from here this run owns both, as a fresh one would.
+        """
+        ttl = lease_ttl_ms(env)
+        writer = RunStateWriter(
+            store, found.record, version=found.version, run_state=state, clock=clock,
+            redactor=state.redactor, warn=warn,
+        )  # fmt: skip
+        writer.note_lock(lease_key(state.run_id), lease.token)  # the record lists the new lease
+        run = cls._with_lease(store, writer, lease, ttl, state=state, env=env, clock=clock,
+                              warn=warn)  # fmt: skip
+        run._start(poll_interval_s(env))
+        return run
+
+    @classmethod
+    def _with_lease(
+        cls,
+        store: StateStore,
+        writer: RunStateWriter,
+        taken: LockAcquired,
+        ttl: int,
+        *,
+        state: RunState,
+        env: Mapping[str, str],
+        clock: Clock,
+        warn: Callable[[str], None],
+    ) -> DurableRun:
+        key = lease_key(state.run_id)
+        lease = Claim(store, key, taken.token, taken.fence, ttl,
+                      on_lost=lambda claim: run._lease_lost(), warn=warn)  # fmt: skip
+        run = cls(
+            store=store, writer=writer, lease=lease, state=state, env=env, clock=clock, warn=warn
+        )
+        return run
+
+    def _start(self, poll_s: float) -> None:
+        """Start renewing the lease and watching for a cancel from another process."""
+        self.lease.start()
+        self.watch = CancelWatch(
+            self.store, self.state.run_id, interval_s=poll_s, warn=self.warn,
+            on_request=self._cancel_requested, on_settled=self._settled_elsewhere,
+        ).start()  # fmt: skip
+        self.writer.on_cancel_requested = self.watch.seen
+        self.writer.on_settled_elsewhere = self._settled_elsewhere
+        self.writer.holds_lease = lambda: not self.lease.lost.is_set()
+
+    def hooks(self, pool: ThreadPoolExecutor) -> Hooks:
+        keeper = GateKeeper(state=self.state, writer=self.writer, clock=self.clock,
+                            params=self.writer.record.params, warn=self.warn)  # fmt: skip
+        runner = EffectDriver(writer=self.writer, clock=self.clock, pool=pool)
+        return Hooks(gate=keeper.check, effects=runner.run)
+
+    def waiting(self) -> dict[str, WaitingFor]:
+        """The gates the run is parked at, with what each waits for."""
+        return {
+            name: row.waiting_for
+            for name, row in self.writer.record.targets.items()
+            if row.status == "waiting" and row.waiting_for is not None
+        }
 
     def attach(self, scheduler: Scheduler) -> None:
         self.scheduler = scheduler

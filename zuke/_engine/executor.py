@@ -84,6 +84,13 @@ async def settle(fut: asyncio.Future[Any], *, forward: bool = True) -> None:
         raise asyncio.CancelledError
 
 
+async def call_body(body: BodySpec, ctx: Context, pool: ThreadPoolExecutor) -> None:
+    """Call ``body`` once (no timeout, no retry), waiting for it to return on every path."""
+    task = asyncio.ensure_future(_call_once(body, ctx, pool))
+    await settle(task)
+    task.result()
+
+
 async def _call_once(body: BodySpec, ctx: Context, pool: ThreadPoolExecutor) -> None:
     try:
         await _call_body(body, ctx, pool)

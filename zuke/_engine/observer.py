@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from zuke.state.records import TargetStatus
+from zuke.state.records import TargetStatus, WaitingFor
 
 if TYPE_CHECKING:
     from zuke._engine.plan import Plan
@@ -37,6 +37,8 @@ class Transition:
     detail: str | None = None
     duration_ms: float | None = None
     reason: str | None = None
+    #: a gate that suspends: what it waits for
+    waiting_for: WaitingFor | None = None
 
 
 class Observer:

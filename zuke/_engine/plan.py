@@ -11,8 +11,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from zuke._errors import GraphError
+from zuke._errors import BuildDefinitionError, GraphError
 from zuke._target import BodySpec, Target, TargetBuilder, body_spec
+from zuke._waits import WaitSpec, freeze_wait
 
 
 @dataclass(frozen=True)
@@ -28,9 +29,35 @@ class TargetSpec:
     retry_delay_ms: int = 0
     proceed_after_failure: bool = False
     lock: Callable[[Any], Any] | None = None
+    #: a gate's settings (a gate has no body)
+    wait: WaitSpec | None = None
+    #: crash-durable effects, in declaration order: (name, body)
+    effects: tuple[tuple[str, BodySpec], ...] = ()
+
+
+def _check_gate(builder: TargetBuilder, name: str) -> None:
+    """A gate waits; it has nothing a setting for a body could apply to."""
+    where = f"gate {name!r}"
+    if builder._body is not None:
+        raise BuildDefinitionError(f"{where} waits_for() and executes(): a gate has no body")
+    if builder._lock is not None:
+        raise BuildDefinitionError(f"{where}: a gate takes no lock (lock the targets around it)")
+    if builder._timeout_ms is not None or builder._retries:
+        raise BuildDefinitionError(
+            f"{where}: timeout()/retry() apply to a body; bound the wait with "
+            "waits_for(lambda s: s.on(...).timeout(...))"
+        )
 
 
 def freeze(builder: TargetBuilder, name: str) -> TargetSpec:
+    wait = None
+    if builder._wait is not None:
+        _check_gate(builder, name)
+        wait = freeze_wait(name, builder._wait)
+    effects = tuple(
+        (effect, body_spec(fn, f"target {name!r} effect {effect!r}"))
+        for effect, fn in builder._effects
+    )
     return TargetSpec(
         name=name,
         description=builder._description,
@@ -41,6 +68,8 @@ def freeze(builder: TargetBuilder, name: str) -> TargetSpec:
         retry_delay_ms=builder._retry_delay_ms,
         proceed_after_failure=builder._proceed_after_failure,
         lock=builder._lock,
+        wait=wait,
+        effects=effects,
     )
 
 
@@ -57,6 +86,11 @@ class BuildGraph:
             for dep in spec.depends_on:
                 if dep not in specs:
                     raise GraphError(f"target {spec.name!r} depends on unknown target {dep!r}")
+            wait = spec.wait
+            if wait is not None and wait.on_timeout_is_target and wait.on_timeout not in specs:
+                raise GraphError(
+                    f"gate {spec.name!r}: on_timeout() names unknown target {wait.on_timeout!r}"
+                )
         check_acyclic({n: s.depends_on for n, s in specs.items()}, specs)
         return cls(specs)
 

@@ -7,12 +7,8 @@ from collections.abc import Mapping
 from zuke._clock import iso
 from zuke._duration import parse_duration
 from zuke._engine.plan import Plan
+from zuke._provenance import build_origin
 from zuke.state.records import GraphNode, RunRecord, TargetRecord
-
-
-def build_origin(env: Mapping[str, str]) -> str | None:
-    """The build a run belongs to across machines: ``ZUKE_BUILD_ID``, else ``GITHUB_REPOSITORY``."""
-    return env.get("ZUKE_BUILD_ID") or env.get("GITHUB_REPOSITORY") or None
 
 
 def ci_run_url(env: Mapping[str, str]) -> str | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from zuke.state.records import TargetStatus
+from zuke.state.records import TargetStatus, WaitingFor
 
 RunVerdict = Literal["succeeded", "failed", "cancelled", "suspended"]
 
@@ -37,6 +37,8 @@ class RunResult:
     #: set when the run's record could not be written: one line saying what was not
     #: recorded and what the record was left as (the CLI prints it and exits 1)
     record_error: str | None = None
+    #: a suspended run's gates and what each waits for
+    waiting: dict[str, WaitingFor] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:

@@ -11,30 +11,27 @@ from __future__ import annotations
 import asyncio
 import difflib
 import functools
-import getpass
 import os
-import signal
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from zuke._build import Build, define_targets, parameters
 from zuke._clock import SYSTEM_CLOCK, Clock
 from zuke._duration import parse_duration
 from zuke._engine.context import RunState
+from zuke._engine.drive import drive
 from zuke._engine.durable import DurableRun
-from zuke._engine.observer import Observer, Observers
-from zuke._engine.plan import BuildGraph, Plan, make_plan
+from zuke._engine.observer import Observer
+from zuke._engine.plan import BuildGraph, make_plan
 from zuke._engine.preflight import preflight
-from zuke._engine.result import RunResult, RunVerdict
-from zuke._engine.scheduler import Scheduler
+from zuke._engine.result import RunResult
 from zuke._errors import BuildDefinitionError, ParameterError, UsageError, ZukeError
 from zuke._lock_settings import check_lock
 from zuke._params import Resolution, bind, resolve
+from zuke._provenance import resolve_actor
 from zuke._redact import Redactor
 from zuke._target import Target
 
@@ -136,27 +133,6 @@ async def ordering_edges(build: Build, graph: BuildGraph) -> list[tuple[Target, 
     return edges
 
 
-def resolve_actor(explicit: str | None, env: Mapping[str, str]) -> str:
-    for candidate in (explicit, env.get("ZUKE_ACTOR"), env.get("GITHUB_ACTOR")):
-        if candidate:
-            return candidate
-    try:
-        return getpass.getuser() or "anonymous"
-    except (OSError, KeyError):
-        return "anonymous"
-
-
-def _verdict(outcomes: Mapping[str, Any], plan: Plan, cancelled: bool) -> RunVerdict:
-    if cancelled:
-        return "cancelled"
-    for name, outcome in outcomes.items():
-        if outcome.status == "failed" and not plan.specs[name].proceed_after_failure:
-            return "failed"
-        if outcome.status == "skipped" and name not in plan.skipped:
-            return "failed"
-    return "succeeded"
-
-
 async def execute_async(build_cls: type[Build], options: RunOptions) -> RunResult:
     """Run ``options.targets`` of ``build_cls`` and their dependencies."""
     started = time.perf_counter()
@@ -198,98 +174,7 @@ async def execute_async(build_cls: type[Build], options: RunOptions) -> RunResul
         cwd=options.cwd,
         warn=options.on_warning,
     )
-    writer = durable.writer if durable else None
-    observer = Observers(options.observers, writer=writer, warn=options.on_warning)
-    # Threads start lazily; the headroom keeps a few timed-out bodies (whose threads
-    # cannot be stopped) from starving the targets after them.
-    workers = max(32, options.parallel * 4)
-    # Not a `with` block: its exit would wait for timed-out bodies still running on threads.
-    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="zuke-body")
-    try:
-        scheduler = Scheduler(
-            plan,
-            state=state,
-            observer=observer,
-            concurrency=options.parallel,
-            pool=pool,
-            clock=options.clock,
-            cancel_requested=options.cancel,
-            guard=durable.guard if durable else None,
-            notify=options.on_warning,
-        )
-        if durable is not None:
-            durable.attach(scheduler)
-        crashed = False
-        try:
-            await observer.run_started(run_id, plan)
-            with _signal_handlers(scheduler, options):
-                outcomes = await scheduler.run()
-        except BaseException:
-            crashed = True  # an error of the engine or an observer: record the run failed
-            raise
-        finally:
-            cancelled = scheduler.cancel_requested.is_set() and scheduler.stop_reason is None
-            verdict = _verdict(scheduler.outcomes, plan, cancelled)
-            if scheduler.stop_reason is not None or crashed:
-                verdict = "failed"
-            if durable is not None:
-                await durable.close(verdict)
-                if durable.stopped_because is not None:
-                    verdict = "failed"  # settled elsewhere meanwhile: never report success
-        result = RunResult(
-            run_id=run_id,
-            status=verdict,
-            outcomes=outcomes,
-            duration_ms=(time.perf_counter() - started) * 1000,
-            recorded=durable is not None,
-            stop_reason=scheduler.stop_reason or (durable.stopped_because if durable else None),
-            record_error=durable.record_error if durable else None,
-        )
-        await observer.run_finished(result)
-    finally:
-        pool.shutdown(wait=False, cancel_futures=True)
-    return result
-
-
-class _signal_handlers:
-    """First SIGINT/SIGTERM cancels the run; a second one exits at once with 130."""
-
-    def __init__(self, scheduler: Scheduler, options: RunOptions) -> None:
-        self.scheduler = scheduler
-        self.options = options
-        self.installed: list[signal.Signals] = []
-
-    def _on_signal(self, signum: signal.Signals) -> None:
-        if self.scheduler.cancel_requested.is_set():
-            if self.options.on_interrupt is not None:
-                self.options.on_interrupt(
-                    f"{signum.name} again: exiting now; locks held by targets still running "
-                    "are left to lapse at their TTL"
-                )
-            os._exit(130)
-        if self.options.on_interrupt is not None:
-            self.options.on_interrupt(
-                f"{signum.name}: cancelling the run; running targets are told to stop "
-                "(send it again to exit at once)"
-            )
-        self.scheduler.cancel()
-
-    def __enter__(self) -> _signal_handlers:
-        if not self.options.handle_signals:
-            return self
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            try:
-                loop.add_signal_handler(sig, self._on_signal, sig)
-                self.installed.append(sig)
-            except (NotImplementedError, RuntimeError, ValueError):
-                pass
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        loop = asyncio.get_running_loop()
-        for sig in self.installed:
-            loop.remove_signal_handler(sig)
+    return await drive(plan, state=state, durable=durable, options=options, started=started)
 
 
 def execute(

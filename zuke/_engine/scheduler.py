@@ -17,9 +17,10 @@ import asyncio
 import contextlib
 import heapq
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Protocol, cast
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol, cast
 
 from zuke._clock import SYSTEM_CLOCK, Clock, iso
 from zuke._engine.context import Context, RunState
@@ -27,7 +28,7 @@ from zuke._engine.executor import BodyFailure, describe, run_body, settle
 from zuke._engine.observer import Observer, Transition
 from zuke._engine.plan import Plan, TargetSpec
 from zuke._engine.result import Outcome
-from zuke.state.records import TargetStatus
+from zuke.state.records import TargetStatus, WaitingFor
 
 #: How long a cancellation waits before saying which bodies it still waits for.
 _DRAIN_NOTICE_S = 0.5
@@ -47,6 +48,21 @@ class Held(Protocol):
 TargetGuard = Callable[[TargetSpec, Context], Awaitable[Held | None]]
 
 
+@dataclass(frozen=True)
+class GateVerdict:
+    """What checking a gate decided: it passed, it waits (and for what), or it failed."""
+
+    status: Literal["passed", "waiting", "failed"]
+    waiting_for: WaitingFor | None = None
+    error: str | None = None
+
+
+#: Checks a gate when it is reached (the durable side: it needs the record).
+GateCheck = Callable[[TargetSpec, Context], Awaitable[GateVerdict]]
+#: Drives a target's crash-durable effects after its body; raises BodyFailure.
+EffectRunner = Callable[[TargetSpec, Context], Awaitable[None]]
+
+
 class Scheduler:
     """Runs one plan."""
 
@@ -62,6 +78,9 @@ class Scheduler:
         clock: Clock = SYSTEM_CLOCK,
         cancel_requested: asyncio.Event | None = None,
         notify: Callable[[str], None] = lambda message: None,
+        gate: GateCheck | None = None,
+        effects: EffectRunner | None = None,
+        done: Mapping[str, Outcome] | None = None,
     ) -> None:
         self.plan = plan
         self.state = state
@@ -83,6 +102,14 @@ class Scheduler:
         self._started_at: dict[str, str] = {}
         #: where the scheduler says what it waits for (a body told to stop)
         self.notify = notify
+        self.gate = gate
+        self.effects = effects
+        #: gates reached whose trigger is not satisfied: the run suspends
+        self.waiting: dict[str, Outcome] = {}
+        # Targets an earlier process of this run completed (a resume): done already.
+        for name, outcome in (done or {}).items():
+            if name in self._waiting_on:
+                self.outcomes[name] = outcome
 
     def cancel(self, reason: str | None = None) -> None:
         """Stop launching; cancel what can be cancelled. The run ends ``cancelled``."""
@@ -100,7 +127,14 @@ class Scheduler:
     async def run(self) -> dict[str, Outcome]:
         if self.cancel_requested.is_set():
             self.state.cancel()
-        ready = [self._index[n] for n in self.plan.order if not self._waiting_on[n]]
+        for name in self.outcomes:  # done in an earlier process: their dependents may go
+            for dep in self._dependents[name]:
+                self._waiting_on[dep].discard(name)
+        ready = [
+            self._index[n]
+            for n in self.plan.order
+            if not self._waiting_on[n] and n not in self.outcomes
+        ]
         heapq.heapify(ready)
         running: dict[asyncio.Task[Outcome], str] = {}
         cancel_wait = asyncio.ensure_future(self.cancel_requested.wait())
@@ -129,6 +163,8 @@ class Scheduler:
                         continue
                     name = running.pop(cast("asyncio.Task[Outcome]", task))
                     outcome = cast(Outcome, task.result())
+                    if outcome.status == "waiting":
+                        continue  # parked: its dependents wait for a resume
                     spec = self.plan.specs[name]
                     passed = outcome.status == "succeeded" or (
                         outcome.status == "failed" and spec.proceed_after_failure
@@ -136,6 +172,12 @@ class Scheduler:
                     await self._release_or_strand(name, passed, ready)
         finally:
             cancel_wait.cancel()
+        if self.suspends():
+            # Parked: gates stay waiting and what they hold back stays pending, for a resume.
+            pending = Outcome(status="pending")
+            return {
+                n: self.outcomes.get(n) or self.waiting.get(n) or pending for n in self.plan.order
+            }
         for name in self.plan.order:
             if name not in self.outcomes:
                 reason = (
@@ -145,6 +187,15 @@ class Scheduler:
                 )
                 await self._settle_skipped(name, reason)
         return {n: self.outcomes[n] for n in self.plan.order}
+
+    def suspends(self) -> bool:
+        """Whether the run ends suspended: a gate waits and nothing failed or stopped it."""
+        if not self.waiting or self.cancel_requested.is_set():
+            return False
+        return not any(
+            o.status == "failed" and not self.plan.specs[n].proceed_after_failure
+            for n, o in self.outcomes.items()
+        )
 
     # -- readiness ------------------------------------------------------------
 
@@ -257,6 +308,15 @@ class Scheduler:
                 raise BodyFailure(
                     self.stop_reason or self.cancel_reason or "cancelled before its body ran"
                 )
+            if spec.wait is not None:
+                verdict = await self._check_gate(spec, ctx)
+                if verdict.status == "waiting":
+                    return await self._park(name, verdict)
+                if verdict.status == "failed":
+                    raise BodyFailure(verdict.error or "the wait failed")
+                if self.effects is not None and spec.effects:
+                    await self.effects(spec, ctx)
+                return await self._settle(name, "succeeded", duration_ms=elapsed())
             if spec.body is None:  # an aggregate: its dependencies are the work
                 return await self._settle(name, "succeeded", duration_ms=elapsed())
             body = asyncio.ensure_future(run_body(spec, ctx, self.pool, self.notify))
@@ -269,6 +329,8 @@ class Scheduler:
                     await self._body_while_held(body, held)
             finally:
                 self._bodies.pop(name, None)
+            if self.effects is not None and spec.effects:
+                await self.effects(spec, ctx)
         except BodyFailure as failure:
             return await self._settle(
                 name, "failed", error=failure.message, detail=failure.detail, duration_ms=elapsed()
@@ -288,6 +350,20 @@ class Scheduler:
             if held is not None:
                 await self._release_lock(name, held)
         return await self._settle(name, "succeeded", duration_ms=elapsed())
+
+    async def _check_gate(self, spec: TargetSpec, ctx: Context) -> GateVerdict:
+        if self.gate is None:
+            return GateVerdict("failed", error="a gate needs a state store to wait in")
+        return await self.gate(spec, ctx)
+
+    async def _park(self, name: str, verdict: GateVerdict) -> Outcome:
+        at = self.clock.now_ms()
+        await self._transition(
+            Transition(target=name, status="waiting", at_ms=at, waiting_for=verdict.waiting_for)
+        )
+        outcome = Outcome(status="waiting", started_at=self._started_at.get(name))
+        self.waiting[name] = outcome
+        return outcome
 
     async def _release_lock(self, name: str, held: Held) -> None:
         """Give a target's lock back. Its body has returned: attempts end only then."""

@@ -49,6 +49,7 @@ from zuke._errors import StateError, ZukeError
 from zuke._redact import Redactor
 from zuke.state._protocol import Conflict, StateStore, StoredRun
 from zuke.state.records import (
+    EffectRecord,
     RunDelta,
     RunEvent,
     RunRecord,
@@ -150,6 +151,19 @@ class RunStateWriter(Observer):
     def _row(self, name: str) -> TargetRecord:
         return self._rows.get(name) or TargetRecord()
 
+    def row(self, name: str) -> TargetRecord:
+        """The target's row as this writer last knows it (the adopted record's on resume)."""
+        return self._row(name)
+
+    def set_effect(self, target: str, effect: str, record: EffectRecord) -> None:
+        """Queue a change to one effect of ``target`` (written with the next flush)."""
+        row = self._row(target)
+        self._set_row(target, replace(row, effects={**row.effects, effect: record}))
+
+    async def persist(self) -> str | None:
+        """Write everything queued now; what could not be recorded, or ``None`` once it landed."""
+        return await self._flush(persist=False)
+
     def _set_row(self, name: str, row: TargetRecord) -> None:
         self._rows[name] = row
         self._queue(RunDelta(updated_at=self._now(), targets={name: row}))
@@ -181,7 +195,7 @@ class RunStateWriter(Observer):
                 status=t.status,
                 ended_at=when if t.status != "waiting" else row.ended_at,
                 error=self.redactor.text(t.error) if t.error else None,
-                waiting_for=None if t.status != "waiting" else row.waiting_for,
+                waiting_for=t.waiting_for if t.status == "waiting" else None,
             )
         if self.run_state is not None:
             row = replace(row, meta=self.run_state.meta(t.target))

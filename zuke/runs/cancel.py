@@ -28,10 +28,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from zuke._clock import SYSTEM_CLOCK, Clock, iso
-from zuke._engine.claims import lease_key
 from zuke._errors import RunError, RunNotFoundError, StateError
 from zuke.state._ids import check_id
-from zuke.state._protocol import LockAcquired, LockHolder, StateStore
+from zuke.state._protocol import LockAcquired, LockHolder, StateStore, lease_key
 from zuke.state.records import (
     TERMINAL_STATUSES,
     RunDelta,

@@ -29,6 +29,11 @@ RUN_LEASE_PREFIX = "zuke-run-"
 RESERVED_LOCK_PREFIXES = (RUN_LEASE_PREFIX, "zuke-cancel-")
 
 
+def lease_key(run_id: str) -> str:
+    """The key of a run's own lease."""
+    return RUN_LEASE_PREFIX + run_id
+
+
 @dataclass(frozen=True)
 class StoredRun:
     """A record and the version it was read at."""
@@ -171,4 +176,5 @@ __all__ = [
     "StoredRun",
     "Written",
     "can_append",
+    "lease_key",
 ]

@@ -62,6 +62,15 @@ _LOG: Final = logging.getLogger("zuke.state")
 _EVERY_RUN: Final = RunQuery()
 
 
+def records_intent(delta: RunDelta) -> bool:
+    """Whether ``delta`` records an effect about to run (a ``pending`` effect row)."""
+    return any(
+        effect.status == "pending"
+        for row in delta.targets.values()
+        for effect in row.effects.values()
+    )
+
+
 class FileSystemStateStore:
     """A :class:`~zuke.state.JournalingStateStore` backed by a directory.
 
@@ -194,7 +203,9 @@ class FileSystemStateStore:
                 self.index.mark(run_id)
             # A torn tail can only be a dead appender's: live ones hold this mutex.
             truncate_to = current.valid if current.torn else None
-            sync = self.sync_appends or delta.status is not None  # status changes: checkpoints
+            # Checkpoints are fsynced: status changes, and an effect's intent (it must
+            # survive a power cut before the effect's body runs).
+            sync = self.sync_appends or delta.status is not None or records_intent(delta)
             self._count(
                 append_line(
                     path, line, truncate_to=truncate_to, directory=self.directory, sync=sync

@@ -55,6 +55,24 @@ class WaitingFor:
     deadline: str | None = None
     on_timeout: str = "fail"
     on_timeout_is_target: bool = False
+    #: when the trigger was last asked (a sweep honours its interval from here)
+    checked_at: str | None = None
+    #: what the last check said ("waiting for the signal 'approved'", a predicate's error)
+    detail: str | None = None
+
+
+EffectStatus = Literal["pending", "done", "failed"]
+
+
+@dataclass(frozen=True)
+class EffectRecord:
+    """One crash-durable effect of a target: its intent is recorded before it runs."""
+
+    status: EffectStatus
+    intent_at: str | None = None
+    attempts: int = 1
+    done_at: str | None = None
+    error: str | None = None
 
 
 @dataclass(frozen=True)
@@ -67,6 +85,7 @@ class TargetRecord:
     ended_at: str | None = None
     error: str | None = None
     waiting_for: WaitingFor | None = None
+    effects: Mapping[str, EffectRecord] = field(default_factory=dict)
     extra: Mapping[str, Any] = field(default_factory=dict)
 
 
@@ -76,6 +95,8 @@ class Signal:
 
     data: Any
     received_at: str
+    #: the delivery's idempotency key: a repeated delivery with the same id is a no-op
+    id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -233,6 +254,8 @@ __all__ = [
     "RUN_STATUSES",
     "TARGET_STATUSES",
     "TERMINAL_STATUSES",
+    "EffectRecord",
+    "EffectStatus",
     "GraphNode",
     "LockHolder",
     "RunDelta",

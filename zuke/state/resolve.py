@@ -9,7 +9,10 @@ First match wins:
    entry point for that scheme (``github://`` comes from ``zuke_gh``), so the
    core never imports an integration;
 5. ``.zuke/runs`` when asked for (``--state``), or when a feature needs it
-   (locks, gates) — ``required=True``.
+   (locks, gates, effects) — ``required=True``.
+
+``ZUKE_STATE=off`` names no store: a run that needs one is refused
+(:meth:`zuke._engine.durable.DurableRun.open`).
 
 Empty environment values count as unset. Heavy modules (httpx) are imported
 only when the HTTP store is chosen.
@@ -45,6 +48,8 @@ def configured_store(env: Mapping[str, str], *, cwd: Path | None = None) -> Stat
             Path(cwd or Path.cwd()) / directory, sync_appends=_sync_appends(env)
         )
     spec = env.get("ZUKE_STATE", "")
+    if spec == "off":  # no store at all; a run whose features need one is refused
+        return None
     if spec:
         return _from_entry_point(spec, env)
     return None

@@ -19,6 +19,8 @@ from zuke._errors import CorruptRecordError
 from zuke.state.records import (
     RUN_STATUSES,
     TARGET_STATUSES,
+    EffectRecord,
+    EffectStatus,
     GraphNode,
     LockHolder,
     RunDelta,
@@ -44,6 +46,16 @@ def waiting_for_to_json(w: WaitingFor) -> dict[str, Any]:
     out: dict[str, Any] = {"trigger": w.trigger}
     _optional(out, "deadline", w.deadline)
     out["onTimeout"] = {"target": w.on_timeout} if w.on_timeout_is_target else w.on_timeout
+    _optional(out, "checkedAt", w.checked_at)
+    _optional(out, "detail", w.detail)
+    return out
+
+
+def _effect_to_json(e: EffectRecord) -> dict[str, Any]:
+    out: dict[str, Any] = {"status": e.status, "attempts": e.attempts}
+    _optional(out, "intentAt", e.intent_at)
+    _optional(out, "doneAt", e.done_at)
+    _optional(out, "error", e.error)
     return out
 
 
@@ -56,11 +68,15 @@ def target_to_json(t: TargetRecord) -> dict[str, Any]:
     _optional(out, "error", t.error)
     if t.waiting_for is not None:
         out["waitingFor"] = waiting_for_to_json(t.waiting_for)
+    if t.effects:
+        out["effects"] = {name: _effect_to_json(e) for name, e in t.effects.items()}
     return out
 
 
 def _signal_to_json(s: Signal) -> dict[str, Any]:
-    return {"data": s.data, "receivedAt": s.received_at}
+    out: dict[str, Any] = {"data": s.data, "receivedAt": s.received_at}
+    _optional(out, "id", s.id)
+    return out
 
 
 def _event_to_json(e: RunEvent) -> dict[str, Any]:
@@ -166,7 +182,9 @@ _RECORD_KEYS = frozenset(
         "intendedTerminal", "locks",
     }
 )  # fmt: skip
-_TARGET_KEYS = frozenset({"status", "meta", "startedAt", "endedAt", "error", "waitingFor"})
+_TARGET_KEYS = frozenset(
+    {"status", "meta", "startedAt", "endedAt", "error", "waitingFor", "effects"}
+)
 
 
 class _Reader:
@@ -207,20 +225,36 @@ class _Reader:
 def _parse_waiting_for(rd: _Reader, raw: Any) -> WaitingFor:
     obj = rd.obj(raw, "waitingFor")
     on_timeout = obj.get("onTimeout", "fail")
-    if isinstance(on_timeout, dict) and isinstance(on_timeout.get("target"), str):
-        return WaitingFor(
-            trigger=rd.string(obj, "trigger"),
-            deadline=rd.opt_string(obj, "deadline"),
-            on_timeout=on_timeout["target"],
-            on_timeout_is_target=True,
-        )
-    if on_timeout not in ("fail", "cancel-run"):
+    is_target = isinstance(on_timeout, dict) and isinstance(on_timeout.get("target"), str)
+    if is_target:
+        on_timeout = on_timeout["target"]
+    elif on_timeout not in ("fail", "cancel-run"):
         raise rd.fail('"onTimeout" must be "fail", "cancel-run" or {"target": name}')
     return WaitingFor(
         trigger=rd.string(obj, "trigger"),
         deadline=rd.opt_string(obj, "deadline"),
         on_timeout=on_timeout,
+        on_timeout_is_target=is_target,
+        checked_at=rd.opt_string(obj, "checkedAt"),
+        detail=rd.opt_string(obj, "detail"),
     )
+
+
+def _parse_effects(rd: _Reader, raw: Any) -> dict[str, EffectRecord]:
+    out = {}
+    for name, value in rd.obj(raw, "effects").items():
+        obj = rd.obj(value, f"effect {name!r}")
+        attempts = obj.get("attempts", 1)
+        if not isinstance(attempts, int) or isinstance(attempts, bool) or attempts < 0:
+            raise rd.fail(f'effect {name!r}: "attempts" must be a whole number')
+        out[name] = EffectRecord(
+            status=cast(EffectStatus, rd.status(obj, "status", ("pending", "done", "failed"))),
+            intent_at=rd.opt_string(obj, "intentAt"),
+            attempts=attempts,
+            done_at=rd.opt_string(obj, "doneAt"),
+            error=rd.opt_string(obj, "error"),
+        )
+    return out
 
 
 def parse_target(raw: Any, where: str) -> TargetRecord:
@@ -235,13 +269,16 @@ def parse_target(raw: Any, where: str) -> TargetRecord:
         ended_at=rd.opt_string(obj, "endedAt"),
         error=rd.opt_string(obj, "error"),
         waiting_for=None if waiting is None else _parse_waiting_for(rd, waiting),
+        effects={} if obj.get("effects") is None else _parse_effects(rd, obj["effects"]),
         extra={k: v for k, v in obj.items() if k not in _TARGET_KEYS},
     )
 
 
 def _parse_signal(rd: _Reader, name: str, raw: Any) -> Signal:
     obj = rd.obj(raw, f"signal {name!r}")
-    return Signal(data=obj.get("data"), received_at=rd.string(obj, "receivedAt"))
+    return Signal(
+        data=obj.get("data"), received_at=rd.string(obj, "receivedAt"), id=rd.opt_string(obj, "id")
+    )
 
 
 def _parse_event(rd: _Reader, raw: Any) -> RunEvent:

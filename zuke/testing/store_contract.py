@@ -61,6 +61,7 @@ from zuke.state._protocol import (
 )
 from zuke.state.lock_rules import MAX_TTL_MS
 from zuke.state.records import (
+    EffectRecord,
     EventOutcome,
     GraphNode,
     RunDelta,
@@ -132,7 +133,7 @@ def rich_record(run_id: str) -> RunRecord:
                 meta={"artifact": "widgets-1.2.3.tgz", "sizes": [1, 2]},
                 started_at="2026-01-02T03:04:06.000Z",
                 ended_at="2026-01-02T03:05:00.000Z",
-                extra={"effects": {"upload": {"status": "done", "attempts": 1}}},
+                effects={"upload": EffectRecord(status="done", attempts=1)},
             ),
             "deploy": TargetRecord(
                 status="waiting",

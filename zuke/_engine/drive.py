@@ -1,0 +1,156 @@
+"""Driving a planned run to its verdict: scheduler, observers, signals, the record's end.
+
+Shared by a fresh run (:func:`zuke._engine.run.execute_async`) and a resumed
+one (:mod:`zuke._engine.resumed`): both hand over a plan, the in-memory run
+state and, for a recorded run, its :class:`~zuke._engine.durable.DurableRun`
+(record, lease, locks) — the only difference is what was done before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+from zuke._engine.context import RunState
+from zuke._engine.durable import DurableRun
+from zuke._engine.observer import Observers
+from zuke._engine.plan import Plan
+from zuke._engine.result import Outcome, RunResult, RunVerdict
+from zuke._engine.scheduler import Scheduler
+
+if TYPE_CHECKING:
+    from zuke._engine.run import RunOptions
+
+
+def verdict_of(outcomes: Mapping[str, Any], plan: Plan, cancelled: bool) -> RunVerdict:
+    if cancelled:
+        return "cancelled"
+    for name, outcome in outcomes.items():
+        if outcome.status == "failed" and not plan.specs[name].proceed_after_failure:
+            return "failed"
+        if outcome.status == "skipped" and name not in plan.skipped:
+            return "failed"
+    return "succeeded"
+
+
+async def drive(
+    plan: Plan,
+    *,
+    state: RunState,
+    durable: DurableRun | None,
+    options: RunOptions,
+    started: float,
+    done: Mapping[str, Outcome] | None = None,
+    settle_as: RunVerdict | None = None,
+) -> RunResult:
+    """Run ``plan`` (minus ``done``) and settle the run: its verdict, record and lease.
+
+    ``settle_as`` records a run that ran to its end as that status instead (a
+    timed-out gate's rollback target runs, then the run ends ``cancelled``).
+    """
+    writer = durable.writer if durable else None
+    observer = Observers(options.observers, writer=writer, warn=options.on_warning)
+    # Threads start lazily; the headroom keeps a few timed-out bodies (whose threads
+    # cannot be stopped) from starving the targets after them.
+    workers = max(32, options.parallel * 4)
+    # Not a `with` block: its exit would wait for timed-out bodies still running on threads.
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="zuke-body")
+    try:
+        hooks = durable.hooks(pool) if durable is not None else None
+        scheduler = Scheduler(
+            plan,
+            state=state,
+            observer=observer,
+            concurrency=options.parallel,
+            pool=pool,
+            clock=options.clock,
+            cancel_requested=options.cancel,
+            guard=durable.guard if durable else None,
+            notify=options.on_warning,
+            gate=hooks.gate if hooks else None,
+            effects=hooks.effects if hooks else None,
+            done=done,
+        )
+        if durable is not None:
+            durable.attach(scheduler)
+        crashed = False
+        try:
+            await observer.run_started(state.run_id, plan)
+            with _signal_handlers(scheduler, options):
+                outcomes = await scheduler.run()
+        except BaseException:
+            crashed = True  # an error of the engine or an observer: record the run failed
+            raise
+        finally:
+            cancelled = scheduler.cancel_requested.is_set() and scheduler.stop_reason is None
+            verdict = verdict_of(scheduler.outcomes, plan, cancelled)
+            if scheduler.suspends() and not crashed:
+                verdict = "suspended"
+            if scheduler.stop_reason is not None or crashed:
+                verdict = "failed"
+            elif settle_as is not None and verdict in ("succeeded", "failed"):
+                verdict = settle_as
+            if durable is not None:
+                await durable.close(verdict)
+                if durable.stopped_because is not None:
+                    verdict = "failed"  # settled elsewhere meanwhile: never report success
+        result = RunResult(
+            run_id=state.run_id,
+            status=verdict,
+            outcomes=outcomes,
+            duration_ms=(time.perf_counter() - started) * 1000,
+            recorded=durable is not None,
+            stop_reason=scheduler.stop_reason or (durable.stopped_because if durable else None),
+            record_error=durable.record_error if durable else None,
+            waiting=durable.waiting() if durable and verdict == "suspended" else {},
+        )
+        await observer.run_finished(result)
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+    return result
+
+
+class _signal_handlers:
+    """First SIGINT/SIGTERM cancels the run; a second one exits at once with 130."""
+
+    def __init__(self, scheduler: Scheduler, options: RunOptions) -> None:
+        self.scheduler = scheduler
+        self.options = options
+        self.installed: list[signal.Signals] = []
+
+    def _on_signal(self, signum: signal.Signals) -> None:
+        if self.scheduler.cancel_requested.is_set():
+            if self.options.on_interrupt is not None:
+                self.options.on_interrupt(
+                    f"{signum.name} again: exiting now; locks held by targets still running "
+                    "are left to lapse at their TTL"
+                )
+            os._exit(130)
+        if self.options.on_interrupt is not None:
+            self.options.on_interrupt(
+                f"{signum.name}: cancelling the run; running targets are told to stop "
+                "(send it again to exit at once)"
+            )
+        self.scheduler.cancel()
+
+    def __enter__(self) -> _signal_handlers:
+        if not self.options.handle_signals:
+            return self
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                loop.add_signal_handler(sig, self._on_signal, sig)
+                self.installed.append(sig)
+            except (NotImplementedError, RuntimeError, ValueError):
+                pass
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in self.installed:
+            loop.remove_signal_handler(sig)

@@ -1,0 +1,286 @@
+"""Gates: ``waits_for(configure)``, the built-in triggers, and the public trigger seam.
+
+A gate is a bodyless target that waits for a :class:`WaitTrigger`. Reached in
+the graph, it asks the trigger; a satisfied trigger lets dependents run in
+the same process, otherwise the gate is recorded ``waiting`` and the run
+suspends. Later a ``zuke resume`` (a signal) or a ``zuke resume --check``
+sweep, possibly in another process, asks again.
+
+The seam is what ``external_signal``, ``resume_when`` and
+``zuke_gh.github_workflow`` are built on, and what users implement for their
+own triggers. A trigger is asked through :meth:`WaitTrigger.check` with a
+:class:`WaitContext` and answers :class:`NotYet`, :class:`Satisfied` or
+:class:`WaitFailed`. It may keep state of its own in the gate's durable
+state (``ctx.state``) and make it durable *before* an external call with
+``await ctx.persist()`` — so a process killed right after the call finds,
+on the next check, that the call was made (and never makes it twice).
+
+A trigger must not assume it runs in the process that first reached the
+gate: a sweep in a fresh process, which never ran the build before, checks
+it from the record alone.
+"""
+
+from __future__ import annotations
+
+import inspect
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from zuke._duration import Duration, parse_duration
+from zuke._errors import BuildDefinitionError
+
+if TYPE_CHECKING:
+    from zuke._target import Target
+    from zuke.state.records import Signal
+
+TimeoutDisposition = Literal["fail", "cancel-run"]
+
+
+@dataclass(frozen=True)
+class NotYet:
+    """The trigger is not satisfied yet; ``reason`` is shown by ``runs show`` and the sweep."""
+
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class Satisfied:
+    """The trigger is satisfied; dependents run. ``payload`` is for the trigger's own use."""
+
+    payload: Any = None
+
+
+@dataclass(frozen=True)
+class WaitFailed:
+    """The wait cannot succeed (a failed dispatch, a run that will never appear): the gate fails."""
+
+    reason: str
+
+
+WaitResult = NotYet | Satisfied | WaitFailed
+
+
+class GateState:
+    """``ctx.state`` of a gate: its durable metadata, as ``ctx.state`` is for a body."""
+
+    def __init__(
+        self, read: Callable[[], dict[str, Any]], write: Callable[[Mapping[str, Any]], None]
+    ) -> None:
+        self._read = read
+        self._write = write
+
+    def get(self) -> dict[str, Any]:
+        """A copy of the gate's metadata."""
+        return self._read()
+
+    def set(self, patch: Mapping[str, Any]) -> None:
+        """Merge ``patch`` in (JSON merge: ``None`` removes a key); durable at the next
+        :meth:`WaitContext.persist` at the latest."""
+        self._write(patch)
+
+
+class WaitContext:
+    """What a trigger sees when it is checked."""
+
+    def __init__(
+        self,
+        *,
+        run_id: str,
+        target: str,
+        params: Mapping[str, Any],
+        signals: Mapping[str, Signal],
+        state: GateState,
+        now_ms: int,
+        deadline_ms: int | None,
+        persist: Callable[[], Awaitable[None]],
+        shared: dict[str, Any] | None = None,
+        first_check: bool = False,
+    ) -> None:
+        self.run_id = run_id
+        #: the gate's name
+        self.target = target
+        #: the run's parameter values by name (secrets are not included)
+        self.params = params
+        self.signals = signals
+        self.state = state
+        #: the store-side "now" this check is judged at (epoch ms)
+        self.now_ms = now_ms
+        #: when the gate times out (epoch ms), or ``None``
+        self.deadline_ms = deadline_ms
+        #: a dict shared by every check of one sweep: a trigger may memoise a remote
+        #: answer there (one poll per workflow, however many gates wait on it)
+        self.shared: dict[str, Any] = {} if shared is None else shared
+        #: True the first time the gate is reached, False on later checks
+        self.first_check = first_check
+        self._persist = persist
+
+    async def persist(self) -> None:
+        """Make what was ``state.set()`` so far durable before going on (an external call)."""
+        await self._persist()
+
+
+class WaitTrigger(ABC):
+    """What a gate waits for. Subclass it for a trigger of your own."""
+
+    #: the least time between two checks (ms); ``None``: every check asks
+    interval_ms: int | None = None
+
+    @property
+    @abstractmethod
+    def descriptor(self) -> str:
+        """A short label recorded as ``waitingFor.trigger`` (``signal:approved``)."""
+
+    @abstractmethod
+    def check(self, ctx: WaitContext) -> WaitResult | bool | Awaitable[WaitResult | bool]:
+        """Is the wait over? ``True``/``False`` mean :class:`Satisfied`/:class:`NotYet`."""
+
+    def signal_name(self) -> str | None:
+        """The signal that satisfies this trigger, if it is a signal (for guidance)."""
+        return None
+
+
+async def ask(trigger: WaitTrigger, ctx: WaitContext) -> WaitResult:
+    """Check ``trigger`` (sync or async) and normalise its answer."""
+    answer = trigger.check(ctx)
+    if inspect.isawaitable(answer):
+        answer = await answer
+    if answer is True:
+        return Satisfied()
+    if answer is False or answer is None:
+        return NotYet()
+    if isinstance(answer, (NotYet, Satisfied, WaitFailed)):
+        return answer
+    raise BuildDefinitionError(
+        f"gate {ctx.target!r}: trigger {trigger.descriptor!r} answered {answer!r}; "
+        "return NotYet(), Satisfied(), WaitFailed(reason) or a bool"
+    )
+
+
+class _ExternalSignal(WaitTrigger):
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    @property
+    def descriptor(self) -> str:
+        return f"signal:{self.name}"
+
+    def signal_name(self) -> str | None:
+        return self.name
+
+    def check(self, ctx: WaitContext) -> WaitResult:
+        signal = ctx.signals.get(self.name)
+        if signal is None:
+            return NotYet(f"waiting for the signal {self.name!r}")
+        return Satisfied(signal)
+
+
+def external_signal(name: str) -> WaitTrigger:
+    """Satisfied once the named signal is delivered (``zuke resume RUN --signal NAME``)."""
+    if not isinstance(name, str) or not name.strip():
+        raise BuildDefinitionError(f"external_signal() needs a signal name, got {name!r}")
+    return _ExternalSignal(name.strip())
+
+
+class _ResumeWhen(WaitTrigger):
+    def __init__(self, predicate: Callable[[], Any], interval_ms: int | None) -> None:
+        self.predicate = predicate
+        self.interval_ms = interval_ms
+
+    @property
+    def descriptor(self) -> str:
+        return "predicate"
+
+    async def check(self, ctx: WaitContext) -> WaitResult:
+        answer = self.predicate()
+        if inspect.isawaitable(answer):
+            answer = await answer
+        return Satisfied() if answer else NotYet("the predicate is not true yet")
+
+
+def resume_when(check: Callable[[], Any], interval: Duration | None = None) -> WaitTrigger:
+    """Satisfied once ``check()`` (sync or async) returns true.
+
+    Never polled by itself: each ``zuke resume --check`` asks again, but not
+    sooner than ``interval`` after the last time it asked.
+    """
+    if not callable(check):
+        raise BuildDefinitionError(f"resume_when() needs a callable, got {check!r}")
+    interval_ms = (
+        None if interval is None else parse_duration(interval, what="resume_when interval")
+    )
+    return _ResumeWhen(check, interval_ms)
+
+
+@dataclass(frozen=True)
+class WaitSpec:
+    """A gate's frozen settings."""
+
+    trigger: WaitTrigger
+    timeout_ms: int | None = None
+    on_timeout: str = "fail"  #: "fail", "cancel-run", or a target's name
+    on_timeout_is_target: bool = False
+
+
+class WaitSettings:
+    """What ``waits_for(configure)`` receives: ``s.on(trigger).timeout("72h").on_timeout(...)``."""
+
+    def __init__(self, target: str) -> None:
+        self._target = target
+        self._trigger: WaitTrigger | None = None
+        self._timeout_ms: int | None = None
+        self._on_timeout: str = "fail"
+        self._is_target = False
+
+    def on(self, trigger: WaitTrigger) -> WaitSettings:
+        """The trigger the gate waits for."""
+        if not isinstance(trigger, WaitTrigger):
+            raise BuildDefinitionError(
+                f"gate {self._target!r}: on() takes a trigger (external_signal(), resume_when(), "
+                f"or a WaitTrigger), got {trigger!r}"
+            )
+        self._trigger = trigger
+        return self
+
+    def timeout(self, duration: Duration) -> WaitSettings:
+        """How long the gate may stay waiting, from when it first suspends."""
+        self._timeout_ms = parse_duration(duration, what=f"gate {self._target!r} timeout()")
+        return self
+
+    def on_timeout(self, disposition: TimeoutDisposition | Target) -> WaitSettings:
+        """``"fail"`` (default), ``"cancel-run"``, or a target to run instead (a rollback)."""
+        from zuke._target import Target
+
+        if isinstance(disposition, Target):
+            self._on_timeout, self._is_target = disposition.name, True
+        elif disposition in ("fail", "cancel-run"):
+            self._on_timeout, self._is_target = disposition, False
+        else:
+            raise BuildDefinitionError(
+                f'gate {self._target!r}: on_timeout() takes "fail", "cancel-run" or a target '
+                f"handle such as self.rollback, got {disposition!r}"
+            )
+        return self
+
+    def freeze(self) -> WaitSpec:
+        if self._trigger is None:
+            raise BuildDefinitionError(
+                f"gate {self._target!r} sets no trigger: use s.on(external_signal(...)) or "
+                "s.on(resume_when(...))"
+            )
+        return WaitSpec(self._trigger, self._timeout_ms, self._on_timeout, self._is_target)
+
+
+def freeze_wait(target: str, configure: Callable[[WaitSettings], Any]) -> WaitSpec:
+    """Run a gate's ``configure`` and freeze it (at load: a bad setting fails the load)."""
+    settings = WaitSettings(target)
+    try:
+        configure(settings)
+    except BuildDefinitionError:
+        raise
+    except Exception as exc:
+        raise BuildDefinitionError(
+            f"gate {target!r}: its waits_for() settings raised: {exc}"
+        ) from exc
+    return settings.freeze()

@@ -1,0 +1,241 @@
+"""A gate past its deadline: deciding that it timed out, and settling its disposition.
+
+**Signal versus timeout is decided by the record, not by who looks first.**
+A gate waiting for a signal has not timed out if that signal was *received*
+before the gate's deadline — even when the sweep or resume that sees both
+runs long after. A signal received after the deadline does not save the gate,
+and once a timeout is settled a late signal is refused with a message naming
+it (:func:`timeout_refusal`).
+
+Dispositions (``s.on_timeout(...)``), each under the run's lease:
+
+* ``"fail"`` (default) — the gate fails (``wait "<gate>" timed out``), what it
+  held back is skipped, the run ends ``failed``;
+* ``"cancel-run"`` — the same rows, and the run ends ``cancelled``;
+* a target — it runs (a rollback, with its own ``ctx.state``), then the run
+  ends ``cancelled`` whatever the rollback did (its row says how it went).
+
+Compensations (``on_cancel``) join the walk in a later step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from zuke._clock import iso, parse_iso
+from zuke._engine.claims import acquire_lease, lease_key
+from zuke._engine.durable import lease_ttl_ms
+from zuke._engine.plan import make_plan
+from zuke._engine.record import ci_run_url
+from zuke._engine.resumed import Adoption, execute_resumed
+from zuke._engine.run import LoadedBuild, RunOptions, ordering_edges
+from zuke._errors import AlreadyResumedError, RunError
+from zuke.state._protocol import LockAcquired, LockHeld, LockHolder, StateStore, StoredRun
+from zuke.state.records import RunDelta, RunEvent, RunRecord, RunStatus, TargetRecord
+from zuke.state.update import GaveUp, Unchanged, update_run
+
+if TYPE_CHECKING:
+    from zuke.runs.resume import ResumeOutcome
+
+TIMEOUT_EVENT = "timeout"
+
+
+def signal_wins(record: RunRecord, row: TargetRecord) -> bool:
+    """Whether the signal the gate waits for arrived before its deadline."""
+    waiting = row.waiting_for
+    if waiting is None or not waiting.trigger.startswith("signal:"):
+        return False
+    signal = record.signals.get(waiting.trigger.removeprefix("signal:"))
+    deadline = parse_iso(waiting.deadline) if waiting.deadline else None
+    received = parse_iso(signal.received_at) if signal is not None else None
+    return received is not None and deadline is not None and received <= deadline
+
+
+def expired_gate(record: RunRecord, now_ms: int) -> str | None:
+    """The first waiting gate whose deadline has passed (and no signal beat it), if any."""
+    for name, row in record.targets.items():
+        waiting = row.waiting_for
+        if row.status != "waiting" or waiting is None or waiting.deadline is None:
+            continue
+        deadline = parse_iso(waiting.deadline)
+        if deadline is not None and deadline <= now_ms and not signal_wins(record, row):
+            return name
+    return None
+
+
+def timeout_refusal(record: RunRecord, gate: str | None, signal: str) -> str | None:
+    """Why a signal for a run that timed out is not delivered (``None``: it did not time out)."""
+    if gate is not None:
+        row = record.targets[gate]
+        deadline = row.waiting_for.deadline if row.waiting_for else None
+        return (
+            f"the signal {signal!r} came after gate {gate!r}'s deadline ({deadline}): the gate "
+            "timed out, and the signal was not delivered"
+        )
+    for event in reversed(record.events):
+        if event.tool == TIMEOUT_EVENT:
+            return (
+                f"resume: run {record.id} is {record.status}: {event.detail}; the signal "
+                f"{signal!r} came too late and was not delivered"
+            )
+    return None
+
+
+def _timed_out_rows(
+    record: RunRecord, gate: str, now: str, *, keep: frozenset[str] = frozenset()
+) -> dict[str, TargetRecord]:
+    row = record.targets[gate]
+    deadline = row.waiting_for.deadline if row.waiting_for else None
+    rows = {
+        gate: replace(
+            row,
+            status="failed",
+            ended_at=now,
+            waiting_for=None,
+            error=f'wait "{gate}" timed out (deadline {deadline})',
+        )
+    }
+    for name, other in record.targets.items():
+        if name != gate and name not in keep and other.status in ("pending", "waiting"):
+            rows[name] = replace(
+                other, status="skipped", ended_at=now, waiting_for=None, error=None
+            )
+    return rows
+
+
+async def settle_timeout(
+    loaded: LoadedBuild,
+    record: RunRecord,
+    gate: str,
+    run: RunOptions,
+    *,
+    actor: str,
+    store: StateStore,
+    notes: list[str],
+) -> ResumeOutcome:
+    """Apply ``gate``'s timeout disposition to the run (under its lease)."""
+    from zuke.runs.resume import ResumeOutcome
+
+    waiting = record.targets[gate].waiting_for
+    assert waiting is not None
+    now_ms = run.clock.now_ms()
+    now = iso(now_ms)
+    holder = LockHolder(actor, record.id, now, ci_run_url(run.env))
+    taken = await acquire_lease(store, record.id, holder, ttl_ms=lease_ttl_ms(run.env))
+    if isinstance(taken, LockHeld):
+        raise AlreadyResumedError(
+            f"resume: run {record.id} is held by {taken.holder.actor}; its timeout is theirs",
+            run_id=record.id,
+            by=taken.holder.actor,
+        )
+    detail = f"gate {gate!r} timed out at {waiting.deadline}"
+    event = RunEvent(
+        at=now,
+        tool=TIMEOUT_EVENT,
+        actor=actor,
+        detail=detail,
+        args={"gate": gate, "onTimeout": waiting.on_timeout},
+    )
+    try:
+        if waiting.on_timeout_is_target:
+            return await _run_rollback(
+                loaded,
+                record,
+                gate,
+                waiting.on_timeout,
+                run,
+                actor=actor,
+                store=store,
+                lease=taken,
+                event=event,
+                notes=notes,
+            )
+        final: RunStatus = "cancelled" if waiting.on_timeout == "cancel-run" else "failed"
+
+        def settle(fresh: RunRecord) -> RunDelta | None:
+            if fresh.status != "suspended":
+                return None
+            return RunDelta(
+                updated_at=now,
+                status=final,
+                targets=_timed_out_rows(fresh, gate, now),
+                events=(event,),
+                intended_terminal=final,
+                locks={lease_key(record.id): None},
+            )
+
+        outcome = update_run(store, record.id, settle)
+    finally:
+        if not waiting.on_timeout_is_target:
+            store.release_lock(lease_key(record.id), taken.token)
+    if isinstance(outcome, (Unchanged, GaveUp)):
+        raise AlreadyResumedError(
+            f"resume: run {record.id} changed while its timeout was settled "
+            f"(it is {outcome.record.status} now)",
+            run_id=record.id,
+        )
+    return ResumeOutcome(
+        record.id,
+        "timed-out",
+        final,
+        notes=[*notes, f"run {record.id}: {detail}; the run is {final}"],
+    )
+
+
+async def _run_rollback(
+    loaded: LoadedBuild,
+    record: RunRecord,
+    gate: str,
+    rollback: str,
+    run: RunOptions,
+    *,
+    actor: str,
+    store: StateStore,
+    lease: LockAcquired,
+    event: RunEvent,
+    notes: list[str],
+) -> ResumeOutcome:
+    from zuke.runs.resume import ResumeOutcome
+
+    if rollback not in loaded.graph.specs:
+        raise RunError(
+            f"gate {gate!r} times out into {rollback!r}, which this build no longer has",
+            run_id=record.id,
+        )
+    edges = await ordering_edges(loaded.build, loaded.graph)
+    plan = make_plan(loaded.graph, [rollback], ordering=edges)
+    now = event.at
+
+    def to_running(fresh: RunRecord) -> RunDelta | None:
+        if fresh.status != "suspended":
+            return None
+        rows = _timed_out_rows(fresh, gate, now, keep=frozenset(plan.order))
+        for name in plan.order:  # the rollback's closure: new rows unless already done
+            if name not in fresh.targets:
+                rows[name] = TargetRecord()
+        return RunDelta(
+            updated_at=now,
+            status="running",
+            actor=actor,
+            targets=rows,
+            events=(event,),
+            intended_terminal="cancelled",
+        )
+
+    updated = update_run(store, record.id, to_running)
+    if isinstance(updated, (Unchanged, GaveUp)):
+        store.release_lock(lease_key(record.id), lease.token)
+        raise AlreadyResumedError(
+            f"resume: run {record.id} changed while its timeout was settled", run_id=record.id
+        )
+    adoption = Adoption(store, StoredRun(updated.record, updated.version), lease)
+    # The record's graph gains the rollback's rows; the plan is just the rollback.
+    result = await execute_resumed(loaded, plan, adoption, run, actor=actor, settle_as="cancelled")
+    return ResumeOutcome(
+        record.id,
+        "timed-out",
+        result.status,
+        result=result,
+        notes=[*notes, f"run {record.id}: {event.detail}; ran {rollback} and cancelled the run"],
+    )
