@@ -18,12 +18,16 @@ anything. Imports under ``if TYPE_CHECKING:`` are annotations, not
 dependencies, and are not counted.
 
 Also: zuke never imports zuke_gh; only zuke/cli imports typer; ``import zuke``
-loads neither the CLI nor typer, httpx or cryptography.
+loads neither the CLI nor typer, httpx or cryptography, nor the engine or
+asyncio; and a management command (``zuke runs list``, ``zuke cancel``) loads
+the engine's scheduler and asyncio only if a build file it loads does.
 """
 
 from __future__ import annotations
 
 import ast
+import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -180,3 +184,72 @@ def test_importing_zuke_loads_no_heavy_dependency_and_not_the_cli() -> None:
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_importing_zuke_loads_neither_the_engine_nor_asyncio() -> None:
+    probe = "import sys, zuke; print(sorted(m for m in sys.modules if m == 'asyncio' or m.startswith('zuke._engine')))"  # noqa: E501
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+#: Prints the engine modules and asyncio that ``zuke <argv>`` loaded (argv is sys.argv[1:]).
+_COMMAND_PROBE = """
+import io, json, sys
+from zuke.cli import main
+try:
+    main(sys.argv[1:], out=io.StringIO(), err=io.StringIO())
+except SystemExit:
+    pass
+print(json.dumps(sorted(m for m in sys.modules if m == "asyncio" or m.startswith("zuke._engine"))))
+"""
+
+
+def _loaded_by(argv: list[str], cwd: Path) -> list[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ZUKE_")}
+    env["ZUKE_STATE_DIR"] = str(cwd / "state")  # an empty store
+    out = subprocess.run(
+        [sys.executable, "-c", _COMMAND_PROBE, *argv],
+        capture_output=True, text=True, check=True, cwd=cwd, env=env,
+    )  # fmt: skip
+    loaded: list[str] = json.loads(out.stdout.splitlines()[-1])  # after any help text
+    return loaded
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["runs", "list"],
+        ["runs", "list", "--status", "suspended", "--limit", "20"],
+        ["runs", "list", "--counts", "--json"],
+        ["runs", "show", "no-such-run"],
+        ["runs", "--help"],
+        ["runs", "list", "--help"],
+        ["cancel", "--help"],
+        ["cancel", "no-such-run", "--wait", "0s"],
+    ],
+)
+def test_a_management_command_without_a_build_file_loads_no_engine_and_no_asyncio(
+    argv: list[str], tmp_path: Path
+) -> None:
+    assert _loaded_by(argv, tmp_path) == []
+
+
+def test_runs_list_beside_a_build_file_loads_its_authoring_modules_but_not_the_scheduler(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "build.py").write_text(
+        "from zuke import Build, Context, target\n"
+        "class Release(Build):\n"
+        "    @target\n"
+        "    def compile(self, t):\n"
+        "        return t.executes(self._compile)\n"
+        "    def _compile(self, ctx: Context) -> None:\n"
+        "        pass\n"
+    )
+    loaded = _loaded_by(["runs", "list"], tmp_path)
+    assert "zuke._engine.context" in loaded  # the build file's `Context`: it was loaded
+    assert not {"asyncio", "zuke._engine.run", "zuke._engine.scheduler"} & set(loaded)
+
+
+def test_serve_loads_no_engine(tmp_path: Path) -> None:
+    assert [m for m in _loaded_by(["serve", "--help"], tmp_path) if m != "asyncio"] == []

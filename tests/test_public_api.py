@@ -28,6 +28,26 @@ def test_every_exported_name_exists() -> None:
     assert missing == []
 
 
+def test_a_lazily_loaded_name_is_the_object_its_module_defines() -> None:
+    from zuke._build import Build
+    from zuke._engine.context import Context
+    from zuke._engine.run import execute
+
+    assert (zuke.execute, zuke.Context, zuke.Build) == (execute, Context, Build)
+    assert set(zuke.__all__) <= set(dir(zuke))
+
+
+def test_star_import_gives_every_public_name() -> None:
+    namespace: dict[str, object] = {}
+    exec("from zuke import *", namespace)
+    assert set(zuke.__all__) - {"__version__"} <= set(namespace)
+
+
+def test_a_name_zuke_does_not_export_is_an_attribute_error() -> None:
+    with pytest.raises(AttributeError, match="no attribute 'Scheduler'"):
+        _ = zuke.Scheduler  # type: ignore[attr-defined]
+
+
 def test_every_error_shares_one_root() -> None:
     errors = [getattr(zuke, n) for n in zuke.__all__ if n.endswith("Error")]
     assert errors and all(issubclass(e, zuke.ZukeError) for e in errors)

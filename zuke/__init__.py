@@ -2,13 +2,20 @@
 
 The authoring surface (``Build``, ``@target``, ``parameter()``, ``run()``),
 the errors, and the state-store result values. Everything else is private.
-``import zuke`` loads the engine, never the CLI: ``run()`` imports it when called.
+
+Only the errors and the store's values load with ``import zuke``; every other
+name loads its module on first use (:pep:`562`). A build file's
+``from zuke import Build, target`` costs what it did, but a command that only
+reads the store (``zuke runs list``) imports neither the authoring modules nor
+the engine, the scheduler or asyncio. ``import zuke`` never loads the CLI:
+``run()`` imports it when called.
 """
 
-from zuke._build import Build
-from zuke._engine.context import Context, LockInfo, StateHandle
-from zuke._engine.result import Outcome, RunResult
-from zuke._engine.run import execute
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from zuke._errors import (
     BuildDefinitionError,
     CorruptRecordError,
@@ -27,10 +34,6 @@ from zuke._errors import (
     UsageError,
     ZukeError,
 )
-from zuke._lock_settings import LockSettings, lock_key
-from zuke._main import run
-from zuke._params import Parameter, parameter
-from zuke._target import Target, TargetBuilder, target
 from zuke.state._protocol import (
     Conflict,
     LockAcquired,
@@ -43,7 +46,52 @@ from zuke.state._protocol import (
 )
 from zuke.state.records import Signal
 
+if TYPE_CHECKING:  # the lazy names, as type checkers and IDEs see them
+    from zuke._build import Build
+    from zuke._engine.context import Context, LockInfo, StateHandle
+    from zuke._engine.result import Outcome, RunResult
+    from zuke._engine.run import execute
+    from zuke._lock_settings import LockSettings, lock_key
+    from zuke._main import run
+    from zuke._params import Parameter, parameter
+    from zuke._target import Target, TargetBuilder, target
+
 __version__ = "0.1.0"
+
+#: Public name -> the module it is loaded from on first use.
+_LAZY = {
+    "Build": "zuke._build",
+    "Context": "zuke._engine.context",
+    "LockInfo": "zuke._engine.context",
+    "StateHandle": "zuke._engine.context",
+    "Outcome": "zuke._engine.result",
+    "RunResult": "zuke._engine.result",
+    "execute": "zuke._engine.run",
+    "LockSettings": "zuke._lock_settings",
+    "lock_key": "zuke._lock_settings",
+    "run": "zuke._main",
+    "Parameter": "zuke._params",
+    "parameter": "zuke._params",
+    "Target": "zuke._target",
+    "TargetBuilder": "zuke._target",
+    "target": "zuke._target",
+}
+
+
+if not TYPE_CHECKING:  # hidden from type checkers, so a misspelt name stays an error there
+
+    def __getattr__(name: str) -> Any:
+        module = _LAZY.get(name)
+        if module is None:
+            raise AttributeError(f"module 'zuke' has no attribute {name!r}")
+        value = getattr(importlib.import_module(module), name)
+        globals()[name] = value  # loaded once; later look-ups are plain attributes
+        return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
 
 __all__ = [
     "Build",

@@ -13,9 +13,12 @@ import sys
 import traceback
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from zuke._build import Build
 from zuke._errors import BuildDefinitionError, UsageError
+
+if TYPE_CHECKING:
+    from zuke._build import Build
 
 DEFAULT_BUILD_FILE = "build.py"
 
@@ -51,6 +54,8 @@ def find_build_file(explicit: str | None, env: Mapping[str, str], cwd: Path | No
 
 def load_build_class(path: Path) -> type[Build]:
     """Import ``path`` and return the build it defines."""
+    from zuke._build import Build  # here, so finding a build file needs no authoring modules
+
     module_name = "_zuke_build_" + path.stem.replace("-", "_")
     spec = importlib.util.spec_from_file_location(module_name, path)
     if spec is None or spec.loader is None:

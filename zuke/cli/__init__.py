@@ -6,21 +6,21 @@ The pipeline is load → parse → dispatch → render. Run-management commands
 everything about a build (running targets, ``--list``, ``graph``, ``--help``)
 is parsed here against the loaded build's targets and parameters.
 
+Start-up is most of what a management command costs, so this module imports
+only the light parts at the top: the engine, asyncio and the console load
+inside the functions that load or run a build, never for ``zuke runs list``.
+
 Exceptions become exit codes in one table, :data:`EXIT_CODES`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-from zuke._build import Build, parameters
-from zuke._engine.preflight import scrub
-from zuke._engine.run import RunOptions, execute_async, load
 from zuke._errors import (
     BuildDefinitionError,
     ParameterError,
@@ -28,11 +28,10 @@ from zuke._errors import (
     UsageError,
     ZukeError,
 )
-from zuke._loader import find_build_file, load_build_class
-from zuke._params import resolve
 from zuke.cli import args as cli_args
-from zuke.cli import listing
-from zuke.cli.console import ConsoleReporter
+
+if TYPE_CHECKING:
+    from zuke._build import Build
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -99,6 +98,12 @@ def _build_command(
     out: TextIO,
     err: TextIO,
 ) -> int:
+    # A build is loaded (and maybe run) from here on: the engine is needed now.
+    from zuke._build import parameters
+    from zuke._engine.run import load
+    from zuke._loader import find_build_file, load_build_class
+    from zuke.cli import listing
+
     file, wants_help = cli_args.prescan(argv)
     if build is None:
         try:
@@ -147,6 +152,14 @@ def run_targets(
     out: TextIO,
     err: TextIO,
 ) -> int:
+    import asyncio
+
+    from zuke._build import parameters
+    from zuke._engine.preflight import scrub
+    from zuke._engine.run import RunOptions, execute_async
+    from zuke._params import resolve
+    from zuke.cli.console import ConsoleReporter
+
     reporter = ConsoleReporter(out=out, err=err)
     # The same secrets the run redacts: every element, number spelling and default.
     known = resolve(parameters(build), parsed.params, env, lenient=True).secrets

@@ -11,10 +11,12 @@ import difflib
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zuke._errors import UsageError
-from zuke._params import Parameter
+
+if TYPE_CHECKING:
+    from zuke._params import Parameter
 
 #: Commands handled by the management CLI rather than as targets.
 COMMANDS = ("graph", "runs", "resume", "cancel", "serve")

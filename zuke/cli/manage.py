@@ -13,17 +13,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Annotated, TextIO
+from typing import TYPE_CHECKING, Annotated, TextIO
 
 import typer
 
-from zuke._build import Build
 from zuke._clock import SYSTEM_CLOCK, iso, parse_iso
 from zuke._duration import parse_duration
-from zuke._engine.record import build_origin
-from zuke._engine.run import resolve_actor
 from zuke._errors import UsageError
 from zuke._loader import find_build_file, load_build_class
+from zuke._provenance import build_origin, resolve_actor
 from zuke.cli import runs_view
 from zuke.runs import (
     cancel_run,
@@ -34,6 +32,9 @@ from zuke.runs import (
     prune_runs,
     show_run,
 )
+
+if TYPE_CHECKING:
+    from zuke._build import Build
 
 
 @dataclass
