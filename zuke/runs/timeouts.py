@@ -239,3 +239,38 @@ async def _run_rollback(
         result=result,
         notes=[*notes, f"run {record.id}: {event.detail}; ran {rollback} and cancelled the run"],
     )
+
+
+async def settle_failed_gate(
+    store: StateStore, record: RunRecord, gate: str, reason: str, run: RunOptions, *, actor: str
+) -> RunStatus:
+    """A gate whose trigger reported it cannot succeed: the gate fails, and so does the run."""
+    now = iso(run.clock.now_ms())
+    holder = LockHolder(actor, record.id, now, ci_run_url(run.env))
+    taken = await acquire_lease(store, record.id, holder, ttl_ms=lease_ttl_ms(run.env))
+    if isinstance(taken, LockHeld):
+        raise AlreadyResumedError(
+            f"run {record.id} is held by {taken.holder.actor}",
+            run_id=record.id,
+            by=taken.holder.actor,
+        )
+    event = RunEvent(at=now, tool="wait-failed", actor=actor, detail=f"gate {gate!r}: {reason}")
+
+    def settle(fresh: RunRecord) -> RunDelta | None:
+        if fresh.status != "suspended":
+            return None
+        rows = _timed_out_rows(fresh, gate, now)
+        rows[gate] = replace(rows[gate], error=reason)
+        return RunDelta(
+            updated_at=now,
+            status="failed",
+            targets=rows,
+            events=(event,),
+            locks={lease_key(record.id): None},
+        )
+
+    try:
+        outcome = update_run(store, record.id, settle)
+    finally:
+        store.release_lock(lease_key(record.id), taken.token)
+    return outcome.record.status

@@ -1,0 +1,152 @@
+"""Reaping: what the sweep does with ``running`` and ``cancelling`` runs nobody drives.
+
+A run whose process was killed stays ``running`` for ever, and anything it
+owed (an effect above all) with it. The run's lease says whether anyone is
+still there, and it is asked first, always:
+
+* **the lease is held** — the run is merely slow: it is left alone, deadline
+  or not (settling it would run its compensations beside the work they undo);
+* **the lease can be taken** — its holder is gone. Under the lease, the run
+  goes back to ``suspended`` with a ``reap`` event saying why, and the same
+  sweep then resumes it (re-driving owed effects);
+* **gone, and past** ``deadlineAt`` — it is settled ``failed``: it ran out of
+  time, and whatever waits on it needs an answer. Settling is irreversible,
+  so it also needs the build's graph to match the run's; handing a run back
+  to ``suspended`` is reversible and asks only that the run is this build's.
+
+Either way the dead holder's claims that the record lists are released with
+their recorded tokens: nobody holds them any more, and the resumed run takes
+its locks again. A run left ``cancelling`` by a canceller that died is finished to its
+``intendedTerminal`` (``cancelled`` if none was recorded).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Literal
+
+from zuke._clock import Clock, iso, parse_iso
+from zuke._engine.claims import lease_key
+from zuke._engine.plan import TargetSpec
+from zuke.state._protocol import LockAcquired, LockHolder, StateStore
+from zuke.state.records import RunDelta, RunEvent, RunRecord, RunStatus, TargetRecord
+from zuke.state.update import Updated, update_run
+
+#: How long the sweep holds a dead run's lease while it reaps it.
+REAP_TTL_MS = 60_000
+
+ReapAction = Literal["returned", "settled", "finished", "live", "unchanged"]
+
+
+@dataclass(frozen=True)
+class Reaped:
+    """What reaping did with one run; ``status`` is the run's status afterwards."""
+
+    run_id: str
+    action: ReapAction
+    status: RunStatus
+    detail: str
+
+
+def past_deadline(record: RunRecord, now_ms: int) -> bool:
+    """A malformed or absent ``deadlineAt`` is never past."""
+    deadline = parse_iso(record.deadline_at) if record.deadline_at else None
+    return deadline is not None and deadline <= now_ms
+
+
+def graph_matches(record: RunRecord, specs: Mapping[str, TargetSpec]) -> bool:
+    """The build has every target of the run, with the same dependencies."""
+    return all(
+        node.name in specs and set(specs[node.name].depends_on) == set(node.depends_on)
+        for node in record.graph
+    )
+
+
+def _ended_rows(record: RunRecord, error: str, now: str) -> dict[str, TargetRecord]:
+    rows = {}
+    for name, row in record.targets.items():
+        if row.status in ("running", "waiting"):
+            rows[name] = replace(row, status="failed", error=error, ended_at=now, waiting_for=None)
+        elif row.status == "pending":
+            rows[name] = replace(row, status="skipped", ended_at=now)
+    return rows
+
+
+def reap_run(
+    store: StateStore,
+    run_id: str,
+    *,
+    specs: Mapping[str, TargetSpec],
+    actor: str,
+    clock: Clock,
+) -> Reaped:
+    """Reap one ``running`` or ``cancelling`` run if its holder is gone."""
+    now_ms = clock.now_ms()
+    holder = LockHolder(actor, run_id, iso(now_ms))
+    taken = store.acquire_lock(lease_key(run_id), holder, REAP_TTL_MS)
+    if not isinstance(taken, LockAcquired):
+        return Reaped(run_id, "live", "running", f"held by {taken.holder.actor}: left alone")
+    try:
+        return _reap_held(store, run_id, specs=specs, actor=actor, now_ms=now_ms)
+    finally:
+        store.release_lock(lease_key(run_id), taken.token)
+
+
+def _reap_held(
+    store: StateStore, run_id: str, *, specs: Mapping[str, TargetSpec], actor: str, now_ms: int
+) -> Reaped:
+    now = iso(now_ms)
+    outcome: dict[str, Reaped] = {}
+    tokens: dict[str, str] = {}
+
+    def change(record: RunRecord) -> RunDelta | None:
+        # The dead holder's claims go with it (a resumed run takes its locks again).
+        tokens.clear()
+        tokens.update({k: v for k, v in record.locks.items() if k != lease_key(run_id)})
+        lease: dict[str, str | None] = dict.fromkeys(record.locks)
+        if record.status == "cancelling":
+            final = record.intended_terminal or "cancelled"
+            why = f"finished {final}: the process cancelling it was gone"
+            outcome["r"] = Reaped(run_id, "finished", final, why)
+            return RunDelta(
+                updated_at=now,
+                status=final,
+                locks=lease,
+                events=(RunEvent(at=now, tool="reap", actor=actor, detail=why),),
+                targets=_ended_rows(record, f"the run was {final}", now),
+            )
+        if record.status != "running":
+            outcome["r"] = Reaped(run_id, "unchanged", record.status, "no longer running")
+            return None
+        if past_deadline(record, now_ms) and graph_matches(record, specs):
+            why = (
+                f"settled failed: its lease had lapsed and its deadline ({record.deadline_at}) "
+                "passed"
+            )
+            outcome["r"] = Reaped(run_id, "settled", "failed", why)
+            return RunDelta(
+                updated_at=now,
+                status="failed",
+                intended_terminal="failed",
+                locks=lease,
+                events=(RunEvent(at=now, tool="reap", actor=actor, detail=why),),
+                targets=_ended_rows(record, "abandoned past the run's deadline", now),
+            )
+        why = "returned to suspended: its lease had lapsed (its process is gone)"
+        outcome["r"] = Reaped(run_id, "returned", "suspended", why)
+        return RunDelta(
+            updated_at=now,
+            status="suspended",
+            locks=lease,
+            events=(RunEvent(at=now, tool="reap", actor=actor, detail=why),),
+        )
+
+    result = update_run(store, run_id, change)
+    if isinstance(result, Updated):
+        for key, token in sorted(tokens.items()):
+            store.release_lock(key, token)
+    found = outcome.get("r")
+    if found is None or (not isinstance(result, Updated) and found.action != "unchanged"):
+        return Reaped(run_id, "unchanged", result.record.status, "changed while being reaped")
+    return found

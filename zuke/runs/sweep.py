@@ -1,0 +1,371 @@
+"""``zuke resume --check``: reap abandoned runs, then re-check every suspended run.
+
+One sweep, in this order:
+
+1. **reap** this build's ``running`` and ``cancelling`` runs whose holder is
+   gone (:mod:`zuke.runs.reap`); a reaped run is back to ``suspended``;
+2. for each of this build's **suspended** runs (or just ``run_id``):
+   a gate past its deadline takes its timeout disposition; otherwise each
+   waiting gate's trigger is asked — not sooner than its ``interval`` after
+   the last check — and a run with a satisfied gate, or with no gate waiting
+   at all (a reaped run), is resumed in this process. A gate whose trigger
+   failed fails the run.
+
+Running late, twice, or beside another sweep is safe: every move is a
+compare-and-swap under the run's lease, and a run someone else holds is
+skipped. One bad run never stops the sweep; it is reported and counted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from zuke._build import Build
+from zuke._clock import iso, parse_iso
+from zuke._engine.run import RunOptions, load
+from zuke._errors import AlreadyResumedError, RunError, ZukeError
+from zuke._provenance import build_origin, resolve_actor
+from zuke._waits import GateState, NotYet, Satisfied, WaitContext, WaitFailed, ask
+from zuke.runs.reap import reap_run
+from zuke.runs.resume import ResumeOptions, check_resumable, load_for, resume_now
+from zuke.runs.timeouts import expired_gate, settle_failed_gate, settle_timeout
+from zuke.state._protocol import RunQuery, StateStore, StoredRun
+from zuke.state.records import RunDelta, RunRecord, TargetRecord
+from zuke.state.update import update_run
+
+SweepAction = Literal[
+    "resumed",
+    "still-waiting",
+    "timed-out",
+    "failed",
+    "reaped",
+    "skipped-foreign",
+    "skipped-held",
+    "left-alone",
+]
+
+
+@dataclass(frozen=True)
+class SweepEntry:
+    """What the sweep did with one run."""
+
+    run_id: str
+    build: str
+    action: SweepAction
+    #: the run's status afterwards (or the error, for a run that failed to be checked)
+    result: str
+    gate: str | None = None
+    detail: str | None = None
+    #: a check raised (a predicate's error): shown and counted, the gate stays waiting
+    errored: bool = False
+
+
+@dataclass(frozen=True)
+class SweepReport:
+    entries: list[SweepEntry] = field(default_factory=list)
+
+    def count(self, action: SweepAction) -> int:
+        return sum(e.action == action for e in self.entries)
+
+    @property
+    def checked(self) -> int:
+        """Suspended runs looked at (reaping aside)."""
+        return sum(e.action not in ("reaped", "left-alone") for e in self.entries)
+
+    @property
+    def failed(self) -> int:
+        """Runs that failed, timed out into failure, were degraded, or could not be checked."""
+        return sum(
+            e.action == "failed" or (e.action in ("timed-out", "resumed") and e.result == "failed")
+            for e in self.entries
+        )
+
+    @property
+    def ok(self) -> bool:
+        return self.failed == 0
+
+    def counts(self) -> dict[str, int]:
+        return {
+            "checked": self.checked,
+            "resumed": self.count("resumed"),
+            "still_waiting": self.count("still-waiting"),
+            "timed_out": self.count("timed-out"),
+            "failed": self.failed,
+            "reaped": self.count("reaped"),
+            "skipped": self.count("skipped-foreign") + self.count("skipped-held"),
+            "errors": sum(e.errored for e in self.entries),
+        }
+
+
+async def resume_check_async(
+    build_cls: type[Build],
+    store: StateStore,
+    *,
+    run_id: str | None = None,
+    resume: ResumeOptions | None = None,
+    run: RunOptions,
+) -> SweepReport:
+    """One sweep over this build's runs (or one run)."""
+    resume = resume or ResumeOptions()
+    actor = resolve_actor(resume.actor, run.env)
+    specs = load(build_cls, dict(resume.params), run.env, lenient=True).graph.specs
+    name = build_cls.__name__
+    entries: list[SweepEntry] = []
+    for status in ("running", "cancelling"):
+        for summary in _runs(store, name, status, run_id):
+            found = store.get_run(summary)
+            if found is None or not _ours(found.record, name, specs, run.env):
+                continue
+            reaped = reap_run(store, summary, specs=specs, actor=actor, clock=run.clock)
+            if reaped.action in ("returned", "settled", "finished"):
+                entries.append(
+                    SweepEntry(summary, name, "reaped", reaped.status, detail=reaped.detail)
+                )
+            elif reaped.action == "live" and run_id is not None:
+                entries.append(
+                    SweepEntry(summary, name, "left-alone", "running", detail=reaped.detail)
+                )
+    shared: dict[str, Any] = {}
+    for summary in _runs(store, name, "suspended", run_id):
+        entries.append(
+            await _check_one(
+                build_cls, store, summary, resume, run, actor, shared, specs_names=set(specs)
+            )
+        )
+    return SweepReport(entries)
+
+
+def _runs(store: StateStore, build: str, status: str, run_id: str | None) -> list[str]:
+    if run_id is not None:
+        found = store.get_run(run_id)
+        return [run_id] if found is not None and found.record.status == status else []
+    query = RunQuery(status=status, build=build)  # type: ignore[arg-type]
+    return [s.id for s in store.list_runs(query)]
+
+
+def _ours(
+    record: RunRecord, name: str, specs: Mapping[str, object], env: Mapping[str, str]
+) -> bool:
+    """This build's run: same class name and root target, and origins do not disagree."""
+    origin = build_origin(env)
+    if origin and record.build_id and origin != record.build_id:
+        return False
+    return record.build == name and record.root_target in specs
+
+
+async def _check_one(
+    build_cls: type[Build],
+    store: StateStore,
+    run_id: str,
+    resume: ResumeOptions,
+    run: RunOptions,
+    actor: str,
+    shared: dict[str, Any],
+    *,
+    specs_names: set[str],
+) -> SweepEntry:
+    name = build_cls.__name__
+    found = store.get_run(run_id)
+    if found is None or found.record.status != "suspended":
+        return SweepEntry(run_id, name, "skipped-held", found.record.status if found else "gone")
+    record = found.record
+    if not _ours(record, name, dict.fromkeys(specs_names), run.env):
+        return SweepEntry(
+            run_id,
+            record.build,
+            "skipped-foreign",
+            record.status,
+            detail=f"a run of {record.build} ({record.build_id or 'no origin'})",
+        )
+    try:
+        return await _sweep_run(build_cls, store, found, resume, run, actor, shared)
+    except AlreadyResumedError as exc:
+        return SweepEntry(run_id, name, "skipped-held", "running", detail=str(exc))
+    except ZukeError as exc:
+        return SweepEntry(run_id, name, "failed", record.status, detail=str(exc))
+
+
+async def _sweep_run(
+    build_cls: type[Build],
+    store: StateStore,
+    found: StoredRun,
+    resume: ResumeOptions,
+    run: RunOptions,
+    actor: str,
+    shared: dict[str, Any],
+) -> SweepEntry:
+    from zuke._engine.resumed import plan_of
+
+    record = found.record
+    name = build_cls.__name__
+    loaded = load_for(build_cls, record, run)
+    plan = await plan_of(loaded, record)
+    check_resumable(record, plan, resume)
+    now = run.clock.now_ms()
+    gate = expired_gate(record, now)
+    if gate is not None:
+        outcome = await settle_timeout(
+            loaded, record, gate, run, actor=actor, store=store, notes=[]
+        )
+        return SweepEntry(
+            record.id, name, "timed-out", outcome.status, gate=gate, detail="; ".join(outcome.notes)
+        )
+    checks = await _check_gates(loaded.graph.specs, store, record, now, shared)
+    failed = next((c for c in checks if isinstance(c.result, WaitFailed)), None)
+    if failed is not None:
+        assert isinstance(failed.result, WaitFailed)
+        status = await settle_failed_gate(
+            store, record, failed.gate, failed.result.reason, run, actor=actor
+        )
+        return SweepEntry(
+            record.id, name, "failed", status, gate=failed.gate, detail=failed.result.reason
+        )
+    passed = [c for c in checks if isinstance(c.result, Satisfied)]
+    if passed or not checks:
+        stamp = iso(now)
+        rows = {
+            c.gate: replace(
+                c.row, status="succeeded", ended_at=stamp, waiting_for=None, meta=c.meta
+            )
+            for c in passed
+        }
+        outcome = await resume_now(
+            loaded,
+            plan,
+            store,
+            found,
+            resume,
+            run,
+            actor=actor,
+            delta_extra=RunDelta(updated_at=stamp, targets=rows),
+        )
+        gates = ", ".join(c.gate for c in passed) or None
+        return SweepEntry(
+            record.id,
+            name,
+            "resumed",
+            outcome.status,
+            gate=gates,
+            detail="; ".join(outcome.notes) or None,
+        )
+    await _record_checks(store, record, checks, now)
+    first = checks[0]
+    detail = "; ".join(c.detail for c in checks if c.detail) or None
+    return SweepEntry(
+        record.id,
+        name,
+        "still-waiting",
+        "suspended",
+        gate=first.gate,
+        detail=detail,
+        errored=any(c.errored for c in checks),
+    )
+
+
+@dataclass
+class _Check:
+    gate: str
+    row: TargetRecord
+    result: Any
+    meta: dict[str, Any]
+    due: bool = True
+    errored: bool = False
+    detail: str | None = None
+    #: the trigger has an interval: every check is stamped, to measure the next from
+    timed: bool = False
+
+
+async def _check_gates(
+    specs: Mapping[str, Any], store: StateStore, record: RunRecord, now: int, shared: dict[str, Any]
+) -> list[_Check]:
+    """Ask every waiting gate's trigger, from the record alone."""
+    checks = []
+    for name, row in record.targets.items():
+        spec = specs.get(name)
+        if row.status != "waiting" or spec is None or spec.wait is None:
+            continue
+        trigger = spec.wait.trigger
+        check = _Check(name, row, NotYet(), dict(row.meta), timed=bool(trigger.interval_ms))
+        checks.append(check)
+        stamp = row.waiting_for.checked_at if row.waiting_for else None
+        last = parse_iso(stamp) if stamp else None
+        if trigger.interval_ms and last is not None and now - last < trigger.interval_ms:
+            check.due = False  # asked less than `interval` ago: not yet
+            check.detail = row.waiting_for.detail if row.waiting_for else None
+            continue
+
+        def read(check: _Check = check) -> dict[str, Any]:
+            return dict(check.meta)
+
+        def write(patch: Mapping[str, Any], check: _Check = check) -> None:
+            from zuke._engine.context import merge_patch
+
+            check.meta = merge_patch(check.meta, patch)
+
+        async def persist(check: _Check = check) -> None:
+            await _persist_meta(store, record.id, check)
+
+        deadline = row.waiting_for.deadline if row.waiting_for else None
+        ctx = WaitContext(
+            run_id=record.id,
+            target=name,
+            params=record.params,
+            signals=record.signals,
+            state=GateState(read, write),
+            now_ms=now,
+            deadline_ms=parse_iso(deadline) if deadline else None,
+            persist=persist,
+            shared=shared,
+        )
+        try:
+            check.result = await ask(trigger, ctx)
+        except Exception as exc:
+            check.errored = True
+            check.detail = f"the trigger raised {type(exc).__name__}: {exc}"
+            continue
+        if isinstance(check.result, NotYet):
+            check.detail = check.result.reason
+    return checks
+
+
+async def _persist_meta(store: StateStore, run_id: str, check: _Check) -> None:
+    def change(fresh: RunRecord) -> RunDelta | None:
+        if fresh.status != "suspended":
+            raise RunError(f"run {run_id} changed while its gate {check.gate} was checked")
+        row = fresh.targets.get(check.gate, check.row)
+        rows = {check.gate: replace(row, meta=check.meta)}
+        return RunDelta(updated_at=fresh.updated_at, targets=rows)
+
+    update_run(store, run_id, change)
+
+
+async def _record_checks(
+    store: StateStore, record: RunRecord, checks: list[_Check], now: int
+) -> None:
+    """Stamp what the checks said (when, and why not yet) — only where it matters:
+    a trigger with an interval, a changed detail, or state the trigger kept."""
+    rows = {}
+    for check in checks:
+        waiting = check.row.waiting_for
+        if not check.due or waiting is None:
+            continue
+        changed = check.detail != waiting.detail or check.meta != dict(check.row.meta)
+        if not (check.timed or changed or check.errored):
+            continue  # nothing worth a write: most sweeps of a signal gate write nothing
+        stamped = replace(waiting, checked_at=iso(now), detail=check.detail)
+        rows[check.gate] = replace(check.row, meta=check.meta, waiting_for=stamped)
+    if not rows:
+        return
+
+    def change(fresh: RunRecord) -> RunDelta | None:
+        # updatedAt is kept: it marks when the run was parked (resume credits that time)
+        if fresh.status != "suspended":
+            return None
+        return RunDelta(updated_at=fresh.updated_at, targets=rows)
+
+    update_run(store, record.id, change)
+
+
+__all__ = ["SweepEntry", "SweepReport", "resume_check_async"]
