@@ -17,15 +17,20 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from zuke._errors import (
+    AlreadyResumedError,
     BuildDefinitionError,
     CorruptRecordError,
+    DegradedRecordError,
     DurationError,
+    GraphChangedError,
     GraphError,
     LockConflictError,
     LockError,
     ParameterError,
     RunError,
     RunNotFoundError,
+    RunNotSuspendedError,
+    SignalRefusedError,
     StateError,
     StoreUnavailableError,
     TargetFailedError,
@@ -55,6 +60,19 @@ if TYPE_CHECKING:  # the lazy names, as type checkers and IDEs see them
     from zuke._main import run
     from zuke._params import Parameter, parameter
     from zuke._target import Target, TargetBuilder, target
+    from zuke._waits import (
+        GateState,
+        NotYet,
+        Satisfied,
+        WaitContext,
+        WaitFailed,
+        WaitSettings,
+        WaitTrigger,
+        external_signal,
+        resume_when,
+    )
+    from zuke.runs.resume import ResumeOutcome, resume_run
+    from zuke.runs.sweep import SweepReport, resume_check
 
 __version__ = "0.1.0"
 
@@ -75,6 +93,19 @@ _LAZY = {
     "Target": "zuke._target",
     "TargetBuilder": "zuke._target",
     "target": "zuke._target",
+    "GateState": "zuke._waits",
+    "NotYet": "zuke._waits",
+    "Satisfied": "zuke._waits",
+    "WaitContext": "zuke._waits",
+    "WaitFailed": "zuke._waits",
+    "WaitSettings": "zuke._waits",
+    "WaitTrigger": "zuke._waits",
+    "external_signal": "zuke._waits",
+    "resume_when": "zuke._waits",
+    "ResumeOutcome": "zuke.runs.resume",
+    "resume_run": "zuke.runs.resume",
+    "SweepReport": "zuke.runs.sweep",
+    "resume_check": "zuke.runs.sweep",
 }
 
 
@@ -94,12 +125,16 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "AlreadyResumedError",
     "Build",
     "BuildDefinitionError",
     "Conflict",
     "Context",
     "CorruptRecordError",
+    "DegradedRecordError",
     "DurationError",
+    "GateState",
+    "GraphChangedError",
     "GraphError",
     "LockAcquired",
     "LockConflictError",
@@ -108,31 +143,45 @@ __all__ = [
     "LockHolder",
     "LockInfo",
     "LockSettings",
+    "NotYet",
     "Outcome",
     "Parameter",
     "ParameterError",
+    "ResumeOutcome",
     "RunError",
     "RunNotFoundError",
+    "RunNotSuspendedError",
     "RunQuery",
     "RunResult",
+    "Satisfied",
     "Signal",
+    "SignalRefusedError",
     "StateError",
     "StateHandle",
     "StateStore",
     "StoreUnavailableError",
     "StoredRun",
+    "SweepReport",
     "Target",
     "TargetBuilder",
     "TargetFailedError",
     "TargetTimeoutError",
     "UnsafeIdError",
     "UsageError",
+    "WaitContext",
+    "WaitFailed",
+    "WaitSettings",
+    "WaitTrigger",
     "Written",
     "ZukeError",
     "__version__",
     "execute",
+    "external_signal",
     "lock_key",
     "parameter",
+    "resume_check",
+    "resume_run",
+    "resume_when",
     "run",
     "target",
 ]

@@ -319,3 +319,39 @@ def _signal_notes(
 async def _release_quietly(store: StateStore, run_id: str, token: str) -> None:
     with contextlib.suppress(Exception):
         await asyncio.to_thread(store.release_lock, lease_key(run_id), token)
+
+
+def resume_run(
+    build_cls: type[Build],
+    run_id: str,
+    *,
+    signal: str | None = None,
+    data: Any = None,
+    signal_id: str | None = None,
+    force_graph: bool = False,
+    resume_degraded: bool = False,
+    actor: str | None = None,
+    params: Mapping[str, str | Sequence[str]] | None = None,
+    env: Mapping[str, str] | None = None,
+    store: StateStore | None = None,
+) -> ResumeOutcome:
+    """Resume a suspended run in this process (what ``zuke resume RUN_ID`` calls)."""
+    import os
+
+    from zuke.runs.store import open_store
+
+    environ = dict(os.environ) if env is None else env
+    supplied = {k: [v] if isinstance(v, str) else list(v) for k, v in (params or {}).items()}
+    options = ResumeOptions(
+        signal=None if signal is None else SignalDelivery(signal, data, signal_id),
+        force_graph=force_graph,
+        resume_degraded=resume_degraded,
+        actor=actor,
+        params=supplied,
+    )
+    chosen = store or open_store(environ, build=build_cls)
+    return asyncio.run(
+        resume_run_async(
+            build_cls, chosen, run_id, options, RunOptions(env=environ, params=supplied)
+        )
+    )

@@ -368,4 +368,30 @@ async def _record_checks(
     update_run(store, record.id, change)
 
 
-__all__ = ["SweepEntry", "SweepReport", "resume_check_async"]
+def resume_check(
+    build_cls: type[Build],
+    run_id: str | None = None,
+    *,
+    force_graph: bool = False,
+    resume_degraded: bool = False,
+    actor: str | None = None,
+    env: Mapping[str, str] | None = None,
+    store: StateStore | None = None,
+) -> SweepReport:
+    """One sweep in this process (what ``zuke resume --check [RUN_ID]`` calls)."""
+    import asyncio
+    import os
+
+    from zuke.runs.store import open_store
+
+    environ = dict(os.environ) if env is None else env
+    options = ResumeOptions(force_graph=force_graph, resume_degraded=resume_degraded, actor=actor)
+    chosen = store or open_store(environ, build=build_cls)
+    return asyncio.run(
+        resume_check_async(
+            build_cls, chosen, run_id=run_id, resume=options, run=RunOptions(env=environ)
+        )
+    )
+
+
+__all__ = ["SweepEntry", "SweepReport", "resume_check", "resume_check_async"]
