@@ -71,6 +71,10 @@ def main(
     err = err or sys.stderr
     try:
         argv = cli_args.command_first(argv)
+        if argv and argv[0] == "resume":  # takes the build's parameter flags: not typer
+            from zuke.cli.resume_cmd import run_resume
+
+            return run_resume(argv, build=build, env=env, out=out, err=err)
         if argv and argv[0] in cli_args.MANAGEMENT_COMMANDS:
             from zuke.cli.manage import run_command  # typer: imported only here
 

@@ -1,0 +1,197 @@
+"""``zuke resume``: deliver a signal and resume one run, or sweep (``--check``).
+
+::
+
+    zuke resume RUN_ID [--signal NAME [--data JSON] [--signal-id ID]]
+                [--force-graph] [--resume-degraded] [--actor NAME] [--PARAM VALUE ...]
+    zuke resume --check [RUN_ID] [--json]
+
+Parsed here, not with typer: a resume takes the build's own parameter flags
+(non-secret values may be overridden; secrets come from the environment
+again), so it needs the loaded build, as running targets does. The work is
+:func:`zuke.runs.resume.resume_run_async` and
+:func:`zuke.runs.sweep.resume_check_async`; this module parses and renders.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, TextIO
+
+from zuke._errors import UsageError
+from zuke.cli import args as cli_args
+
+if TYPE_CHECKING:
+    from zuke._build import Build
+    from zuke.runs.sweep import SweepReport
+
+_VALUE = {"--signal", "--data", "--signal-id"}
+_SWITCH = {"--force-graph", "--resume-degraded", "--check", "--json"}
+
+
+def _split(argv: list[str]) -> tuple[dict[str, str], set[str], list[str]]:
+    """Take the resume flags out of ``argv``; the rest is a build command line."""
+    values: dict[str, str] = {}
+    switches: set[str] = set()
+    rest: list[str] = []
+    i = 0
+    while i < len(argv):
+        flag, has_inline, inline = argv[i].partition("=")
+        i += 1
+        if flag in _SWITCH:
+            if has_inline:
+                raise UsageError(f"{flag} takes no value; drop '={inline}'")
+            switches.add(flag)
+        elif flag in _VALUE:
+            if has_inline:
+                values[flag] = inline
+            elif i < len(argv):
+                values[flag] = argv[i]
+                i += 1
+            else:
+                raise UsageError(f"{flag} needs a value")
+        else:
+            rest.append(argv[i - 1])
+    return values, switches, rest
+
+
+def parse_data(text: str | None) -> Any:
+    """``--data``: JSON of at most 64 KiB; the payload itself is never echoed back."""
+    from zuke.runs.resume import MAX_SIGNAL_BYTES
+
+    if text is None:
+        return {}
+    if len(text.encode()) > MAX_SIGNAL_BYTES:
+        raise UsageError(
+            f"--data is {len(text.encode())} bytes; the limit is {MAX_SIGNAL_BYTES} (64 KiB). "
+            "Send a reference (a URL, an id) instead"
+        )
+    try:
+        return json.loads(text, parse_constant=_no_constant)
+    except ValueError as exc:
+        where = ""
+        if isinstance(exc, json.JSONDecodeError):
+            where = f" (line {exc.lineno}, column {exc.colno})"
+        raise UsageError(
+            f'--data is not JSON{where}; quote it for the shell, e.g. --data \'{{"by": "qa"}}\''
+        ) from None
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def run_resume(
+    argv: list[str],
+    *,
+    build: type[Build] | None,
+    env: Mapping[str, str],
+    out: TextIO,
+    err: TextIO,
+) -> int:
+    from zuke._build import parameters
+    from zuke._engine.run import RunOptions
+    from zuke._loader import find_build_file, load_build_class
+    from zuke.cli.console import ConsoleReporter
+    from zuke.runs.resume import ResumeOptions, SignalDelivery, resume_run_async
+    from zuke.runs.store import open_store
+    from zuke.runs.sweep import resume_check_async
+
+    values, switches, rest = _split(argv[1:])
+    file, _ = cli_args.prescan(rest)
+    if build is None:
+        build = load_build_class(find_build_file(file, env))
+    parsed = cli_args.parse(rest, parameters(build))
+    if parsed.skip or parsed.list or parsed.targets[1:]:
+        raise UsageError(
+            "usage: zuke resume RUN_ID [--signal NAME [--data JSON]] | "
+            "zuke resume --check [RUN_ID] [--json]"
+        )
+    run_id = parsed.targets[0] if parsed.targets else None
+    check = "--check" in switches
+    if not check and run_id is None:
+        raise UsageError("zuke resume needs a RUN_ID (or --check to sweep every suspended run)")
+    if "--signal" not in values and ("--data" in values or "--signal-id" in values):
+        raise UsageError("--data and --signal-id go with --signal NAME")
+    if check and "--signal" in values:
+        raise UsageError("--check sweeps; deliver a signal with zuke resume RUN_ID --signal NAME")
+    signal = None
+    if "--signal" in values:
+        data = parse_data(values.get("--data"))
+        signal = SignalDelivery(values["--signal"], data, values.get("--signal-id"))
+    resume = ResumeOptions(
+        signal=signal,
+        force_graph="--force-graph" in switches,
+        resume_degraded="--resume-degraded" in switches,
+        actor=parsed.actor,
+        params=parsed.params,
+    )
+    as_json = "--json" in switches
+    reporter = ConsoleReporter(out=err if as_json else out, err=err)
+
+    def warn(message: str) -> None:
+        err.write(reporter.redactor.text(message) + "\n")
+        err.flush()
+
+    options = RunOptions(
+        params=parsed.params,
+        env=env,
+        actor=parsed.actor,
+        on_warning=warn,
+        on_interrupt=warn,
+        observers=[] if as_json else [reporter],
+        handle_signals=threading.current_thread() is threading.main_thread(),
+    )
+    store = open_store(env, build=build)
+    if check:
+        report = asyncio.run(
+            resume_check_async(build, store, run_id=run_id, resume=resume, run=options)
+        )
+        out.write((sweep_json(report) if as_json else sweep_text(report)) + "\n")
+        return 0 if report.ok else 1
+    outcome = asyncio.run(resume_run_async(build, store, run_id or "", resume, options))
+    for note in outcome.notes:
+        warn(f"zuke: {note}")
+    if outcome.result is not None and outcome.result.record_error is not None:
+        warn(f"zuke: {outcome.result.record_error}")
+        return 1
+    if outcome.action == "already-delivered":
+        return 0
+    if outcome.result is not None and outcome.result.status == "cancelled" and outcome.ok:
+        return 130
+    return 0 if outcome.ok else 1
+
+
+def sweep_text(report: SweepReport) -> str:
+    lines = []
+    for e in report.entries:
+        gate = f" [{e.gate}]" if e.gate else ""
+        detail = f" — {e.detail}" if e.detail else ""
+        mark = " (error)" if e.errored else ""
+        lines.append(f"{e.run_id} {e.build}{gate}: {e.action} → {e.result}{mark}{detail}")
+    c = report.counts()
+    lines.append(
+        f"Checked {c['checked']} suspended run(s): {c['resumed']} resumed, "
+        f"{c['still_waiting']} still waiting, {c['timed_out']} timed out, {c['failed']} failed"
+        f"; reaped {c['reaped']}, skipped {c['skipped']}, {c['errors']} check error(s)."
+    )
+    return "\n".join(lines)
+
+
+def sweep_json(report: SweepReport) -> str:
+    runs = [
+        {
+            "id": e.run_id,
+            "build": e.build,
+            "gate": e.gate,
+            "action": e.action,
+            "result": e.result,
+            "detail": e.detail,
+            "error": e.errored,
+        }
+        for e in report.entries
+    ]
+    return json.dumps({"runs": runs, "counts": report.counts(), "ok": report.ok}, indent=2)
