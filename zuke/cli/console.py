@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
 from datetime import datetime
 from typing import TextIO
 
@@ -17,7 +16,7 @@ from zuke._engine.observer import Observer, Transition
 from zuke._engine.plan import Plan
 from zuke._engine.result import RunResult
 from zuke._redact import Redactor
-from zuke.state.records import WaitingFor
+from zuke.cli.hints import resume_commands
 
 _LABELS = {
     "succeeded": "Succeeded",
@@ -131,7 +130,8 @@ class ConsoleReporter(Observer):
             self.line(s.red(result.stop_reason), err=True)
         self.line(self._closing(result))
         if result.status == "suspended" and result.recorded:
-            for line in resume_hint(result.run_id, result.waiting):
+            self.line(f"Run {result.run_id} is suspended. Resume it with:")
+            for line in resume_commands(result.run_id, result.waiting):
                 self.line(line)
         elif result.recorded:
             self.line(s.dim(f"Run {result.run_id} (zuke runs show {result.run_id})"))
@@ -178,16 +178,3 @@ class ConsoleReporter(Observer):
         if not failed:
             culprit = "no target failed, but some were not reached"
         return s.red(f"✘ Build failed — {culprit} after {elapsed}  ({stamp})")
-
-
-def resume_hint(run_id: str, waiting: Mapping[str, WaitingFor]) -> list[str]:
-    """The exact commands that resume a suspended run, one per gate it waits at."""
-    lines = [f"Run {run_id} is suspended. Resume it with:"]
-    for gate, why in waiting.items():
-        until = f" until {why.deadline}" if why.deadline else ""
-        lines.append(f"  # {gate} waits for {why.trigger}{until}")
-        if why.trigger.startswith("signal:"):
-            name = why.trigger.removeprefix("signal:")
-            lines.append(f"  zuke resume {run_id} --signal {name} --data '{{}}'")
-    lines.append(f"  zuke resume --check {run_id}   # re-check its gates (predicates, timeouts)")
-    return lines

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from zuke._clock import parse_iso
 from zuke._duration import format_duration
+from zuke.cli.hints import resume_commands
 from zuke.runs import RunCounts
 from zuke.state.records import RunRecord, RunSummary
 from zuke.state.wire import record_to_json, summary_to_json
@@ -130,6 +131,23 @@ def record_text(r: RunRecord) -> str:
         glyph = _GLYPHS.get(t.status, "?")
         row = f"  {glyph} {names[name]:<{width}}  {safe(t.status):<9}  {safe(note)}"
         lines.append(row.rstrip())
+        for effect, fx in t.effects.items():
+            tries = f", {fx.attempts} attempts" if fx.attempts > 1 else ""
+            error = f": {fx.error}" if fx.error else ""
+            lines.append(f"      effect {safe(effect)}: {safe(fx.status)}{tries}{safe(error)}")
+    waiting = {
+        name: t.waiting_for
+        for name, t in r.targets.items()
+        if t.status == "waiting" and t.waiting_for is not None
+    }
+    if r.status == "suspended":
+        lines.append("Waiting:")
+        for name, why in waiting.items():
+            checked = f"; last checked {why.checked_at}" if why.checked_at else ""
+            said = f" ({why.detail})" if why.detail else ""
+            lines.append(f"  {names[name]}: {safe(why.trigger)}{checked}{safe(said)}")
+        lines.append("Resume it with:")
+        lines.extend(safe(line) for line in resume_commands(r.id, waiting))
     if r.signals:
         lines.append("Signals:")
         lines.extend(
