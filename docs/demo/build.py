@@ -1,18 +1,20 @@
-"""A small release: build, test and deploy a service, recorded as a durable run.
+"""A small release: build, test, deploy to staging, wait for QA, deploy to production.
 
-Run it from this directory:  zuke release --service api --state
+Run it from this directory::
+
+    zuke release --service api                    # suspends at qa_approval, prints the run id
+    zuke resume RUN_ID --signal qa-approved --data '{"by": "qa"}'   # finishes the release
 """
 
 from __future__ import annotations
 
 import asyncio
 
-from zuke import Build, Context, LockSettings, parameter, run, target
+from zuke import Build, Context, LockSettings, external_signal, parameter, run, target
 
 
 class Release(Build):
     service = parameter("service to release").required()
-    environment = parameter("where to deploy").options("staging", "production").default("staging")
     replicas = parameter("how many replicas").integer().default(2)
 
     @target
@@ -37,24 +39,45 @@ class Release(Build):
         return t.description("Lint the sources").executes(lambda: print("lint clean"))
 
     @target
-    def release(self, t):
+    def staging(self, t):
         return (
-            t.description("Deploy the image")
+            t.description("Deploy the image to staging")
             .depends_on(self.unit_tests, self.lint)
-            .lock(self._one_deploy_at_a_time)
+            .lock(lambda s: self._one_deploy_at_a_time(s, "staging"))
             .timeout("5m")
-            .executes(self._deploy)
+            .executes(lambda ctx: self._deploy(ctx, "staging"))
         )
 
-    def _one_deploy_at_a_time(self, s: LockSettings) -> None:
-        s.lock_key("deploy", self.service.value, self.environment.value).with_ttl("30m")
+    @target
+    def qa_approval(self, t):
+        return (
+            t.description("Wait for QA to approve what runs on staging")
+            .depends_on(self.staging)
+            .waits_for(lambda s: s.on(external_signal("qa-approved")).timeout("72h"))
+        )
 
-    def _deploy(self, ctx: Context) -> None:
+    @target
+    def release(self, t):
+        return (
+            t.description("Deploy the approved image to production")
+            .depends_on(self.qa_approval)
+            .lock(lambda s: self._one_deploy_at_a_time(s, "production"))
+            .timeout("5m")
+            .executes(lambda ctx: self._deploy(ctx, "production"))
+        )
+
+    def _one_deploy_at_a_time(self, s: LockSettings, environment: str) -> None:
+        s.lock_key("deploy", self.service.value, environment).with_ttl("30m")
+
+    def _deploy(self, ctx: Context, environment: str) -> None:
         image = ctx.state_of(self.compile).get()["image"]
         assert ctx.lock is not None
-        print(f"deploying {image} to {self.environment.value} x{self.replicas.value}")
+        if environment == "production":
+            approval = ctx.signals["qa-approved"]
+            print(f"approved by {approval.data.get('by', '?')} at {approval.received_at}")
+        print(f"deploying {image} to {environment} x{self.replicas.value}")
         print(f"holding {ctx.lock.key} with fence {ctx.lock.fence}")
-        ctx.state.set({"deployed": image, "environment": self.environment.value})
+        ctx.state.set({"deployed": image, "environment": environment})
 
 
 if __name__ == "__main__":
