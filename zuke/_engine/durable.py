@@ -224,6 +224,7 @@ class DurableRun:
 
     def _start(self, poll_s: float) -> None:
         """Start renewing the lease and watching for a cancel from another process."""
+        self.writer.lease = (self.lease.key, self.lease.token)
         self.lease.start()
         self.watch = CancelWatch(
             self.store, self.state.run_id, interval_s=poll_s, warn=self.warn,
@@ -277,6 +278,13 @@ class DurableRun:
             self.scheduler.cancel(reason=f"cancelled by {actor}")
 
     def _settled_elsewhere(self, status: RunStatus) -> None:
+        if status in ("running", "suspended", "cancelling"):
+            self.writer.disown()
+            self._stop(
+                f"Run {self.state.run_id} stopped: another process took it over (its record "
+                "names another holder). Nothing was rolled back; the new holder owns the run."
+            )
+            return
         self._stop(f"Run {self.state.run_id} was {status} by another process; stopping.")
 
     async def guard(self, spec: TargetSpec, ctx: Context) -> Held | None:

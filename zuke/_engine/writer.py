@@ -115,6 +115,8 @@ class RunStateWriter(Observer):
         self.settled_elsewhere: RunStatus | None = None
         #: called on the loop with the status another process gave the run
         self.on_settled_elsewhere: Callable[[RunStatus], None] = lambda status: None
+        #: (key, token) of the run's lease: a record naming another token is not ours
+        self.lease: tuple[str, str] | None = None
         #: called on the loop with the fresh record when a write finds it ``cancelling``
         self.on_cancel_requested: Callable[[RunRecord], object] = lambda record: None
         self._rows: dict[str, TargetRecord] = dict(record.targets)
@@ -357,6 +359,8 @@ class RunStateWriter(Observer):
         assert self.version is not None, "create() the record before writing to it"
 
         def change(fresh: RunRecord) -> RunDelta | None:
+            if self.lease is not None and fresh.locks.get(self.lease[0]) != self.lease[1]:
+                return None  # the record names another holder: the run was taken over
             if fresh.status == "cancelling" and self.record.status != "cancelling":
                 self._loop.call_soon_threadsafe(self.on_cancel_requested, fresh)
             return delta if fresh.status in _OURS else None

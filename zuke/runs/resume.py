@@ -239,7 +239,8 @@ async def resume_now(
             by=taken.holder.actor,
         )
     try:
-        updated = update_run(store, record.id, _to_running(resume, actor, now, delta_extra))
+        change = _to_running(resume, actor, now, delta_extra, lease_token=taken.token)
+        updated = update_run(store, record.id, change)
         if isinstance(updated, (Unchanged, GaveUp)):
             raise AlreadyResumedError(
                 f"resume: run {record.id} was resumed by {updated.record.actor} at "
@@ -258,7 +259,12 @@ async def resume_now(
 
 
 def _to_running(
-    resume: ResumeOptions, actor: str, now_ms: int, extra: RunDelta | None
+    resume: ResumeOptions,
+    actor: str,
+    now_ms: int,
+    extra: RunDelta | None,
+    *,
+    lease_token: str,
 ) -> Callable[[RunRecord], RunDelta | None]:
     def change(fresh: RunRecord) -> RunDelta | None:
         if fresh.status != "suspended":
@@ -279,6 +285,9 @@ def _to_running(
             signals=signals,
             events=(event,),
             deadline_at=_pushed_deadline(fresh, now_ms),
+            # The record names its holder's lease: a paused former owner that wakes up
+            # sees it is no longer theirs and writes nothing.
+            locks={lease_key(fresh.id): lease_token},
         )
         if extra is not None:
             delta = replace(delta, targets=extra.targets, events=(*extra.events, event))

@@ -221,6 +221,7 @@ async def _run_rollback(
             targets=rows,
             events=(event,),
             intended_terminal="cancelled",
+            locks={lease_key(record.id): lease.token},
         )
 
     updated = update_run(store, record.id, to_running)
