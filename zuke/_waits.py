@@ -142,8 +142,9 @@ class WaitTrigger(ABC):
 
 
 async def ask(trigger: WaitTrigger, ctx: WaitContext) -> WaitResult:
-    """Check ``trigger`` (sync or async) and normalise its answer."""
-    answer = trigger.check(ctx)
+    """Check ``trigger`` (sync or async) and normalise its answer (one that is not a result
+    fails the wait)."""
+    answer: Any = trigger.check(ctx)  # a user's trigger may answer anything
     if inspect.isawaitable(answer):
         answer = await answer
     if answer is True:
@@ -152,7 +153,8 @@ async def ask(trigger: WaitTrigger, ctx: WaitContext) -> WaitResult:
         return NotYet()
     if isinstance(answer, (NotYet, Satisfied, WaitFailed)):
         return answer
-    raise BuildDefinitionError(
+    # A trigger that answers something else is broken, not slow: asking again cannot help.
+    return WaitFailed(
         f"gate {ctx.target!r}: trigger {trigger.descriptor!r} answered {answer!r}; "
         "return NotYet(), Satisfied(), WaitFailed(reason) or a bool"
     )

@@ -50,8 +50,11 @@ class RunState:
         meta: Mapping[str, Mapping[str, Any]] | None = None,
         prior: Mapping[str, Outcome] | None = None,
         redriven: frozenset[str] = frozenset(),
+        params: Mapping[str, Any] | None = None,
     ) -> None:
         self.run_id = run_id
+        #: the run's parameter values without secrets (what a gate's trigger reads)
+        self.params: Mapping[str, Any] = dict(params or {})
         self.actor = actor
         self.redactor = redactor
         self.signals: Mapping[str, Signal] = dict(signals or {})

@@ -236,7 +236,7 @@ class DurableRun:
 
     def hooks(self, pool: ThreadPoolExecutor) -> Hooks:
         keeper = GateKeeper(state=self.state, writer=self.writer, clock=self.clock,
-                            params=self.writer.record.params, warn=self.warn)  # fmt: skip
+                            params=self.state.params, warn=self.warn)  # fmt: skip
         runner = EffectDriver(writer=self.writer, clock=self.clock, pool=pool)
         return Hooks(gate=keeper.check, effects=runner.run)
 

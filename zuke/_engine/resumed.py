@@ -84,6 +84,7 @@ async def execute_resumed(
         run_id=record.id,
         actor=actor,
         redactor=loaded.redactor,
+        params=loaded.public_params,
         signals=record.signals,
         meta={name: row.meta for name, row in record.targets.items()},
         prior=prior,

@@ -17,6 +17,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from zuke._build import Build, define_targets, parameters
 from zuke._clock import SYSTEM_CLOCK, Clock
@@ -73,6 +74,12 @@ class LoadedBuild:
     @functools.cached_property
     def redactor(self) -> Redactor:
         return Redactor(self.resolution.secrets)
+
+    @functools.cached_property
+    def public_params(self) -> dict[str, Any]:
+        """Every parameter's value, defaults included, but no secret (what a trigger reads)."""
+        hidden = {p.name for p in parameters(type(self.build)) if p.is_secret}
+        return {k: v for k, v in self.resolution.values.items() if k not in hidden}
 
 
 def load(
@@ -154,6 +161,7 @@ async def execute_async(build_cls: type[Build], options: RunOptions) -> RunResul
         run_id=run_id,
         actor=resolve_actor(options.actor, options.env),
         redactor=loaded.redactor,
+        params=loaded.public_params,
     )
     secret_names = {p.name for p in parameters(build_cls) if p.is_secret}
     durable = await DurableRun.open(

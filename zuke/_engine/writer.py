@@ -171,7 +171,14 @@ class RunStateWriter(Observer):
         self._queue(RunDelta(updated_at=self._now(), targets={name: row}))
 
     def _meta_changed_from_any_thread(self, target: str) -> None:
-        self._loop.call_soon_threadsafe(self._meta_changed, target)
+        try:
+            on_loop = asyncio.get_running_loop() is self._loop
+        except RuntimeError:
+            on_loop = False
+        if on_loop:  # an async body or a trigger: the next flush must see it (ctx.persist())
+            self._meta_changed(target)
+        else:
+            self._loop.call_soon_threadsafe(self._meta_changed, target)
 
     def _meta_changed(self, target: str) -> None:
         self._dirty_meta.add(target)

@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from zuke._build import Build
 from zuke._clock import iso, parse_iso
-from zuke._engine.run import RunOptions, load
+from zuke._engine.run import LoadedBuild, RunOptions, load
 from zuke._errors import AlreadyResumedError, RunError, ZukeError
 from zuke._provenance import build_origin, resolve_actor
 from zuke._waits import GateState, NotYet, Satisfied, WaitContext, WaitFailed, ask
@@ -212,7 +212,7 @@ async def _sweep_run(
         return SweepEntry(
             record.id, name, "timed-out", outcome.status, gate=gate, detail="; ".join(outcome.notes)
         )
-    checks = await _check_gates(loaded.graph.specs, store, record, now, shared)
+    checks = await _check_gates(loaded, store, record, now, shared)
     failed = next((c for c in checks if isinstance(c.result, WaitFailed)), None)
     if failed is not None:
         assert isinstance(failed.result, WaitFailed)
@@ -280,9 +280,10 @@ class _Check:
 
 
 async def _check_gates(
-    specs: Mapping[str, Any], store: StateStore, record: RunRecord, now: int, shared: dict[str, Any]
+    loaded: LoadedBuild, store: StateStore, record: RunRecord, now: int, shared: dict[str, Any]
 ) -> list[_Check]:
     """Ask every waiting gate's trigger, from the record alone."""
+    specs = loaded.graph.specs
     checks = []
     for name, row in record.targets.items():
         spec = specs.get(name)
@@ -313,7 +314,7 @@ async def _check_gates(
         ctx = WaitContext(
             run_id=record.id,
             target=name,
-            params=record.params,
+            params=loaded.public_params,
             signals=record.signals,
             state=GateState(read, write),
             now_ms=now,
@@ -325,7 +326,7 @@ async def _check_gates(
             check.result = await ask(trigger, ctx)
         except Exception as exc:
             check.errored = True
-            check.detail = f"the trigger raised {type(exc).__name__}: {exc}"
+            check.detail = loaded.redactor.text(f"the trigger raised {type(exc).__name__}: {exc}")
             continue
         if isinstance(check.result, NotYet):
             check.detail = check.result.reason
