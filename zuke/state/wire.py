@@ -12,15 +12,18 @@ round-trips unchanged. Wrong types and unknown statuses raise
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from typing import Any, cast
 
 from zuke._errors import CorruptRecordError
+from zuke.state._wire_target import (
+    Reader,
+    optional,
+    parse_target,
+    target_to_json,
+    waiting_for_to_json,
+)
 from zuke.state.records import (
     RUN_STATUSES,
-    TARGET_STATUSES,
-    EffectRecord,
-    EffectStatus,
     GraphNode,
     LockHolder,
     RunDelta,
@@ -29,53 +32,14 @@ from zuke.state.records import (
     RunStatus,
     RunSummary,
     Signal,
-    TargetRecord,
-    TargetStatus,
-    WaitingFor,
 )
 
 # ---------------------------------------------------------------- to JSON
 
 
-def _optional(out: dict[str, Any], key: str, value: Any) -> None:
-    if value is not None:
-        out[key] = value
-
-
-def waiting_for_to_json(w: WaitingFor) -> dict[str, Any]:
-    out: dict[str, Any] = {"trigger": w.trigger}
-    _optional(out, "deadline", w.deadline)
-    out["onTimeout"] = {"target": w.on_timeout} if w.on_timeout_is_target else w.on_timeout
-    _optional(out, "checkedAt", w.checked_at)
-    _optional(out, "detail", w.detail)
-    return out
-
-
-def _effect_to_json(e: EffectRecord) -> dict[str, Any]:
-    out: dict[str, Any] = {"status": e.status, "attempts": e.attempts}
-    _optional(out, "intentAt", e.intent_at)
-    _optional(out, "doneAt", e.done_at)
-    _optional(out, "error", e.error)
-    return out
-
-
-def target_to_json(t: TargetRecord) -> dict[str, Any]:
-    out: dict[str, Any] = dict(t.extra)
-    out["status"] = t.status
-    out["meta"] = dict(t.meta)
-    _optional(out, "startedAt", t.started_at)
-    _optional(out, "endedAt", t.ended_at)
-    _optional(out, "error", t.error)
-    if t.waiting_for is not None:
-        out["waitingFor"] = waiting_for_to_json(t.waiting_for)
-    if t.effects:
-        out["effects"] = {name: _effect_to_json(e) for name, e in t.effects.items()}
-    return out
-
-
 def _signal_to_json(s: Signal) -> dict[str, Any]:
     out: dict[str, Any] = {"data": s.data, "receivedAt": s.received_at}
-    _optional(out, "id", s.id)
+    optional(out, "id", s.id)
     return out
 
 
@@ -87,7 +51,7 @@ def _event_to_json(e: RunEvent) -> dict[str, Any]:
         "outcome": e.outcome,
         "args": dict(e.args),
     }
-    _optional(out, "detail", e.detail)
+    optional(out, "detail", e.detail)
     return out
 
 
@@ -111,9 +75,9 @@ def record_to_json(r: RunRecord) -> dict[str, Any]:
             "degraded": r.degraded,
         }
     )
-    _optional(out, "buildId", r.build_id)
-    _optional(out, "deadlineAt", r.deadline_at)
-    _optional(out, "intendedTerminal", r.intended_terminal)
+    optional(out, "buildId", r.build_id)
+    optional(out, "deadlineAt", r.deadline_at)
+    optional(out, "intendedTerminal", r.intended_terminal)
     if r.locks:
         out["locks"] = dict(r.locks)
     return out
@@ -128,7 +92,7 @@ def holder_to_json(holder: LockHolder) -> dict[str, str]:
 
 def parse_holder(raw: Any, *, where: str = "lock holder") -> LockHolder:
     """The wire form ``{actor, runId, since, runUrl?}``; anything else is corrupt."""
-    rd = _Reader(where)
+    rd = Reader(where)
     obj = rd.obj(raw, "holder")
     return LockHolder(
         actor=rd.string(obj, "actor"),
@@ -152,11 +116,11 @@ def summary_to_json(s: RunSummary) -> dict[str, Any]:
 
 def delta_to_json(d: RunDelta) -> dict[str, Any]:
     out: dict[str, Any] = {"updatedAt": d.updated_at}
-    _optional(out, "status", d.status)
-    _optional(out, "actor", d.actor)
-    _optional(out, "degraded", d.degraded)
-    _optional(out, "deadlineAt", d.deadline_at)
-    _optional(out, "intendedTerminal", d.intended_terminal)
+    optional(out, "status", d.status)
+    optional(out, "actor", d.actor)
+    optional(out, "degraded", d.degraded)
+    optional(out, "deadlineAt", d.deadline_at)
+    optional(out, "intendedTerminal", d.intended_terminal)
     if d.targets:
         out["targets"] = {name: target_to_json(t) for name, t in d.targets.items()}
     if d.signals:
@@ -182,106 +146,16 @@ _RECORD_KEYS = frozenset(
         "intendedTerminal", "locks",
     }
 )  # fmt: skip
-_TARGET_KEYS = frozenset(
-    {"status", "meta", "startedAt", "endedAt", "error", "waitingFor", "effects"}
-)
 
 
-class _Reader:
-    """Typed field access that names the offending field on failure."""
-
-    def __init__(self, where: str) -> None:
-        self.where = where
-
-    def fail(self, what: str) -> CorruptRecordError:
-        return CorruptRecordError(f"state: {self.where}: {what}")
-
-    def obj(self, value: Any, name: str) -> Mapping[str, Any]:
-        if not isinstance(value, dict):
-            raise self.fail(f"{name} must be an object, got {type(value).__name__}")
-        return value
-
-    def string(self, obj: Mapping[str, Any], key: str) -> str:
-        value = obj.get(key)
-        if not isinstance(value, str):
-            raise self.fail(f'"{key}" must be a string')
-        return value
-
-    def opt_string(self, obj: Mapping[str, Any], key: str) -> str | None:
-        value = obj.get(key)
-        if value is None:
-            return None
-        if not isinstance(value, str):
-            raise self.fail(f'"{key}" must be a string when present')
-        return value
-
-    def status(self, obj: Mapping[str, Any], key: str, allowed: tuple[str, ...]) -> str:
-        value = self.string(obj, key)
-        if value not in allowed:
-            raise self.fail(f'"{key}" is "{value}", expected one of {", ".join(allowed)}')
-        return value
-
-
-def _parse_waiting_for(rd: _Reader, raw: Any) -> WaitingFor:
-    obj = rd.obj(raw, "waitingFor")
-    on_timeout = obj.get("onTimeout", "fail")
-    is_target = isinstance(on_timeout, dict) and isinstance(on_timeout.get("target"), str)
-    if is_target:
-        on_timeout = on_timeout["target"]
-    elif on_timeout not in ("fail", "cancel-run"):
-        raise rd.fail('"onTimeout" must be "fail", "cancel-run" or {"target": name}')
-    return WaitingFor(
-        trigger=rd.string(obj, "trigger"),
-        deadline=rd.opt_string(obj, "deadline"),
-        on_timeout=on_timeout,
-        on_timeout_is_target=is_target,
-        checked_at=rd.opt_string(obj, "checkedAt"),
-        detail=rd.opt_string(obj, "detail"),
-    )
-
-
-def _parse_effects(rd: _Reader, raw: Any) -> dict[str, EffectRecord]:
-    out = {}
-    for name, value in rd.obj(raw, "effects").items():
-        obj = rd.obj(value, f"effect {name!r}")
-        attempts = obj.get("attempts", 1)
-        if not isinstance(attempts, int) or isinstance(attempts, bool) or attempts < 0:
-            raise rd.fail(f'effect {name!r}: "attempts" must be a whole number')
-        out[name] = EffectRecord(
-            status=cast(EffectStatus, rd.status(obj, "status", ("pending", "done", "failed"))),
-            intent_at=rd.opt_string(obj, "intentAt"),
-            attempts=attempts,
-            done_at=rd.opt_string(obj, "doneAt"),
-            error=rd.opt_string(obj, "error"),
-        )
-    return out
-
-
-def parse_target(raw: Any, where: str) -> TargetRecord:
-    rd = _Reader(where)
-    obj = rd.obj(raw, "target row")
-    meta = obj.get("meta")
-    waiting = obj.get("waitingFor")
-    return TargetRecord(
-        status=cast(TargetStatus, rd.status(obj, "status", TARGET_STATUSES)),
-        meta={} if meta is None else dict(rd.obj(meta, "meta")),
-        started_at=rd.opt_string(obj, "startedAt"),
-        ended_at=rd.opt_string(obj, "endedAt"),
-        error=rd.opt_string(obj, "error"),
-        waiting_for=None if waiting is None else _parse_waiting_for(rd, waiting),
-        effects={} if obj.get("effects") is None else _parse_effects(rd, obj["effects"]),
-        extra={k: v for k, v in obj.items() if k not in _TARGET_KEYS},
-    )
-
-
-def _parse_signal(rd: _Reader, name: str, raw: Any) -> Signal:
+def _parse_signal(rd: Reader, name: str, raw: Any) -> Signal:
     obj = rd.obj(raw, f"signal {name!r}")
     return Signal(
         data=obj.get("data"), received_at=rd.string(obj, "receivedAt"), id=rd.opt_string(obj, "id")
     )
 
 
-def _parse_event(rd: _Reader, raw: Any) -> RunEvent:
+def _parse_event(rd: Reader, raw: Any) -> RunEvent:
     obj = rd.obj(raw, "event")
     outcome = obj.get("outcome", "ok")
     if outcome not in ("ok", "denied", "error"):
@@ -299,12 +173,12 @@ def _parse_event(rd: _Reader, raw: Any) -> RunEvent:
 
 def parse_record(raw: Any, *, where: str = "run record") -> RunRecord:
     """Parse the wire form of a record, tolerating missing optional parts."""
-    rd = _Reader(where)
+    rd = Reader(where)
     obj = rd.obj(raw, "record")
     run_id = obj.get("id")
     if isinstance(run_id, str) and repr(run_id) not in where:
         # Name the run, but keep the caller's context (a file, a request) too.
-        rd = _Reader(f"run {run_id!r}" if where == "run record" else f"{where} (run {run_id!r})")
+        rd = Reader(f"run {run_id!r}" if where == "run record" else f"{where} (run {run_id!r})")
     graph_raw = obj.get("graph") or []
     if not isinstance(graph_raw, list):
         raise rd.fail('"graph" must be a list')
@@ -351,7 +225,7 @@ def parse_record(raw: Any, *, where: str = "run record") -> RunRecord:
     )
 
 
-def _parse_locks(rd: _Reader, raw: Any) -> dict[str, str]:
+def _parse_locks(rd: Reader, raw: Any) -> dict[str, str]:
     locks = rd.obj(raw or {}, "locks")
     if not all(isinstance(v, str) for v in locks.values()):
         raise rd.fail('"locks" must map lock keys to token strings')
@@ -359,7 +233,7 @@ def _parse_locks(rd: _Reader, raw: Any) -> dict[str, str]:
 
 
 def parse_summary(raw: Any, *, where: str = "run summary") -> RunSummary:
-    rd = _Reader(where)
+    rd = Reader(where)
     obj = rd.obj(raw, "summary")
     return RunSummary(
         id=rd.string(obj, "id"),
@@ -373,7 +247,7 @@ def parse_summary(raw: Any, *, where: str = "run summary") -> RunSummary:
 
 
 def parse_delta(raw: Any, *, where: str = "run delta") -> RunDelta:
-    rd = _Reader(where)
+    rd = Reader(where)
     obj = rd.obj(raw, "delta")
     status = obj.get("status")
     if status is not None and status not in RUN_STATUSES:
@@ -405,7 +279,7 @@ def parse_delta(raw: Any, *, where: str = "run delta") -> RunDelta:
     )
 
 
-def _parse_delta_locks(rd: _Reader, raw: Any) -> dict[str, str | None]:
+def _parse_delta_locks(rd: Reader, raw: Any) -> dict[str, str | None]:
     locks = rd.obj(raw or {}, "locks")
     if not all(v is None or isinstance(v, str) for v in locks.values()):
         raise rd.fail('"locks" must map lock keys to a token string or null')
