@@ -281,8 +281,9 @@ class DurableRun:
         if status in ("running", "suspended", "cancelling"):
             self.writer.disown()
             self._stop(
-                f"Run {self.state.run_id} stopped: another process took it over (its record "
-                "names another holder). Nothing was rolled back; the new holder owns the run."
+                f"Run {self.state.run_id} stopped: its lease was taken over by another process "
+                "(its record names another holder). Nothing was rolled back; the new holder "
+                "owns the run."
             )
             return
         self._stop(f"Run {self.state.run_id} was {status} by another process; stopping.")

@@ -1,0 +1,254 @@
+"""Reaping between real processes: kill -9, a SIGSTOPped holder, owed effects, foreign runs."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.resume_support import (
+    MARKER_WRITER,
+    actions,
+    fs_store,
+    lines,
+    record_of,
+    suspend,
+    sweep,
+    version_of,
+    wait_for_lease_to_lapse,
+)
+from tests.e2e.support import finish, kill, output_of, spawn, wait_until, write_build
+from zuke.state.filesystem import FileSystemStateStore
+
+pytestmark = pytest.mark.e2e
+
+SHORT_LEASE = {"ZUKE_RUN_LEASE_TTL": "1s"}
+
+SHIP_BUILD = (
+    MARKER_WRITER
+    + """
+    import os, pathlib, time
+    from zuke import Build, parameter, resume_when, target
+
+    class Ship(Build):
+        markers = parameter("marker directory").required()
+
+        def _m(self):
+            return pathlib.Path(self.markers.value)
+
+        @target
+        def compile(self, t):
+            return t.executes(self._compile)
+
+        def _compile(self, ctx):
+            m = self._m()
+            append_line(m / "compile", f"{os.getpid()} redriven={ctx.redriven}")
+            deadline = time.monotonic() + 60
+            while not ((m / "go").exists() or (m / f"go-{os.getpid()}").exists()):
+                if ctx.cancelled.is_set():
+                    raise RuntimeError("told to stop")
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the test never let compile finish")
+                time.sleep(0.01)
+
+        @target
+        def release(self, t):
+            return t.depends_on(self.compile).executes(lambda: None).effect(
+                "notify", self._notify
+            )
+
+        def _notify(self, ctx):
+            m = self._m()
+            append_line(m / "notify", f"{os.getpid()} redriven={ctx.redriven}")
+            if not ctx.redriven:
+                wait_for(m / "never", "the marker that never comes (the test kills us)")
+
+        @target
+        def announce(self, t):
+            return t.depends_on(self.release).executes(
+                lambda: append_line(self._m() / "announce", str(os.getpid()))
+            )
+
+        @target
+        def approve(self, t):
+            return t.waits_for(
+                lambda s: s.on(resume_when(lambda: (self._m() / "approved").exists()))
+            )
+"""
+)
+
+
+def start(
+    workdir: Path, root: str, markers: Path, env: dict[str, str] | None = None
+) -> subprocess.Popen[str]:
+    """``zuke ROOT`` with a 1 s run lease, its output to a file."""
+    markers.mkdir(exist_ok=True)
+    return spawn([root, "--state", "--markers", str(markers)], workdir, {**SHORT_LEASE, **(env or {})},
+                 output=workdir / f"{root}-{markers.name}.out")  # fmt: skip
+
+
+def test_a_run_killed_mid_body_is_reaped_and_completed_and_a_second_sweep_is_a_no_op(
+    tmp_path: Path,
+) -> None:
+    write_build(tmp_path, SHIP_BUILD)
+    markers = tmp_path / "m"
+    proc = start(tmp_path, "compile", markers)
+    store = fs_store(tmp_path)
+    try:
+        wait_until(lambda: len(lines(markers / "compile")) == 1, "compile's body to start")
+        (run,) = store.list_runs()
+        kill(proc)
+    finally:
+        kill(proc)
+    assert record_of(store, run.id).status == "running"
+    (markers / "go").write_text("")
+    wait_for_lease_to_lapse(store, run.id)
+
+    code, summary = sweep(tmp_path)
+    assert code == 0, summary
+    assert actions(summary, run.id) == ["reaped", "resumed"]
+    done = record_of(store, run.id)
+    assert done.status == "succeeded"
+    assert [e.tool for e in done.events].count("reap") == 1
+    first, second = lines(markers / "compile")
+    assert first.endswith("redriven=False") and second.endswith("redriven=True")
+
+    version = version_of(store, run.id)
+    code, again = sweep(tmp_path)
+    assert code == 0 and again["runs"] == [], again
+    assert version_of(store, run.id) == version
+    assert len(lines(markers / "compile")) == 2
+
+
+def test_an_owed_effect_of_a_killed_run_is_re_driven_exactly_once_and_sees_redriven(
+    tmp_path: Path,
+) -> None:
+    write_build(tmp_path, SHIP_BUILD)
+    markers = tmp_path / "m"
+    markers.mkdir()
+    (markers / "go").write_text("")
+    proc = start(tmp_path, "announce", markers)
+    store = fs_store(tmp_path)
+    try:
+        wait_until(lambda: len(lines(markers / "notify")) == 1, "the effect's body to start")
+        (run,) = store.list_runs()
+        # The intent was recorded (and fsynced) before the effect's body started.
+        owed = record_of(store, run.id).targets["release"].effects["notify"]
+        assert (owed.status, owed.attempts) == ("pending", 1)
+        kill(proc)
+    finally:
+        kill(proc)
+    wait_for_lease_to_lapse(store, run.id)
+
+    code, summary = sweep(tmp_path)
+    assert code == 0, summary
+    assert actions(summary, run.id) == ["reaped", "resumed"]
+    done = record_of(store, run.id)
+    assert done.status == "succeeded"
+    effect = done.targets["release"].effects["notify"]
+    assert (effect.status, effect.attempts) == ("done", 2)
+    assert effect.intent_at == owed.intent_at
+    first, second = lines(markers / "notify")
+    assert first.endswith("redriven=False") and second.endswith("redriven=True")
+    assert len(lines(markers / "announce")) == 1
+    assert len(lines(markers / "compile")) == 1  # compile had succeeded: never again
+
+    code, again = sweep(tmp_path)
+    assert code == 0 and again["runs"] == [], again
+    assert len(lines(markers / "notify")) == 2
+
+
+@pytest.mark.parametrize("body_finishes", [True, False], ids=["body-done", "body-blocked"])
+def test_a_paused_holder_whose_lease_was_taken_over_stops_on_sigcont_and_writes_nothing(
+    tmp_path: Path, body_finishes: bool
+) -> None:
+    write_build(tmp_path, SHIP_BUILD)
+    markers = tmp_path / "m"
+    holder = start(tmp_path, "compile", markers)
+    store = fs_store(tmp_path)
+    sweeper = None
+    try:
+        wait_until(lambda: len(lines(markers / "compile")) == 1, "the holder's body to start")
+        (run,) = store.list_runs()
+        os.kill(holder.pid, signal.SIGSTOP)
+        wait_for_lease_to_lapse(store, run.id)
+        sweeper = spawn(["resume", "--check", "--json"], tmp_path,
+                        output=tmp_path / "sweep.out")  # fmt: skip
+        wait_until(lambda: len(lines(markers / "compile")) == 2, "the new owner's body to start")
+        lease = f"zuke-run-{run.id}"
+        wait_until(
+            lambda: record_of(store, run.id).locks.get(lease) is not None,
+            "the new owner's lease in the record",
+        )
+        taken_over = store.get_run(run.id)
+        assert taken_over is not None and taken_over.record.status == "running"
+        if body_finishes:  # the paused body returns at once: its end must not be written
+            (markers / f"go-{holder.pid}").write_text("")
+        os.kill(holder.pid, signal.SIGCONT)
+        code, out = finish(holder)
+        out = output_of(tmp_path / "compile-m.out")
+        assert code != 0, out
+        assert "its lease was taken over by another process" in out, out
+        assert "Nothing was rolled back" in out, out
+        assert store.get_run(run.id) == taken_over  # not one write over the new owner
+
+        (markers / f"go-{sweeper.pid}").write_text("")
+        code, _ = finish(sweeper)
+        assert code == 0, output_of(tmp_path / "sweep.out")
+    finally:
+        if holder.poll() is None:
+            os.kill(holder.pid, signal.SIGCONT)
+        kill(holder)
+        if sweeper is not None:
+            kill(sweeper)
+    done = record_of(store, run.id)
+    assert done.status == "succeeded"
+    assert done.targets["compile"].error is None
+    assert [e.tool for e in done.events].count("reap") == 1
+
+
+def test_a_foreign_builds_runs_in_a_shared_store_are_left_alone_by_the_sweep(
+    tmp_path: Path,
+) -> None:
+    shared = {"ZUKE_STATE_DIR": str(tmp_path / "shared-state")}
+    ours, same_class, other_class = (tmp_path / d for d in ("ours", "same-class", "other"))
+    for directory in (ours, same_class, other_class):
+        directory.mkdir()
+        write_build(directory, SHIP_BUILD)
+    other_source = (other_class / "build.py").read_text().replace("class Ship", "class Other")
+    (other_class / "build.py").write_text(other_source)
+    origin = {**shared, "ZUKE_BUILD_ID": "team-a"}
+    markers = tmp_path / "m"
+    markers.mkdir()
+
+    # A suspended run whose predicate is true (any sweep of its build would resume it)...
+    parked = suspend(ours, ["approve", "--markers", str(markers)], origin)
+    (markers / "approved").write_text("")
+    # ... and a running one whose process is gone (any sweep of its build would reap it).
+    proc = start(ours, "compile", markers, origin)
+    try:
+        wait_until(lambda: len(lines(markers / "compile")) == 1, "compile's body to start")
+    finally:
+        kill(proc)
+    (markers / "go").write_text("")
+    store = FileSystemStateStore(tmp_path / "shared-state")
+    (dead,) = [r.id for r in store.list_runs() if r.status == "running"]
+    wait_for_lease_to_lapse(store, dead)
+    before = {run_id: store.get_run(run_id) for run_id in (parked, dead)}
+
+    code, summary = sweep(same_class, {**shared, "ZUKE_BUILD_ID": "team-b"})
+    assert code == 0, summary
+    assert actions(summary, parked) == ["skipped-foreign"]
+    assert actions(summary, dead) == []
+    code, summary = sweep(other_class, origin)
+    assert code == 0 and summary["runs"] == [], summary
+    assert {run_id: store.get_run(run_id) for run_id in (parked, dead)} == before
+
+    code, summary = sweep(ours, origin)
+    assert code == 0, summary
+    assert actions(summary, parked) == ["resumed"]
+    assert actions(summary, dead) == ["reaped", "resumed"]
+    assert record_of(store, parked).status == record_of(store, dead).status == "succeeded"
