@@ -25,7 +25,7 @@ from typing import Any, Literal
 from zuke._build import Build
 from zuke._clock import iso, parse_iso
 from zuke._engine.run import LoadedBuild, RunOptions, load
-from zuke._errors import AlreadyResumedError, RunError, ZukeError
+from zuke._errors import AlreadyResumedError, RunError, RunNotFoundError, ZukeError
 from zuke._provenance import build_origin, resolve_actor
 from zuke._waits import GateState, NotYet, Satisfied, WaitContext, WaitFailed, ask
 from zuke.runs.reap import reap_run
@@ -112,13 +112,19 @@ async def resume_check_async(
     actor = resolve_actor(resume.actor, run.env)
     specs = load(build_cls, dict(resume.params), run.env, lenient=True).graph.specs
     name = build_cls.__name__
+    if run_id is not None and store.get_run(run_id) is None:
+        raise RunNotFoundError(f'resume --check: no run "{run_id}" in the store', run_id=run_id)
     entries: list[SweepEntry] = []
     for status in ("running", "cancelling"):
         for summary in _runs(store, name, status, run_id):
-            found = store.get_run(summary)
-            if found is None or not _ours(found.record, name, specs, run.env):
+            try:  # one unreadable record never stops the sweep: it is reported and counted
+                found = store.get_run(summary)
+                if found is None or not _ours(found.record, name, specs, run.env):
+                    continue
+                reaped = reap_run(store, summary, specs=specs, actor=actor, clock=run.clock)
+            except ZukeError as exc:
+                entries.append(SweepEntry(summary, name, "failed", status, detail=str(exc)))
                 continue
-            reaped = reap_run(store, summary, specs=specs, actor=actor, clock=run.clock)
             if reaped.action in ("returned", "settled", "finished"):
                 entries.append(
                     SweepEntry(summary, name, "reaped", reaped.status, detail=reaped.detail)
@@ -167,7 +173,10 @@ async def _check_one(
     specs_names: set[str],
 ) -> SweepEntry:
     name = build_cls.__name__
-    found = store.get_run(run_id)
+    try:
+        found = store.get_run(run_id)
+    except ZukeError as exc:  # a record that does not parse: reported, the sweep goes on
+        return SweepEntry(run_id, name, "failed", "suspended", detail=str(exc))
     if found is None or found.record.status != "suspended":
         return SweepEntry(run_id, name, "skipped-held", found.record.status if found else "gone")
     record = found.record

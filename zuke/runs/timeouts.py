@@ -20,6 +20,7 @@ Compensations (``on_cancel``) join the walk in a later step.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -119,6 +120,12 @@ async def settle_timeout(
 
     waiting = record.targets[gate].waiting_for
     assert waiting is not None
+    if waiting.on_timeout_is_target and waiting.on_timeout not in loaded.graph.specs:
+        raise RunError(  # refused before the lease: nothing to give back
+            f"gate {gate!r} of run {record.id} timed out into {waiting.on_timeout!r}, which this "
+            f"build no longer has; restore that target to roll back, or: zuke cancel {record.id}",
+            run_id=record.id,
+        )
     now_ms = run.clock.now_ms()
     now = iso(now_ms)
     holder = LockHolder(actor, record.id, now, ci_run_url(run.env))
@@ -139,18 +146,24 @@ async def settle_timeout(
     )
     try:
         if waiting.on_timeout_is_target:
-            return await _run_rollback(
-                loaded,
-                record,
-                gate,
-                waiting.on_timeout,
-                run,
-                actor=actor,
-                store=store,
-                lease=taken,
-                event=event,
-                notes=notes,
-            )
+            try:
+                return await _run_rollback(
+                    loaded,
+                    record,
+                    gate,
+                    waiting.on_timeout,
+                    run,
+                    actor=actor,
+                    store=store,
+                    lease=taken,
+                    event=event,
+                    notes=notes,
+                )
+            except BaseException:
+                # Nobody drives the run: give the lease back (a no-op if the engine did).
+                with contextlib.suppress(Exception):
+                    store.release_lock(lease_key(record.id), taken.token)
+                raise
         final: RunStatus = "cancelled" if waiting.on_timeout == "cancel-run" else "failed"
 
         def settle(fresh: RunRecord) -> RunDelta | None:
@@ -198,11 +211,6 @@ async def _run_rollback(
 ) -> ResumeOutcome:
     from zuke.runs.resume import ResumeOutcome
 
-    if rollback not in loaded.graph.specs:
-        raise RunError(
-            f"gate {gate!r} times out into {rollback!r}, which this build no longer has",
-            run_id=record.id,
-        )
     edges = await ordering_edges(loaded.build, loaded.graph)
     plan = make_plan(loaded.graph, [rollback], ordering=edges)
     now = event.at
@@ -225,8 +233,7 @@ async def _run_rollback(
         )
 
     updated = update_run(store, record.id, to_running)
-    if isinstance(updated, (Unchanged, GaveUp)):
-        store.release_lock(lease_key(record.id), lease.token)
+    if isinstance(updated, (Unchanged, GaveUp)):  # the caller gives the lease back
         raise AlreadyResumedError(
             f"resume: run {record.id} changed while its timeout was settled", run_id=record.id
         )
