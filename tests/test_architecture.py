@@ -17,10 +17,11 @@ when it is called. ``zuke/__main__.py`` is the entry point and may import
 anything. Imports under ``if TYPE_CHECKING:`` are annotations, not
 dependencies, and are not counted.
 
-Also: zuke never imports zuke_gh; only zuke/cli imports typer; ``import zuke``
-loads neither the CLI nor typer, httpx or cryptography, nor the engine or
-asyncio; and a management command (``zuke runs list``, ``zuke cancel``) loads
-the engine's scheduler and asyncio only if a build file it loads does.
+Also: zuke never imports zuke_gh; only zuke/cli imports click, and nothing
+imports typer; ``import zuke`` loads neither the CLI nor click, httpx or
+cryptography, nor the engine or asyncio; and a management command (``zuke runs
+list``, ``zuke cancel``) loads neither typer nor pydantic, and the engine's
+scheduler and asyncio only if a build file it loads does.
 """
 
 from __future__ import annotations
@@ -171,15 +172,20 @@ def test_core_never_imports_the_github_package() -> None:
     assert modules_importing("zuke", "zuke_gh") == []
 
 
-def test_only_the_cli_package_imports_typer() -> None:
-    offenders = [m for m in modules_importing("zuke", "typer") if not m.startswith("zuke/cli/")]
+def test_only_the_cli_package_imports_click() -> None:
+    offenders = [m for m in modules_importing("zuke", "click") if not m.startswith("zuke/cli/")]
     assert offenders == []
+
+
+def test_no_module_imports_typer_or_pydantic() -> None:
+    assert modules_importing("zuke", "typer") == []
+    assert modules_importing("zuke", "pydantic") == []
 
 
 def test_importing_zuke_loads_no_heavy_dependency_and_not_the_cli() -> None:
     probe = (
         "import sys, zuke; "
-        "print(sorted({'typer', 'httpx', 'cryptography', 'rich', 'click', 'zuke.cli'}"
+        "print(sorted({'typer', 'pydantic', 'httpx', 'cryptography', 'rich', 'click', 'zuke.cli'}"
         " & set(sys.modules)))"
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
@@ -192,7 +198,8 @@ def test_importing_zuke_loads_neither_the_engine_nor_asyncio() -> None:
     assert out.stdout.strip() == "[]"
 
 
-#: Prints the engine modules and asyncio that ``zuke <argv>`` loaded (argv is sys.argv[1:]).
+#: Prints the engine modules, asyncio, typer and pydantic that ``zuke <argv>`` loaded
+#: (argv is sys.argv[1:]).
 _COMMAND_PROBE = """
 import io, json, sys
 from zuke.cli import main
@@ -200,7 +207,8 @@ try:
     main(sys.argv[1:], out=io.StringIO(), err=io.StringIO())
 except SystemExit:
     pass
-print(json.dumps(sorted(m for m in sys.modules if m == "asyncio" or m.startswith("zuke._engine"))))
+watched = {"asyncio", "typer", "pydantic"}
+print(json.dumps(sorted(m for m in sys.modules if m in watched or m.startswith("zuke._engine"))))
 """
 
 
@@ -228,7 +236,7 @@ def _loaded_by(argv: list[str], cwd: Path) -> list[str]:
         ["cancel", "no-such-run", "--wait", "0s"],
     ],
 )
-def test_a_management_command_without_a_build_file_loads_no_engine_and_no_asyncio(
+def test_a_management_command_without_a_build_file_loads_no_engine_asyncio_typer_or_pydantic(
     argv: list[str], tmp_path: Path
 ) -> None:
     assert _loaded_by(argv, tmp_path) == []
@@ -249,6 +257,7 @@ def test_runs_list_beside_a_build_file_loads_its_authoring_modules_but_not_the_s
     loaded = _loaded_by(["runs", "list"], tmp_path)
     assert "zuke._engine.context" in loaded  # the build file's `Context`: it was loaded
     assert not {"asyncio", "zuke._engine.run", "zuke._engine.scheduler"} & set(loaded)
+    assert not {"typer", "pydantic"} & set(loaded)
 
 
 def test_serve_loads_no_engine(tmp_path: Path) -> None:

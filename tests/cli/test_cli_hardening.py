@@ -57,9 +57,9 @@ def one_zuke_line(text: str) -> str:
     [
         (["runs", "list", "--limit", "abc"], "zuke: --limit abc: expected a positive whole number"),
         (["runs", "list", "--limit", "٣"], "zuke: --limit ٣: expected a positive whole number"),
-        (["runs", "show"], "zuke: Missing argument 'run_id'. Run `zuke runs show --help`"),
-        (["cancel"], "zuke: Missing argument 'run_id'. Run `zuke cancel --help`"),
-        (["runs", "list", "--bogus"], "zuke: No such option: --bogus"),
+        (["runs", "show"], "zuke: Missing argument 'RUN_ID'. Run `zuke runs show --help`"),
+        (["cancel"], "zuke: Missing argument 'RUN_ID'. Run `zuke cancel --help`"),
+        (["runs", "list", "--bogus"], "zuke: No such option"),
         (["runs", "prune", "--keep-last", "x"], "zuke: --keep-last x: expected a whole number"),
         (["runs", "list", "--since", "2026-13-01"], "zuke: --since 2026-13-01: expected an ISO"),
     ],

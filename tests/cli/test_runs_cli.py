@@ -185,3 +185,53 @@ def test_a_build_run_with_state_can_be_listed_and_shown(
 def test_show_names_the_claims_a_running_run_holds(runs_dir: Path, cli: CliRunner) -> None:
     result = cli("runs", "show", "r3")
     assert "  holding:  deploy-api, zuke-run-r3" in result.out
+
+
+# -- help and usage errors (click) ----------------------------------------------
+
+
+def test_runs_list_help_is_plain_text_naming_every_option_with_its_help(
+    runs_dir: Path, cli: CliRunner
+) -> None:
+    result = cli("runs", "list", "-h")
+    assert result.code == 0 and result.err == ""
+    assert result.out.startswith("Usage: zuke runs list [OPTIONS]\n")
+    assert "╭" not in result.out  # no boxed panel
+    rows = {line.split()[0]: " ".join(line.split()[1:]) for line in result.out.splitlines()
+            if line.startswith("  --")}  # fmt: skip
+    assert rows == {
+        "--status": "TEXT only runs with this status",
+        "--target": "TEXT only runs that plan this target",
+        "--build": "TEXT only runs of this build (class name)",
+        "--since": "TEXT only runs created at or after (ISO)",
+        "--limit": "TEXT at most this many runs",
+        "--counts": "count runs by status",
+        "--json": "machine-readable output",
+    }
+
+
+def test_runs_help_lists_its_commands_in_the_order_they_are_documented(
+    runs_dir: Path, cli: CliRunner
+) -> None:
+    out = cli("runs", "--help").out
+    commands = out.split("Commands:\n", 1)[1].splitlines()
+    assert [line.split()[0] for line in commands if line.strip()] == ["list", "show", "prune"]
+
+
+def test_cancel_help_names_run_id_and_the_default_wait(runs_dir: Path, cli: CliRunner) -> None:
+    result = cli("cancel", "-h")
+    assert result.code == 0
+    assert "Usage: zuke cancel [OPTIONS] RUN_ID" in result.out
+    text = " ".join(result.out.split())
+    assert "RUN_ID is the run to cancel." in text
+    assert "--wait TEXT how long to wait for a live owner to stop the run [default: 1m]" in text
+
+
+def test_an_option_missing_its_value_points_at_its_own_commands_help(
+    runs_dir: Path, cli: CliRunner
+) -> None:
+    result = cli("runs", "list", "--limit")
+    assert result.code == 2
+    assert result.err == (
+        "zuke: Option '--limit' requires an argument. Run `zuke runs list --help` for the usage.\n"
+    )

@@ -1,21 +1,25 @@
 """Run-management commands: ``zuke runs``, ``zuke cancel``, ``zuke serve``.
 
-Parsed with typer (imported only when one of these commands is used). Each
+Parsed with click (imported only when one of these commands is used). Each
 command calls a library function from :mod:`zuke.runs` and renders its
 result; errors propagate to :func:`zuke.cli.main`, which maps them to exit codes.
-Typer's own usage errors (a missing argument, an unknown option, a bad value)
+Click's own usage errors (a missing argument, an unknown option, a bad value)
 become a :class:`~zuke.UsageError` too, so every one is a single ``zuke: …``
-line rather than typer's boxed panel. Option values are taken as text and
-checked here, so their messages read like the rest of zuke's.
+line. Option values are taken as text and checked here, so their messages read
+like the rest of zuke's.
+
+Click rather than typer: typer converts every option value through pydantic,
+which costs about 40 ms of each command's start-up (docs/benchmarks.md).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, TextIO
+from typing import TYPE_CHECKING, TextIO
 
-import typer
+import click
 
 from zuke._clock import SYSTEM_CLOCK, iso, parse_iso
 from zuke._duration import parse_duration
@@ -49,35 +53,55 @@ class Invocation:
 
 
 _HELP = {"help_option_names": ["-h", "--help"]}
-app = typer.Typer(
-    add_completion=False,
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    context_settings=_HELP,
-)
-runs_app = typer.Typer(
-    add_completion=False,
-    no_args_is_help=False,
-    help="List, show and prune recorded runs.",
-    context_settings=_HELP,
-)
-app.add_typer(runs_app, name="runs")
 
 
-def _inv(ctx: typer.Context) -> Invocation:
-    inv = ctx.find_root().obj
+@contextmanager
+def _naming(ctx: click.Context) -> Iterator[None]:
+    """Tie a parse error to its command, so the message names ``zuke runs list --help``."""
+    try:
+        yield
+    except click.UsageError as exc:
+        exc.ctx = exc.ctx or ctx  # click's parser raises "requires an argument" without it
+        raise
+
+
+class _Command(click.Command):
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        with _naming(ctx):
+            return super().parse_args(ctx, args)
+
+
+class _Group(click.Group):
+    """Lists its commands in the order they are defined; its commands are :class:`_Command`."""
+
+    command_class = _Command
+    group_class = type  # subgroups are _Group too
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(self.commands)
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        with _naming(ctx):
+            return super().parse_args(ctx, args)
+
+
+@click.group(cls=_Group, context_settings=_HELP)
+def app() -> None:
+    """Run-management commands."""
+
+
+def _inv() -> Invocation:
+    inv = click.get_current_context().find_root().obj
     assert isinstance(inv, Invocation)
     return inv
 
 
-@runs_app.callback(invoke_without_command=True)
-def _runs_default(ctx: typer.Context) -> None:
-    """``zuke runs`` alone lists runs."""
-    if ctx.invoked_subcommand is None:
-        runs_list(
-            ctx, status=None, target=None, build=None, since=None, limit=None, counts=False,
-            json=False,
-        )  # fmt: skip
+@app.group("runs", invoke_without_command=True, context_settings=_HELP)
+@click.pass_context
+def runs_app(ctx: click.Context) -> None:
+    """List, show and prune recorded runs."""
+    if ctx.invoked_subcommand is None:  # ``zuke runs`` alone lists runs
+        ctx.invoke(runs_list)
 
 
 def _whole_number(flag: str, text: str | None) -> int | None:
@@ -102,19 +126,25 @@ def _instant(flag: str, text: str | None) -> str | None:
     return iso(ms)
 
 
-@runs_app.command("list")
+@runs_app.command("list", context_settings=_HELP)
+@click.option("--status", help="only runs with this status")
+@click.option("--target", help="only runs that plan this target")
+@click.option("--build", help="only runs of this build (class name)")
+@click.option("--since", help="only runs created at or after (ISO)")
+@click.option("--limit", help="at most this many runs")
+@click.option("--counts", is_flag=True, help="count runs by status")
+@click.option("--json", is_flag=True, help="machine-readable output")
 def runs_list(
-    ctx: typer.Context,
-    status: Annotated[str | None, typer.Option(help="only runs with this status")] = None,
-    target: Annotated[str | None, typer.Option(help="only runs that plan this target")] = None,
-    build: Annotated[str | None, typer.Option(help="only runs of this build (class name)")] = None,
-    since: Annotated[str | None, typer.Option(help="only runs created at or after (ISO)")] = None,
-    limit: Annotated[str | None, typer.Option(help="at most this many runs")] = None,
-    counts: Annotated[bool, typer.Option("--counts", help="count runs by status")] = False,
-    json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
+    status: str | None = None,
+    target: str | None = None,
+    build: str | None = None,
+    since: str | None = None,
+    limit: str | None = None,
+    counts: bool = False,
+    json: bool = False,
 ) -> None:
     """List runs, newest first."""
-    inv = _inv(ctx)
+    inv = _inv()
     query = parse_query(
         status=status,
         target=target,
@@ -131,27 +161,26 @@ def runs_list(
     inv.print(runs_view.runs_json(found) if json else runs_view.runs_table(found))
 
 
-@runs_app.command("show")
-def runs_show(
-    ctx: typer.Context,
-    run_id: Annotated[str, typer.Argument(help="the run's id")],
-    json: Annotated[bool, typer.Option("--json", help="the raw record")] = False,
-) -> None:
-    """Show one run: targets, signals and audit trail."""
-    inv = _inv(ctx)
+@runs_app.command("show", context_settings=_HELP)
+@click.argument("run_id")
+@click.option("--json", is_flag=True, help="the raw record")
+def runs_show(run_id: str, json: bool) -> None:
+    """Show one run: targets, signals and audit trail.
+
+    RUN_ID is the run's id.
+    """
+    inv = _inv()
     record = show_run(open_store(inv.env, build=inv.build), run_id)
     inv.print(runs_view.record_json(record) if json else runs_view.record_text(record))
 
 
-@runs_app.command("prune")
-def runs_prune(
-    ctx: typer.Context,
-    keep: Annotated[str | None, typer.Option(help="keep runs younger than this (e.g. 90d)")] = None,
-    keep_last: Annotated[str | None, typer.Option(help="keep the newest N finished runs")] = None,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="only say what would go")] = False,
-) -> None:
+@runs_app.command("prune", context_settings=_HELP)
+@click.option("--keep", help="keep runs younger than this (e.g. 90d)")
+@click.option("--keep-last", help="keep the newest N finished runs")
+@click.option("--dry-run", is_flag=True, help="only say what would go")
+def runs_prune(keep: str | None, keep_last: str | None, dry_run: bool) -> None:
     """Delete finished runs; a running or suspended run is never pruned."""
-    inv = _inv(ctx)
+    inv = _inv()
     if keep_last is not None and not (keep_last.isascii() and keep_last.isdigit()):
         raise UsageError(f"--keep-last {keep_last}: expected a whole number >= 0")
     keep_ms = None if keep is None else parse_duration(keep, what="--keep")
@@ -166,21 +195,20 @@ def runs_prune(
     inv.print(f"{verb} {len(ids)} run(s)" + (": " + ", ".join(ids) if ids else "."))
 
 
-@app.command("cancel")
-def cancel(
-    ctx: typer.Context,
-    run_id: Annotated[str, typer.Argument(help="the run to cancel")],
-    actor: Annotated[str | None, typer.Option(help="who is cancelling (recorded)")] = None,
-    wait: Annotated[
-        str, typer.Option(help="how long to wait for a live owner to stop the run")
-    ] = "1m",
-) -> None:
+@app.command("cancel", context_settings=_HELP)
+@click.argument("run_id")
+@click.option("--actor", help="who is cancelling (recorded)")
+@click.option(
+    "--wait", default="1m", show_default=True,
+    help="how long to wait for a live owner to stop the run",
+)  # fmt: skip
+def cancel(run_id: str, actor: str | None, wait: str) -> None:
     """Cancel a run from any process.
 
     A live owner is asked to stop (it releases its own locks); a run whose owner
-    is gone is settled here and its claims released.
+    is gone is settled here and its claims released. RUN_ID is the run to cancel.
     """
-    inv = _inv(ctx)
+    inv = _inv()
     result = cancel_run(
         open_store(inv.env, build=inv.build),
         run_id,
@@ -240,22 +268,21 @@ def run_command(
         return serve_main(list(argv[1:]))
     file, argv = _take_file_flag(argv)
     inv = Invocation(env=env, out=out, err=err, build=build or _build_if_present(file, env))
-    command = typer.main.get_command(app)
-    # Not standalone: typer's usage errors come back as exceptions and become one
+    # Not standalone: click's usage errors come back as exceptions and become one
     # zuke line; --help comes back as its exit code; zuke's errors propagate to main().
     try:
-        code = command.main(args=list(argv), prog_name="zuke", obj=inv, standalone_mode=False)
-    except typer.Abort:
+        code = app.main(args=list(argv), prog_name="zuke", obj=inv, standalone_mode=False)
+    except click.exceptions.Abort:
         raise KeyboardInterrupt from None
-    except typer.TyperException as exc:  # the base of typer's (vendored click's) usage errors
+    except click.exceptions.Exit as exc:  # raised by a callback; main() returns the others
+        return exc.exit_code
+    except click.ClickException as exc:  # UsageError and its kin (NoSuchOption, BadParameter, …)
         raise UsageError(_one_line(exc)) from None
     return code if isinstance(code, int) else 0
 
 
-def _one_line(exc: Exception) -> str:
-    format_message = getattr(exc, "format_message", None)
-    text = format_message() if callable(format_message) else str(exc)
-    message = " ".join(str(text).split())
-    message += "" if message.endswith(".") else "."
+def _one_line(exc: click.ClickException) -> str:
+    message = " ".join(exc.format_message().split())
+    message += "" if message.endswith((".", "?")) else "."
     where = getattr(getattr(exc, "ctx", None), "command_path", None) or "zuke"
     return f"{message} Run `{where} --help` for the usage."
