@@ -86,8 +86,9 @@ def start(
 ) -> subprocess.Popen[str]:
     """``zuke ROOT`` with a 1 s run lease, its output to a file."""
     markers.mkdir(exist_ok=True)
-    return spawn([root, "--state", "--markers", str(markers)], workdir, {**SHORT_LEASE, **(env or {})},
-                 output=workdir / f"{root}-{markers.name}.out")  # fmt: skip
+    argv = [root, "--state", "--markers", str(markers)]
+    out = workdir / f"{root}-{markers.name}.out"
+    return spawn(argv, workdir, {**SHORT_LEASE, **(env or {})}, output=out)
 
 
 def test_a_run_killed_mid_body_is_reaped_and_completed_and_a_second_sweep_is_a_no_op(
