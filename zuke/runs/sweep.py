@@ -78,7 +78,8 @@ class SweepReport:
     def failed(self) -> int:
         """Runs that failed, timed out into failure, were degraded, or could not be checked."""
         return sum(
-            e.action == "failed" or (e.action in ("timed-out", "resumed") and e.result == "failed")
+            e.action == "failed"
+            or (e.action in ("timed-out", "resumed", "reaped") and e.result == "failed")
             for e in self.entries
         )
 
@@ -131,7 +132,7 @@ async def resume_check_async(
                 )
             elif reaped.action == "live" and run_id is not None:
                 entries.append(
-                    SweepEntry(summary, name, "left-alone", "running", detail=reaped.detail)
+                    SweepEntry(summary, name, "left-alone", status, detail=reaped.detail)
                 )
     shared: dict[str, Any] = {}
     for summary in _runs(store, name, "suspended", run_id):
