@@ -25,10 +25,8 @@ from zuke._clock import SYSTEM_CLOCK, iso, parse_iso
 from zuke._duration import parse_duration
 from zuke._errors import UsageError
 from zuke._loader import find_build_file, load_build_class
-from zuke._provenance import build_origin, resolve_actor
 from zuke.cli import runs_view
 from zuke.runs import (
-    cancel_run,
     count_runs,
     list_runs,
     open_store,
@@ -208,6 +206,9 @@ def cancel(run_id: str, actor: str | None, wait: str) -> None:
     A live owner is asked to stop (it releases its own locks); a run whose owner
     is gone is settled here and its claims released. RUN_ID is the run to cancel.
     """
+    from zuke._provenance import build_origin, resolve_actor
+    from zuke.runs import cancel_run  # loaded only here: a listing never needs it
+
     inv = _inv()
     result = cancel_run(
         open_store(inv.env, build=inv.build),

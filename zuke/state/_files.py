@@ -19,8 +19,6 @@ import os
 import uuid
 from collections.abc import Iterator
 
-import filelock
-
 from zuke._errors import StoreUnavailableError
 
 # Errors that mean "this directory is not somewhere we may write", as opposed to
@@ -68,7 +66,12 @@ def mutex(path: str, timeout_s: float, *, directory: str) -> Iterator[None]:
     filelock's bounded wait. Both are ``flock`` on the same file, so they
     exclude each other.
     """
-    fast = _try_flock(path)
+    try:
+        fast = _try_flock(path)
+    except OSError as exc:
+        if not (isinstance(exc, PermissionError) and os.path.exists(path)):
+            raise os_failure("take the mutex", path, exc, directory=directory) from None
+        fast = None  # a mutex file we may not write: filelock takes it read-only
     if fast is not None:
         try:
             yield
@@ -76,6 +79,10 @@ def mutex(path: str, timeout_s: float, *, directory: str) -> Iterator[None]:
             fcntl.flock(fast, fcntl.LOCK_UN)
             os.close(fast)
         return
+    # Imported here: an uncontended mutex (and every listing) never needs filelock,
+    # and importing it costs about 7 ms of a command's start-up.
+    import filelock
+
     # filelock polls a contended lock; a write holds it for one fsync, so poll often.
     lock = filelock.FileLock(path, timeout=timeout_s, poll_interval=0.005, fallback_to_soft=False)
     try:
@@ -102,7 +109,10 @@ def try_mutex(path: str) -> Iterator[bool]:
     For work that someone else may already be doing (a listing's repair of a row
     whose writer holds the run's mutex, a rebuild another process has started).
     """
-    fd = _try_flock(path)
+    try:
+        fd = _try_flock(path)
+    except OSError:
+        fd = None
     if fd is None:
         yield False
         return
@@ -114,11 +124,11 @@ def try_mutex(path: str) -> Iterator[bool]:
 
 
 def _try_flock(path: str) -> int | None:
-    """A descriptor holding ``flock(path)`` if it is free right now, else ``None``."""
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    except OSError:
-        return None  # let filelock report it
+    """A descriptor holding ``flock(path)`` if it is free right now, else ``None``.
+
+    Raises :class:`OSError` when the file cannot be opened for writing.
+    """
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:  # held by someone (or no flock here): the slow path decides
