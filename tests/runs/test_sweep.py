@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -252,3 +253,29 @@ def test_a_corrupt_gate_row_is_one_failed_entry_and_the_sweep_goes_on(
     assert path.read_text() == text.replace(good, bad, 1)  # nothing written over it
     with pytest.raises(CorruptRecordError):
         h.resume(broken)
+
+
+class MeetsAnotherSweep(RecordingStore):
+    """Runs a whole second sweep the moment the first one has taken a run's lease."""
+
+    def __init__(self, inner: Any, second: Any) -> None:
+        super().__init__(inner)
+        self.second = second
+        self.report: Any = None
+
+    def acquire_lock(self, key: str, *args: Any, **kwargs: Any) -> Any:
+        taken = super().acquire_lock(key, *args, **kwargs)
+        if key.startswith("zuke-run-") and self.report is None:
+            with ThreadPoolExecutor(1) as pool:  # its own thread and loop, as a process would
+                self.report = pool.submit(self.second).result()
+        return taken
+
+
+def test_two_sweeps_at_once_resume_a_run_exactly_once() -> None:
+    h, flag, calls, _ = predicate_run()
+    flag.value = True
+    meeting = MeetsAnotherSweep(h.store, lambda: h.sweep())
+    report = Harness(h.build, meeting, h.clock).sweep()
+    assert [(e.action, e.result) for e in report.entries] == [("resumed", "succeeded")]
+    assert [(e.action, e.result) for e in meeting.report.entries] == [("skipped-held", "running")]
+    assert calls == [("promote", None, "api")]
