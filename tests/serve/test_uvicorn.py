@@ -36,25 +36,35 @@ def connect(server: ServerProcess) -> socket.socket:
 
 
 def trickle(sock: socket.socket, data: bytes) -> bytes:
-    """Send ``data`` a byte at a time until the server answers or hangs up; what it sent."""
+    """Send ``data`` a byte at a time until the server answers or hangs up; what it sent.
+
+    A server that closes while a byte it has not read is in flight resets the
+    connection, and the reset can overtake its answer: that reads as ``b""``.
+    """
     deadline = time.monotonic() + DEADLINE_S
     sock.settimeout(0.1)
-    for byte in data:
-        assert time.monotonic() < deadline, "the server kept a trickling client"
-        try:
-            answer = sock.recv(65536)
-        except TimeoutError:
-            sock.sendall(bytes([byte]))
-            continue
-        return answer + read_to_end(sock)
+    try:
+        for byte in data:
+            assert time.monotonic() < deadline, "the server kept a trickling client"
+            try:
+                answer = sock.recv(65536)
+            except TimeoutError:
+                sock.sendall(bytes([byte]))
+                continue
+            return answer + read_to_end(sock)
+    except ConnectionError:
+        return b""
     raise AssertionError("the whole request trickled through")
 
 
 def read_to_end(sock: socket.socket) -> bytes:
     sock.settimeout(DEADLINE_S)
     chunks = []
-    while chunk := sock.recv(65536):
-        chunks.append(chunk)
+    try:
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+    except ConnectionResetError:
+        pass
     return b"".join(chunks)
 
 
@@ -78,9 +88,10 @@ def test_a_client_trickling_its_body_gets_408_and_is_dropped(server: ServerProce
     with connect(server) as sock:
         sock.sendall(f"{HEAD}If-None-Match: *\r\nContent-Length: 10000\r\n\r\n".encode())
         answer = trickle(sock, b"{" * 10_000)
-    assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
-    assert b"Connection: close" in answer
     wait_for_log(server, "zuke serve: PUT /runs/slow 408")
+    if answer:  # unless a reset overtook it (see trickle)
+        assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
+        assert b"Connection: close" in answer
 
 
 def test_an_idle_keep_alive_connection_is_closed_after_the_keep_alive_timeout(

@@ -134,7 +134,7 @@ class StateDb:
         self, ns: str, run_id: str, delta: RunDelta, *, if_match: str
     ) -> tuple[WriteOutcome, str]:
         """Apply ``delta`` to a run at version ``if_match``; the outcome and new version."""
-        with self._pool.write() as conn:
+        with self._pool.write(checkpoint=delta.status is not None) as conn:
             outcome = _check_version(conn, ns, run_id, if_match)
             if outcome != "written":
                 return outcome, ""

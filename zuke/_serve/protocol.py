@@ -10,8 +10,8 @@ deadline is the ASGI layer's, :mod:`zuke._serve.asgi`; the head's size is
 bounded by h11's incomplete-event limit.)
 
 It also keeps uvicorn's own messages to one ``zuke serve: …`` line each,
-without tracebacks, and answers a malformed request with the same short JSON
-error as everything else.
+without tracebacks, answers a malformed request with the same short JSON
+error as everything else, and sends an answer's head and body in one write.
 """
 
 from __future__ import annotations
@@ -54,6 +54,40 @@ def line_logger(log: LineLog) -> logging.Logger:
     return logger
 
 
+class _CoalescingTransport:
+    """A transport whose writes within one turn of the event loop go out as one ``send``.
+
+    uvicorn writes an answer's head and its body separately; on loopback each
+    ``send`` costs a wake-up of the peer, so two of them per answer were a
+    measurable share of a small request's cost.
+    """
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        self._transport = transport
+        self._loop = loop
+        self._pending: list[bytes] = []
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        if not data:
+            return
+        if not self._pending:
+            self._loop.call_soon(self.flush)
+        self._pending.append(bytes(data))
+
+    def flush(self) -> None:
+        if self._pending:
+            data, self._pending = b"".join(self._pending), []
+            if not self._transport.is_closing():
+                self._transport.write(data)
+
+    def close(self) -> None:
+        self.flush()
+        self._transport.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+
 class ServeConfig(Config):
     """uvicorn's config plus what :class:`StateProtocol` reads."""
 
@@ -83,7 +117,9 @@ class StateProtocol(H11Protocol):
         self._head_bytes = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        super().connection_made(transport)  # type: ignore[arg-type]
+        assert isinstance(transport, asyncio.Transport)
+        coalescing = _CoalescingTransport(transport, self.loop)
+        super().connection_made(coalescing)  # type: ignore[arg-type]
         self._arm(received=False)
 
     def data_received(self, data: bytes) -> None:

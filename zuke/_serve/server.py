@@ -103,7 +103,16 @@ class _Uvicorn(uvicorn.Server):
 
 def _bind(host: str, port: int, backlog: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.create_server((host, port), family=family, backlog=backlog)
+    # proto=IPPROTO_TCP, not 0: asyncio turns Nagle off only on sockets that say
+    # TCP, and with it on, an answer's body waits ~40 ms for the client's ACK.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(backlog)
+    except BaseException:
+        sock.close()
+        raise
     sock.set_inheritable(False)
     return sock
 
