@@ -23,6 +23,7 @@ from zuke.state.filesystem import FileSystemStateStore
 from zuke.state.memory import MemoryStateStore
 from zuke.state.records import RunDelta
 from zuke.state.update import update_run
+from zuke.state.wire import dumps_record
 
 
 class Flag:
@@ -279,3 +280,36 @@ def test_two_sweeps_at_once_resume_a_run_exactly_once() -> None:
     assert [(e.action, e.result) for e in report.entries] == [("resumed", "succeeded")]
     assert [(e.action, e.result) for e in meeting.report.entries] == [("skipped-held", "running")]
     assert calls == [("promote", None, "api")]
+
+
+class Says(WaitTrigger):
+    """Answers what it is told: reasons that quote the run's secret."""
+
+    def __init__(self) -> None:
+        self.answer: NotYet | WaitFailed = NotYet("polling with s3cret-token-value")
+
+    @property
+    def descriptor(self) -> str:
+        return "says"
+
+    def check(self, ctx: WaitContext) -> NotYet | WaitFailed:
+        return self.answer
+
+
+def test_a_triggers_reasons_never_put_a_secret_into_the_record() -> None:
+    clock = ManualClock()
+    store = MemoryStateStore(clock=clock)
+    trigger = Says()
+    h = Harness(release_build(store, [], gate=approval(trigger)), store, clock)
+    h.env["TOKEN"] = "s3cret-token-value"
+    run_id = h.start().run_id
+    assert "s3cret-token-value" not in dumps_record(h.record(run_id))
+    trigger.answer = NotYet("still polling with s3cret-token-value")
+    [entry] = h.sweep().entries
+    assert "s3cret-token-value" not in (entry.detail or "x")
+    assert "s3cret-token-value" not in dumps_record(h.record(run_id))
+    trigger.answer = WaitFailed("refused for s3cret-token-value")
+    [entry] = h.sweep().entries
+    assert entry.action == "failed" and "s3cret-token-value" not in (entry.detail or "x")
+    record = h.record(run_id)
+    assert record.status == "failed" and "s3cret-token-value" not in dumps_record(record)

@@ -111,7 +111,8 @@ class GateKeeper:
             return GateVerdict("passed")
         if isinstance(result, WaitFailed):
             return GateVerdict("failed", error=self.state.redactor.text(result.reason))
-        row = waiting_row(wait, deadline_ms=wctx.deadline_ms, checked_ms=now, detail=result.reason)
+        reason = self.state.redactor.text(result.reason) if result.reason else None
+        row = waiting_row(wait, deadline_ms=wctx.deadline_ms, checked_ms=now, detail=reason)
         return GateVerdict("waiting", waiting_for=row)
 
 

@@ -338,8 +338,11 @@ async def _check_gates(
             check.errored = True
             check.detail = loaded.redactor.text(f"the trigger raised {type(exc).__name__}: {exc}")
             continue
-        if isinstance(check.result, NotYet):
-            check.detail = check.result.reason
+        # A trigger's reasons are recorded and printed: never with a secret in them.
+        if isinstance(check.result, NotYet) and check.result.reason:
+            check.detail = loaded.redactor.text(check.result.reason)
+        elif isinstance(check.result, WaitFailed):
+            check.result = WaitFailed(loaded.redactor.text(check.result.reason))
     return checks
 
 
