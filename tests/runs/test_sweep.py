@@ -313,3 +313,37 @@ def test_a_triggers_reasons_never_put_a_secret_into_the_record() -> None:
     assert entry.action == "failed" and "s3cret-token-value" not in (entry.detail or "x")
     record = h.record(run_id)
     assert record.status == "failed" and "s3cret-token-value" not in dumps_record(record)
+
+
+class Keeps(WaitTrigger):
+    """Keeps state in the sweep: a secret, then a value that is not JSON."""
+
+    def __init__(self) -> None:
+        self.value: Any = None
+
+    @property
+    def descriptor(self) -> str:
+        return "keeps"
+
+    async def check(self, ctx: WaitContext) -> NotYet:
+        if self.value is not None:
+            ctx.state.set({"kept": self.value})
+            await ctx.persist()
+        return NotYet()
+
+
+def test_state_a_trigger_keeps_in_a_sweep_is_redacted_and_must_be_json() -> None:
+    clock = ManualClock()
+    store = MemoryStateStore(clock=clock)
+    trigger = Keeps()
+    h = Harness(release_build(store, [], gate=approval(trigger)), store, clock)
+    h.env["TOKEN"] = "s3cret-token-value"
+    run_id = h.start().run_id
+    trigger.value = "auth s3cret-token-value"
+    h.sweep()
+    kept = h.record(run_id).targets["approve"].meta["kept"]
+    assert "s3cret-token-value" not in kept and kept.startswith("auth ")
+    trigger.value = {1, 2}
+    [entry] = h.sweep().entries
+    assert entry.errored and "JSON-serialisable" in (entry.detail or "")
+    assert h.record(run_id).targets["approve"].meta["kept"] == kept

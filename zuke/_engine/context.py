@@ -37,6 +37,19 @@ def merge_patch(base: dict[str, Any], patch: Mapping[str, Any]) -> dict[str, Any
     return out
 
 
+def clean_patch(patch: Mapping[str, Any], redactor: Redactor) -> dict[str, Any]:
+    """A ``ctx.state.set()`` patch checked to be JSON, with every secret masked."""
+    if not isinstance(patch, Mapping):
+        raise ZukeError(f"ctx.state.set() takes a dict, got {type(patch).__name__}")
+    try:
+        json.dumps(patch, allow_nan=False)  # NaN and Infinity are not JSON: no store takes them
+    except (TypeError, ValueError) as exc:
+        raise ZukeError(f"ctx.state.set(): the value must be JSON-serialisable ({exc})") from None
+    # Strings and numbers alike: an .integer().secret() is a number in the patch.
+    cleaned: dict[str, Any] = redactor.json(dict(patch))
+    return cleaned
+
+
 class RunState:
     """Statuses, per-target metadata, outcomes and signals of one run, in memory."""
 
@@ -96,16 +109,7 @@ class RunState:
             return copy.deepcopy(self._meta.get(target, {}))
 
     def patch_meta(self, target: str, patch: Mapping[str, Any]) -> None:
-        if not isinstance(patch, Mapping):
-            raise ZukeError(f"ctx.state.set() takes a dict, got {type(patch).__name__}")
-        try:
-            json.dumps(patch, allow_nan=False)  # NaN and Infinity are not JSON: no store takes them
-        except (TypeError, ValueError) as exc:
-            raise ZukeError(
-                f"ctx.state.set(): the value must be JSON-serialisable ({exc})"
-            ) from None
-        # Strings and numbers alike: an .integer().secret() is a number in the patch.
-        clean = self.redactor.json(dict(patch))
+        clean = clean_patch(patch, self.redactor)
         with self._lock:
             self._meta[target] = merge_patch(self._meta.get(target, {}), clean)
         if self.on_meta_change is not None:

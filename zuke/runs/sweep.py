@@ -313,9 +313,9 @@ async def _check_gates(
             return dict(check.meta)
 
         def write(patch: Mapping[str, Any], check: _Check = check) -> None:
-            from zuke._engine.context import merge_patch
+            from zuke._engine.context import clean_patch, merge_patch
 
-            check.meta = merge_patch(check.meta, patch)
+            check.meta = merge_patch(check.meta, clean_patch(patch, loaded.redactor))
 
         async def persist(check: _Check = check) -> None:
             await _persist_meta(store, record.id, check)
