@@ -23,17 +23,17 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from zuke._build import Build
-from zuke._clock import iso, parse_iso
-from zuke._engine.run import LoadedBuild, RunOptions, load
-from zuke._errors import AlreadyResumedError, RunError, RunNotFoundError, ZukeError
+from zuke._clock import iso
+from zuke._engine.run import RunOptions, load
+from zuke._errors import AlreadyResumedError, RunNotFoundError, ZukeError
 from zuke._provenance import build_origin, resolve_actor
-from zuke._waits import GateState, NotYet, Satisfied, WaitContext, WaitFailed, ask
+from zuke._waits import Satisfied, WaitFailed
+from zuke.runs.gate_checks import check_gates, record_checks
 from zuke.runs.reap import reap_run
 from zuke.runs.resume import ResumeOptions, check_resumable, load_for, resume_now
 from zuke.runs.timeouts import expired_gate, settle_failed_gate, settle_timeout
 from zuke.state._protocol import RunQuery, StateStore, StoredRun
-from zuke.state.records import RunDelta, RunRecord, TargetRecord
-from zuke.state.update import update_run
+from zuke.state.records import RunDelta, RunRecord
 
 SweepAction = Literal[
     "resumed",
@@ -76,7 +76,8 @@ class SweepReport:
 
     @property
     def failed(self) -> int:
-        """Runs that failed, timed out into failure, were degraded, or could not be checked."""
+        """Runs that failed, timed out into failure, were settled failed by reaping, were
+        degraded, or could not be checked."""
         return sum(
             e.action == "failed"
             or (e.action in ("timed-out", "resumed", "reaped") and e.result == "failed")
@@ -222,7 +223,7 @@ async def _sweep_run(
         return SweepEntry(
             record.id, name, "timed-out", outcome.status, gate=gate, detail="; ".join(outcome.notes)
         )
-    checks = await _check_gates(loaded, store, record, now, shared)
+    checks = await check_gates(loaded, store, record, now, shared)
     failed = next((c for c in checks if isinstance(c.result, WaitFailed)), None)
     if failed is not None:
         assert isinstance(failed.result, WaitFailed)
@@ -262,7 +263,7 @@ async def _sweep_run(
             gate=gates,
             detail="; ".join(outcome.notes) or None,
         )
-    await _record_checks(store, record, checks, now)
+    await record_checks(store, record, checks, now)
     first = checks[0]
     detail = "; ".join(c.detail for c in checks if c.detail) or None
     return SweepEntry(
@@ -274,114 +275,6 @@ async def _sweep_run(
         detail=detail,
         errored=any(c.errored for c in checks),
     )
-
-
-@dataclass
-class _Check:
-    gate: str
-    row: TargetRecord
-    result: Any
-    meta: dict[str, Any]
-    due: bool = True
-    errored: bool = False
-    detail: str | None = None
-    #: the trigger has an interval: every check is stamped, to measure the next from
-    timed: bool = False
-
-
-async def _check_gates(
-    loaded: LoadedBuild, store: StateStore, record: RunRecord, now: int, shared: dict[str, Any]
-) -> list[_Check]:
-    """Ask every waiting gate's trigger, from the record alone."""
-    specs = loaded.graph.specs
-    checks = []
-    for name, row in record.targets.items():
-        spec = specs.get(name)
-        if row.status != "waiting" or spec is None or spec.wait is None:
-            continue
-        trigger = spec.wait.trigger
-        check = _Check(name, row, NotYet(), dict(row.meta), timed=bool(trigger.interval_ms))
-        checks.append(check)
-        stamp = row.waiting_for.checked_at if row.waiting_for else None
-        last = parse_iso(stamp) if stamp else None
-        if trigger.interval_ms and last is not None and now - last < trigger.interval_ms:
-            check.due = False  # asked less than `interval` ago: not yet
-            check.detail = row.waiting_for.detail if row.waiting_for else None
-            continue
-
-        def read(check: _Check = check) -> dict[str, Any]:
-            return dict(check.meta)
-
-        def write(patch: Mapping[str, Any], check: _Check = check) -> None:
-            from zuke._engine.context import clean_patch, merge_patch
-
-            check.meta = merge_patch(check.meta, clean_patch(patch, loaded.redactor))
-
-        async def persist(check: _Check = check) -> None:
-            await _persist_meta(store, record.id, check)
-
-        deadline = row.waiting_for.deadline if row.waiting_for else None
-        ctx = WaitContext(
-            run_id=record.id,
-            target=name,
-            params=loaded.public_params,
-            signals=record.signals,
-            state=GateState(read, write),
-            now_ms=now,
-            deadline_ms=parse_iso(deadline) if deadline else None,
-            persist=persist,
-            shared=shared,
-        )
-        try:
-            check.result = await ask(trigger, ctx)
-        except Exception as exc:
-            check.errored = True
-            check.detail = loaded.redactor.text(f"the trigger raised {type(exc).__name__}: {exc}")
-            continue
-        # A trigger's reasons are recorded and printed: never with a secret in them.
-        if isinstance(check.result, NotYet) and check.result.reason:
-            check.detail = loaded.redactor.text(check.result.reason)
-        elif isinstance(check.result, WaitFailed):
-            check.result = WaitFailed(loaded.redactor.text(check.result.reason))
-    return checks
-
-
-async def _persist_meta(store: StateStore, run_id: str, check: _Check) -> None:
-    def change(fresh: RunRecord) -> RunDelta | None:
-        if fresh.status != "suspended":
-            raise RunError(f"run {run_id} changed while its gate {check.gate} was checked")
-        row = fresh.targets.get(check.gate, check.row)
-        rows = {check.gate: replace(row, meta=check.meta)}
-        return RunDelta(updated_at=fresh.updated_at, targets=rows)
-
-    update_run(store, run_id, change)
-
-
-async def _record_checks(
-    store: StateStore, record: RunRecord, checks: list[_Check], now: int
-) -> None:
-    """Stamp what the checks said (when, and why not yet) — only where it matters:
-    a trigger with an interval, a changed detail, or state the trigger kept."""
-    rows = {}
-    for check in checks:
-        waiting = check.row.waiting_for
-        if not check.due or waiting is None:
-            continue
-        changed = check.detail != waiting.detail or check.meta != dict(check.row.meta)
-        if not (check.timed or changed or check.errored):
-            continue  # nothing worth a write: most sweeps of a signal gate write nothing
-        stamped = replace(waiting, checked_at=iso(now), detail=check.detail)
-        rows[check.gate] = replace(check.row, meta=check.meta, waiting_for=stamped)
-    if not rows:
-        return
-
-    def change(fresh: RunRecord) -> RunDelta | None:
-        # updatedAt is kept: it marks when the run was parked (resume credits that time)
-        if fresh.status != "suspended":
-            return None
-        return RunDelta(updated_at=fresh.updated_at, targets=rows)
-
-    update_run(store, record.id, change)
 
 
 def resume_check(

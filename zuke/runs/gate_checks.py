@@ -1,0 +1,136 @@
+"""Asking a suspended run's gates from the record alone: what a sweep does between runs.
+
+A sweep may run in a process that never ran the build: each waiting gate's
+trigger gets a :class:`~zuke._waits.WaitContext` built from the record (its
+metadata as ``ctx.state``, the record's signals, the non-secret params), and
+``persist()`` writes the gate's state into the record before the trigger's
+external call. A trigger with an ``interval`` is asked no sooner than that
+after the last time (``waitingFor.checkedAt``); a trigger that raises stays
+waiting, with the error shown and counted. Whatever is recorded — state,
+reasons, errors — is redacted first. Writes keep ``updatedAt``: it marks
+when the run was parked, which a resume credits to the run's deadline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from zuke._clock import iso, parse_iso
+from zuke._engine.run import LoadedBuild
+from zuke._errors import RunError
+from zuke._waits import GateState, NotYet, WaitContext, WaitFailed, ask
+from zuke.state._protocol import StateStore
+from zuke.state.records import RunDelta, RunRecord, TargetRecord
+from zuke.state.update import update_run
+
+
+@dataclass
+class GateAnswer:
+    """What one waiting gate's trigger answered in this sweep (and the state it kept)."""
+
+    gate: str
+    row: TargetRecord
+    result: Any
+    meta: dict[str, Any]
+    due: bool = True
+    errored: bool = False
+    detail: str | None = None
+    #: the trigger has an interval: every check is stamped, to measure the next from
+    timed: bool = False
+
+
+async def check_gates(
+    loaded: LoadedBuild, store: StateStore, record: RunRecord, now: int, shared: dict[str, Any]
+) -> list[GateAnswer]:
+    """Ask every waiting gate's trigger, from the record alone."""
+    specs = loaded.graph.specs
+    checks = []
+    for name, row in record.targets.items():
+        spec = specs.get(name)
+        if row.status != "waiting" or spec is None or spec.wait is None:
+            continue
+        trigger = spec.wait.trigger
+        check = GateAnswer(name, row, NotYet(), dict(row.meta), timed=bool(trigger.interval_ms))
+        checks.append(check)
+        stamp = row.waiting_for.checked_at if row.waiting_for else None
+        last = parse_iso(stamp) if stamp else None
+        if trigger.interval_ms and last is not None and now - last < trigger.interval_ms:
+            check.due = False  # asked less than `interval` ago: not yet
+            check.detail = row.waiting_for.detail if row.waiting_for else None
+            continue
+
+        def read(check: GateAnswer = check) -> dict[str, Any]:
+            return dict(check.meta)
+
+        def write(patch: Mapping[str, Any], check: GateAnswer = check) -> None:
+            from zuke._engine.context import clean_patch, merge_patch
+
+            check.meta = merge_patch(check.meta, clean_patch(patch, loaded.redactor))
+
+        async def persist(check: GateAnswer = check) -> None:
+            await _persist_meta(store, record.id, check)
+
+        deadline = row.waiting_for.deadline if row.waiting_for else None
+        ctx = WaitContext(
+            run_id=record.id,
+            target=name,
+            params=loaded.public_params,
+            signals=record.signals,
+            state=GateState(read, write),
+            now_ms=now,
+            deadline_ms=parse_iso(deadline) if deadline else None,
+            persist=persist,
+            shared=shared,
+        )
+        try:
+            check.result = await ask(trigger, ctx)
+        except Exception as exc:
+            check.errored = True
+            check.detail = loaded.redactor.text(f"the trigger raised {type(exc).__name__}: {exc}")
+            continue
+        # A trigger's reasons are recorded and printed: never with a secret in them.
+        if isinstance(check.result, NotYet) and check.result.reason:
+            check.detail = loaded.redactor.text(check.result.reason)
+        elif isinstance(check.result, WaitFailed):
+            check.result = WaitFailed(loaded.redactor.text(check.result.reason))
+    return checks
+
+
+async def _persist_meta(store: StateStore, run_id: str, check: GateAnswer) -> None:
+    def change(fresh: RunRecord) -> RunDelta | None:
+        if fresh.status != "suspended":
+            raise RunError(f"run {run_id} changed while its gate {check.gate} was checked")
+        row = fresh.targets.get(check.gate, check.row)
+        rows = {check.gate: replace(row, meta=check.meta)}
+        return RunDelta(updated_at=fresh.updated_at, targets=rows)
+
+    update_run(store, run_id, change)
+
+
+async def record_checks(
+    store: StateStore, record: RunRecord, checks: list[GateAnswer], now: int
+) -> None:
+    """Stamp what the checks said (when, and why not yet) — only where it matters:
+    a trigger with an interval, a changed detail, or state the trigger kept."""
+    rows = {}
+    for check in checks:
+        waiting = check.row.waiting_for
+        if not check.due or waiting is None:
+            continue
+        changed = check.detail != waiting.detail or check.meta != dict(check.row.meta)
+        if not (check.timed or changed or check.errored):
+            continue  # nothing worth a write: most sweeps of a signal gate write nothing
+        stamped = replace(waiting, checked_at=iso(now), detail=check.detail)
+        rows[check.gate] = replace(check.row, meta=check.meta, waiting_for=stamped)
+    if not rows:
+        return
+
+    def change(fresh: RunRecord) -> RunDelta | None:
+        # updatedAt is kept: it marks when the run was parked (resume credits that time)
+        if fresh.status != "suspended":
+            return None
+        return RunDelta(updated_at=fresh.updated_at, targets=rows)
+
+    update_run(store, record.id, change)
