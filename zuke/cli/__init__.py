@@ -76,7 +76,7 @@ def main(
 
             return run_resume(argv, build=build, env=env, out=out, err=err)
         if argv and argv[0] in cli_args.MANAGEMENT_COMMANDS:
-            from zuke.cli.manage import run_command  # typer: imported only here
+            from zuke.cli.manage import run_command  # click: imported only here
 
             return run_command(argv, build=build, env=env, out=out, err=err)
         return _build_command(argv, build=build, env=env, out=out, err=err)

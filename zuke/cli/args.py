@@ -1,7 +1,7 @@
 """Parsing the command line of a build: targets, built-in flags and dynamic parameter flags.
 
 Targets and parameters come from the loaded build, so this is a small parser
-of its own rather than a static typer signature. ``--name value`` and
+of its own rather than a static click signature. ``--name value`` and
 ``--name=value`` both work; a boolean parameter's bare ``--flag`` means true.
 """
 
