@@ -20,6 +20,7 @@ from tests.e2e.resume_support import (
     sweep,
     version_of,
     wait_for_lease_to_lapse,
+    wait_past,
 )
 from tests.e2e.support import finish, kill, output_of, spawn, wait_until, write_build
 from zuke.state.filesystem import FileSystemStateStore
@@ -36,6 +37,10 @@ SHIP_BUILD = (
 
     class Ship(Build):
         markers = parameter("marker directory").required()
+        budget = parameter("the run's deadline, if any").default("")
+
+        def deadline(self):
+            return self.budget.value or None
 
         def _m(self):
             return pathlib.Path(self.markers.value)
@@ -46,7 +51,7 @@ SHIP_BUILD = (
 
         def _compile(self, ctx):
             m = self._m()
-            append_line(m / "compile", f"{os.getpid()} redriven={ctx.redriven}")
+            append_line(m / "compile", f"{os.getpid()} {ctx.run_id} redriven={ctx.redriven}")
             deadline = time.monotonic() + 60
             while not ((m / "go").exists() or (m / f"go-{os.getpid()}").exists()):
                 if ctx.cancelled.is_set():
@@ -83,11 +88,11 @@ SHIP_BUILD = (
 
 
 def start(
-    workdir: Path, root: str, markers: Path, env: dict[str, str] | None = None
+    workdir: Path, root: str, markers: Path, env: dict[str, str] | None = None, *args: str
 ) -> subprocess.Popen[str]:
     """``zuke ROOT`` with a 1 s run lease, its output to a file."""
     markers.mkdir(exist_ok=True)
-    argv = [root, "--state", "--markers", str(markers)]
+    argv = [root, "--state", "--markers", str(markers), *args]
     out = workdir / f"{root}-{markers.name}.out"
     return spawn(argv, workdir, {**SHORT_LEASE, **(env or {})}, output=out)
 
@@ -261,3 +266,47 @@ def test_a_foreign_builds_runs_in_a_shared_store_are_left_alone_by_the_sweep(
     assert actions(summary, parked) == ["resumed"]
     assert actions(summary, dead) == ["reaped", "resumed"]
     assert record_of(store, parked).status == record_of(store, dead).status == "succeeded"
+
+
+def test_a_dead_run_past_its_deadline_is_settled_failed_and_a_live_one_is_left_alone(
+    tmp_path: Path,
+) -> None:
+    write_build(tmp_path, SHIP_BUILD)
+    dead_m, live_m = tmp_path / "dead", tmp_path / "live"
+    dead = start(tmp_path, "compile", dead_m, None, "--budget", "1s")
+    live = start(tmp_path, "compile", live_m, None, "--budget", "1s")
+    store = fs_store(tmp_path)
+    try:
+        wait_until(
+            lambda: len(lines(dead_m / "compile")) == len(lines(live_m / "compile")) == 1,
+            "both bodies to start",
+        )
+        dead_id, live_id = (lines(m / "compile")[0].split()[1] for m in (dead_m, live_m))
+        kill(dead)
+        (dead_m / "go").write_text("")  # were it resumed, its body would finish
+        wait_past(record_of(store, live_id).deadline_at, "the live run's deadline")
+        wait_past(record_of(store, dead_id).deadline_at, "the dead run's deadline")
+        wait_for_lease_to_lapse(store, dead_id)
+        live_before = store.get_run(live_id)
+
+        code, summary = sweep(tmp_path)
+        assert code == 1, summary  # a run the sweep settled failed fails the sweep
+        assert actions(summary, dead_id) == ["reaped"], summary
+        assert actions(summary, live_id) == [], summary
+        settled = record_of(store, dead_id)
+        assert settled.status == "failed"
+        assert settled.targets["compile"].status == "failed"
+        assert "deadline" in (settled.targets["compile"].error or "")
+        assert len(lines(dead_m / "compile")) == 1  # settled, not resumed
+        assert store.get_run(live_id) == live_before  # a live holder is left alone
+
+        code, summary = sweep(tmp_path, None, live_id)
+        assert code == 0 and actions(summary, live_id) == ["left-alone"], summary
+        assert store.get_run(live_id) == live_before
+        (live_m / "go").write_text("")
+        code, out = finish(live)
+        assert code == 0, out
+    finally:
+        kill(dead)
+        kill(live)
+    assert record_of(store, live_id).status == "succeeded"
