@@ -2,7 +2,7 @@
 
 The pipeline is load → parse → dispatch → render. Run-management commands
 (``runs``, ``resume``, ``cancel``, ``serve``) live in :mod:`zuke.cli.manage`
-(typer, imported only when one of them is used, so ``zuke --list`` stays light);
+(click, imported only when one of them is used, so ``zuke --list`` stays light);
 everything about a build (running targets, ``--list``, ``graph``, ``--help``)
 is parsed here against the loaded build's targets and parameters.
 
@@ -71,7 +71,7 @@ def main(
     err = err or sys.stderr
     try:
         argv = cli_args.command_first(argv)
-        if argv and argv[0] == "resume":  # takes the build's parameter flags: not typer
+        if argv and argv[0] == "resume":  # takes the build's parameter flags: not click
             from zuke.cli.resume_cmd import run_resume
 
             return run_resume(argv, build=build, env=env, out=out, err=err)

@@ -6,7 +6,7 @@
                 [--force-graph] [--resume-degraded] [--actor NAME] [--PARAM VALUE ...]
     zuke resume --check [RUN_ID] [--json]
 
-Parsed here, not with typer: a resume takes the build's own parameter flags
+Parsed here, not with click: a resume takes the build's own parameter flags
 (non-secret values may be overridden; secrets come from the environment
 again), so it needs the loaded build, as running targets does. The work is
 :func:`zuke.runs.resume.resume_run_async` and
@@ -160,8 +160,8 @@ def run_resume(
         return 1
     if outcome.action == "already-delivered":
         return 0
-    if outcome.result is not None and outcome.result.status == "cancelled" and outcome.ok:
-        return 130
+    if outcome.action == "resumed" and outcome.status == "cancelled":
+        return 130  # the continued run was cancelled (Ctrl-C, zuke cancel), as for a fresh run
     return 0 if outcome.ok else 1
 
 

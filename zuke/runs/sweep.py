@@ -255,13 +255,14 @@ async def _sweep_run(
             delta_extra=RunDelta(updated_at=stamp, targets=rows),
         )
         gates = ", ".join(c.gate for c in passed) or None
+        lost = outcome.result.record_error if outcome.result is not None else None
         return SweepEntry(
             record.id,
             name,
-            "resumed",
+            "failed" if lost else "resumed",  # a run whose end is not recorded is no success
             outcome.status,
             gate=gates,
-            detail="; ".join(outcome.notes) or None,
+            detail=lost or "; ".join(outcome.notes) or None,
         )
     await record_checks(store, record, checks, now)
     first = checks[0]

@@ -68,7 +68,10 @@ class Reader:
         self.where = where
 
     def fail(self, what: str) -> CorruptRecordError:
-        return CorruptRecordError(f"state: {self.where}: {what}")
+        return CorruptRecordError(
+            f"state: {self.where}: {what}; zuke leaves it as it is: restore the record from a "
+            "copy or fix that field, then retry"
+        )
 
     def obj(self, value: Any, name: str) -> Mapping[str, Any]:
         if not isinstance(value, dict):
