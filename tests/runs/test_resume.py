@@ -262,6 +262,37 @@ def test_a_non_secret_parameter_may_be_overridden_on_resume() -> None:
     h, calls, run_id = suspended()
     h.resume(run_id, "approved", params={"repo": ["web"]})
     assert calls[0][2] == "web"
+    assert h.record(run_id).params["repo"] == "web"  # recorded: the run goes on with it
+
+
+def test_an_override_is_recorded_so_a_later_resume_keeps_it() -> None:
+    clock = ManualClock()
+    store = MemoryStateStore(clock=clock)
+    seen: list[Any] = []
+
+    class TwoStops(Build):
+        repo = parameter("repo").default("api")
+
+        def state_store(self) -> MemoryStateStore:
+            return store
+
+        @target
+        def qa(self, t: TargetBuilder) -> TargetBuilder:
+            return t.waits_for(lambda s: s.on(external_signal("qa")))
+
+        @target
+        def prod(self, t: TargetBuilder) -> TargetBuilder:
+            return t.depends_on(self.qa).waits_for(lambda s: s.on(external_signal("prod")))
+
+        @target
+        def ship(self, t: TargetBuilder) -> TargetBuilder:
+            return t.depends_on(self.prod).executes(lambda: seen.append(self.repo.value))
+
+    h = Harness(TwoStops, store, clock)
+    run_id = h.start("ship").run_id
+    assert h.resume(run_id, "qa", params={"repo": ["web"]}).status == "suspended"
+    assert h.resume(run_id, "prod").status == "succeeded"
+    assert seen == ["web"]
 
 
 def secret_build(store: MemoryStateStore, seen: list[Any]) -> type[Build]:

@@ -216,6 +216,7 @@ DELTA = RunDelta(
     targets={"build": TargetRecord(status="failed", error="boom", extra={"futureRow": {}})},
     signals={"go": Signal(data={"ok": True}, received_at="2026-01-02T04:00:00.000Z")},
     events=(RunEvent(at="2026-01-02T04:00:00.000Z", tool="signal", actor="bob"),),
+    params={"repo": "web"},
 )
 
 

@@ -239,7 +239,14 @@ async def resume_now(
             by=taken.holder.actor,
         )
     try:
-        change = _to_running(resume, actor, now, delta_extra, lease_token=taken.token)
+        change = _to_running(
+            resume,
+            actor,
+            now,
+            delta_extra,
+            lease_token=taken.token,
+            overrides=_recorded_overrides(loaded, resume),
+        )
         updated = update_run(store, record.id, change)
         if isinstance(updated, (Unchanged, GaveUp)):
             raise AlreadyResumedError(
@@ -265,6 +272,7 @@ def _to_running(
     extra: RunDelta | None,
     *,
     lease_token: str,
+    overrides: Mapping[str, str],
 ) -> Callable[[RunRecord], RunDelta | None]:
     def change(fresh: RunRecord) -> RunDelta | None:
         if fresh.status != "suspended":
@@ -288,12 +296,26 @@ def _to_running(
             # The record names its holder's lease: a paused former owner that wakes up
             # sees it is no longer theirs and writes nothing.
             locks={lease_key(fresh.id): lease_token},
+            params=overrides,  # what this resume changed is what the run goes on with
         )
         if extra is not None:
             delta = replace(delta, targets=extra.targets, events=(*extra.events, event))
         return delta
 
     return change
+
+
+def _recorded_overrides(loaded: LoadedBuild, resume: ResumeOptions) -> dict[str, str]:
+    """The resumer's non-secret parameter overrides, as text to record on the run."""
+    from zuke._build import parameters
+
+    secret = {p.name for p in parameters(type(loaded.build)) if p.is_secret}
+    raw = loaded.resolution.raw
+    return {
+        name: loaded.redactor.text(raw[name])
+        for name in resume.params
+        if name in raw and name not in secret
+    }
 
 
 def _pushed_deadline(record: RunRecord, now_ms: int) -> str | None:

@@ -179,6 +179,8 @@ class RunDelta:
     signals: Mapping[str, Signal] = field(default_factory=dict)
     events: tuple[RunEvent, ...] = ()
     locks: Mapping[str, str | None] = field(default_factory=dict)
+    #: parameter values set (a resume's non-secret overrides)
+    params: Mapping[str, str] = field(default_factory=dict)
 
 
 def apply_delta(record: RunRecord, delta: RunDelta) -> RunRecord:
@@ -197,6 +199,7 @@ def apply_deltas(record: RunRecord, deltas: Iterable[RunDelta]) -> RunRecord:
     signals: dict[str, Signal] | None = None
     events: list[RunEvent] | None = None
     locks: dict[str, str] | None = None
+    params: dict[str, str] | None = None
     for delta in deltas:
         changes["updated_at"] = delta.updated_at
         for name in ("status", "actor", "degraded", "deadline_at", "intended_terminal"):
@@ -212,6 +215,9 @@ def apply_deltas(record: RunRecord, deltas: Iterable[RunDelta]) -> RunRecord:
         if delta.events:
             events = list(record.events) if events is None else events
             events.extend(delta.events)
+        if delta.params:
+            params = dict(record.params) if params is None else params
+            params.update(delta.params)
         if delta.locks:
             locks = dict(record.locks) if locks is None else locks
             for key, token in delta.locks.items():
@@ -227,6 +233,8 @@ def apply_deltas(record: RunRecord, deltas: Iterable[RunDelta]) -> RunRecord:
         changes["events"] = tuple(events)
     if locks is not None:
         changes["locks"] = locks
+    if params is not None:
+        changes["params"] = params
     return replace(record, **changes) if changes else record
 
 
@@ -247,6 +255,7 @@ def merge_deltas(first: RunDelta, second: RunDelta) -> RunDelta:
         signals={**first.signals, **second.signals},
         events=first.events + second.events,
         locks={**first.locks, **second.locks},
+        params={**first.params, **second.params},
     )
 
 

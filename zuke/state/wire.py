@@ -129,6 +129,8 @@ def delta_to_json(d: RunDelta) -> dict[str, Any]:
         out["events"] = [_event_to_json(e) for e in d.events]
     if d.locks:
         out["locks"] = dict(d.locks)
+    if d.params:
+        out["params"] = dict(d.params)
     return out
 
 
@@ -276,7 +278,15 @@ def parse_delta(raw: Any, *, where: str = "run delta") -> RunDelta:
         signals={name: _parse_signal(rd, name, s) for name, s in signals.items()},
         events=tuple(_parse_event(rd, e) for e in events),
         locks=_parse_delta_locks(rd, obj.get("locks")),
+        params=_parse_params(rd, obj.get("params")),
     )
+
+
+def _parse_params(rd: Reader, raw: Any) -> dict[str, str]:
+    params = rd.obj(raw or {}, "params")
+    if not all(isinstance(v, str) for v in params.values()):
+        raise rd.fail('"params" values must be strings')
+    return dict(params)
 
 
 def _parse_delta_locks(rd: Reader, raw: Any) -> dict[str, str | None]:
