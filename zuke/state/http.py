@@ -1,8 +1,9 @@
 """The HTTP state store: a client of the published Zuke state HTTP API.
 
 :class:`HttpStateStore` speaks the same wire contract as the TypeScript Zuke
-(runs with ETag compare-and-swap, ``/locks`` acquire/renew/release, see
-``docs/state-api.md``), so one state service serves both implementations.
+(runs with ETag compare-and-swap, ``/locks`` acquire/renew/release, and
+our ``GET /locks`` listing; see ``docs/state-api.md``), so one state service
+serves both implementations.
 This module decides what each answer means for its call; the request
 mechanics and the failures every call shares live in
 :mod:`zuke.state._http_client`.
