@@ -68,7 +68,12 @@ GATE_BUILD = (
 
         @target
         def rollback(self, t):
-            return t.executes(lambda: append_line(self._m() / "rollback", str(os.getpid())))
+            return t.executes(self._rollback)
+
+        def _rollback(self, ctx):
+            append_line(self._m() / "rollback", f"{os.getpid()} redriven={ctx.redriven}")
+            if (self._m() / "hold-rollback").exists():
+                wait_for(self._m() / "rollback-go", "the rollback's release")
 """
 )
 
@@ -173,3 +178,38 @@ def test_a_signal_after_the_deadline_loses_to_the_timeout_and_is_refused_naming_
     code, out = finish(spawn(["resume", run_id, "--signal", "ok"], tmp_path))
     assert code == 1, out
     assert "timed out" in out and "came too late and was not delivered" in out, out
+
+
+def test_a_sweep_killed_mid_rollback_is_reaped_and_the_rollback_finishes_without_rearming(
+    tmp_path: Path,
+) -> None:
+    run_id, markers = park(tmp_path, "--disposition", "rollback")
+    (markers / "hold-rollback").write_text("")
+    store = fs_store(tmp_path)
+    wait_past(gate_deadline(record_of(store, run_id), "approve"), "the gate's deadline")
+    sweeper = spawn(["resume", "--check"], tmp_path, {"ZUKE_RUN_LEASE_TTL": "1s"})
+    try:
+        wait_until(lambda: len(lines(markers / "rollback")) == 1, "the rollback to start")
+    finally:
+        kill(sweeper)
+    (markers / "rollback-go").write_text("")
+    wait_for_lease_to_lapse(store, run_id)
+
+    code, summary = sweep(tmp_path)
+    assert code == 0, summary
+    assert actions(summary, run_id) == ["reaped", "resumed"]
+    record = record_of(store, run_id)
+    assert record.status == "cancelled"
+    assert {n: r.status for n, r in record.targets.items()} == {
+        "prep": "succeeded",
+        "approve": "failed",
+        "promote": "skipped",
+        "rollback": "succeeded",
+    }
+    assert record.targets["approve"].waiting_for is None
+    assert [e.tool for e in record.events].count("timeout") == 1
+    first, second = lines(markers / "rollback")
+    assert first.endswith("redriven=False") and second.endswith("redriven=True")
+    assert lines(markers / "promote") == []
+    code, again = sweep(tmp_path)
+    assert code == 0 and again["runs"] == [], again

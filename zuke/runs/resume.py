@@ -51,7 +51,7 @@ from zuke._errors import (
 )
 from zuke._provenance import build_origin, resolve_actor
 from zuke.runs.cancel import check_ownership
-from zuke.runs.timeouts import expired_gate, settle_timeout, timeout_refusal
+from zuke.runs.timeouts import expired_gate, settle_timeout, timeout_refusal, unfinished_rollback
 from zuke.state._ids import check_id
 from zuke.state._protocol import LockHeld, LockHolder, StateStore, StoredRun
 from zuke.state.records import RunDelta, RunEvent, RunRecord, Signal
@@ -168,9 +168,14 @@ async def resume_run_async(
     if expired is not None:
         refusal = None if signal is None else timeout_refusal(record, expired, signal.name)
         notes = [refusal] if refusal else []
-        return await settle_timeout(
-            loaded, record, expired, run, actor=actor, store=store, notes=notes
-        )
+        try:
+            return await settle_timeout(
+                loaded, record, expired, run, actor=actor, store=store, notes=notes
+            )
+        except AlreadyResumedError:
+            if refusal is None:
+                raise  # another process settles the timeout; a late signal still hears why
+            raise SignalRefusedError(f"resume: run {run_id}: {refusal}", run_id=run_id) from None
     return await resume_now(loaded, plan, store, found, resume, run, actor=actor)
 
 
@@ -228,6 +233,7 @@ async def resume_now(
 ) -> ResumeOutcome:
     """Take the lease, CAS the record to ``running``, and drive the rest of the run."""
     record = found.record
+    rollback = await unfinished_rollback(loaded, record)  # then the rest is the rollback
     now = run.clock.now_ms()
     holder = LockHolder(actor, record.id, iso(now), ci_run_url(run.env))
     taken = await acquire_lease(store, record.id, holder, ttl_ms=lease_ttl_ms(run.env))
@@ -257,7 +263,8 @@ async def resume_now(
             )
         adoption = Adoption(store, StoredRun(updated.record, updated.version), taken)
         notes = _signal_notes(loaded, record, resume.signal)
-        result = await execute_resumed(loaded, plan, adoption, run, actor=actor)
+        result = await execute_resumed(loaded, rollback or plan, adoption, run, actor=actor,
+                                       settle_as="cancelled" if rollback else None)  # fmt: skip
     except BaseException:
         # Nobody drives the run: give the lease back (a no-op if the engine already did).
         await _release_quietly(store, record.id, taken.token)

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 from zuke._clock import iso, parse_iso
 from zuke._engine.claims import acquire_lease, lease_key
 from zuke._engine.durable import lease_ttl_ms
-from zuke._engine.plan import make_plan
+from zuke._engine.plan import Plan, make_plan
 from zuke._engine.record import ci_run_url
 from zuke._engine.resumed import Adoption, execute_resumed
 from zuke._engine.run import LoadedBuild, RunOptions, ordering_edges
@@ -81,6 +81,29 @@ def timeout_refusal(record: RunRecord, gate: str | None, signal: str) -> str | N
                 f"{signal!r} came too late and was not delivered"
             )
     return None
+
+
+async def unfinished_rollback(loaded: LoadedBuild, record: RunRecord) -> Plan | None:
+    """The rollback a timed-out gate started and nobody finished, as the plan to drive.
+
+    A process that dies mid-rollback leaves the run ``running`` with a timeout event and
+    ``intendedTerminal: cancelled``; a reap hands it back to ``suspended``. What is left
+    of it is the rollback, then ``cancelled`` — never its timed-out gate again.
+    """
+    if record.intended_terminal != "cancelled":
+        return None
+    event = next((e for e in reversed(record.events) if e.tool == TIMEOUT_EVENT), None)
+    rollback = event.args.get("onTimeout") if event is not None else None
+    if rollback is None or rollback not in record.targets:
+        return None  # a string disposition settles in one write: nothing is left over
+    if rollback not in loaded.graph.specs:
+        raise RunError(
+            f"run {record.id} was rolling back with {rollback!r}, which this build no longer "
+            "has; restore the target, or cancel the run with zuke cancel",
+            run_id=record.id,
+        )
+    edges = await ordering_edges(loaded.build, loaded.graph)
+    return make_plan(loaded.graph, [rollback], ordering=edges)
 
 
 def _timed_out_rows(
