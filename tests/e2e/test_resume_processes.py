@@ -15,6 +15,7 @@ from tests.e2e.resume_support import (
     lines,
     record_of,
     suspend,
+    wait_for_lease_to_lapse,
     wait_past,
 )
 from tests.e2e.support import finish, kill, spawn, wait_until, write_build
@@ -191,3 +192,69 @@ def _later(stamp: str, ms: int) -> str:
     moment = parse_iso(stamp)
     assert moment is not None
     return iso(moment + ms)
+
+
+SATISFIED_BUILD = (
+    MARKER_WRITER
+    + """
+    import pathlib
+    from zuke import Build, parameter, resume_when, target
+
+    class Batch(Build):
+        markers = parameter("marker directory").required()
+
+        @target
+        def ready(self, t):
+            flag = pathlib.Path(self.markers.value) / "open"
+            return t.waits_for(lambda s: s.on(resume_when(flag.exists)))
+
+        @target
+        def ship(self, t):
+            return t.depends_on(self.ready).executes(
+                lambda ctx: append_line(pathlib.Path(self.markers.value) / "shipped", ctx.run_id)
+            )
+
+        @target
+        def work(self, t):
+            markers = pathlib.Path(self.markers.value)  # a definition reads a required param
+            return t.executes(lambda: append_line(markers / "worked", "") or wait_for(
+                markers / "go", "the go marker"))
+"""
+)
+
+
+def test_three_sweeps_at_once_resume_each_run_once_though_definitions_read_a_required_param(
+    tmp_path: Path,
+) -> None:
+    write_build(tmp_path, SATISFIED_BUILD)
+    markers = tmp_path / "m"
+    markers.mkdir()
+    parking = [spawn(["ship", "--markers", str(markers)], tmp_path) for _ in range(ROUNDS - 1)]
+    dead = spawn(["work", "--state", "--markers", str(markers)], tmp_path,
+                 {"ZUKE_RUN_LEASE_TTL": "1s"})  # fmt: skip
+    for proc in parking:
+        code, out = finish(proc)
+        assert code == 0 and "is suspended" in out, out
+    try:
+        wait_until(lambda: (markers / "worked").exists(), "work's body to start")
+    finally:
+        kill(dead)
+    (markers / "open").write_text("")
+    (markers / "go").write_text("")
+    store = fs_store(tmp_path)
+    (dead_id,) = [s.id for s in store.list_runs() if s.status == "running"]
+    wait_for_lease_to_lapse(store, dead_id)
+
+    sweepers = [spawn(["resume", "--check", "--json"], tmp_path) for _ in range(3)]
+    resumed: list[str] = []
+    for proc in sweepers:
+        code, out = finish(proc)
+        assert code == 0, out
+        summary = json.loads(out[out.index("{\n") :])
+        resumed += [e["id"] for e in summary["runs"] if e["action"] == "resumed"]
+    runs = {s.id for s in store.list_runs()}
+    assert len(runs) == ROUNDS
+    assert sorted(resumed) == sorted(runs)  # each run resumed by exactly one sweep
+    assert sorted(lines(markers / "shipped")) == sorted(runs - {dead_id})
+    assert {record_of(store, run_id).status for run_id in runs} == {"succeeded"}
+    assert [e.tool for e in record_of(store, dead_id).events].count("reap") == 1

@@ -24,8 +24,9 @@ from typing import Any, Literal
 
 from zuke._build import Build
 from zuke._clock import iso
+from zuke._engine.plan import TargetSpec
 from zuke._engine.run import RunOptions, load
-from zuke._errors import AlreadyResumedError, RunNotFoundError, ZukeError
+from zuke._errors import AlreadyResumedError, ParameterError, RunNotFoundError, ZukeError
 from zuke._provenance import build_origin, resolve_actor
 from zuke._waits import Satisfied, WaitFailed
 from zuke.runs.gate_checks import check_gates, record_checks
@@ -112,7 +113,12 @@ async def resume_check_async(
     """One sweep over this build's runs (or one run)."""
     resume = resume or ResumeOptions()
     actor = resolve_actor(resume.actor, run.env)
-    specs = load(build_cls, dict(resume.params), run.env, lenient=True).graph.specs
+    try:
+        specs: Mapping[str, TargetSpec] | None = load(
+            build_cls, dict(resume.params), run.env, lenient=True
+        ).graph.specs
+    except ParameterError:
+        specs = None  # its definitions read a parameter only a run's record has
     name = build_cls.__name__
     if run_id is not None and store.get_run(run_id) is None:
         raise RunNotFoundError(f'resume --check: no run "{run_id}" in the store', run_id=run_id)
@@ -121,9 +127,12 @@ async def resume_check_async(
         for summary in _runs(store, name, status, run_id):
             try:  # one unreadable record never stops the sweep: it is reported and counted
                 found = store.get_run(summary)
-                if found is None or not _ours(found.record, name, specs, run.env):
+                if found is None or not _ours(found.record, name, None, run.env):
                     continue
-                reaped = reap_run(store, summary, specs=specs, actor=actor, clock=run.clock)
+                graph = specs or load_for(build_cls, found.record, run).graph.specs
+                if not _ours(found.record, name, graph, run.env):
+                    continue
+                reaped = reap_run(store, summary, specs=graph, actor=actor, clock=run.clock)
             except ZukeError as exc:
                 entries.append(SweepEntry(summary, name, "failed", status, detail=str(exc)))
                 continue
@@ -139,7 +148,14 @@ async def resume_check_async(
     for summary in _runs(store, name, "suspended", run_id):
         entries.append(
             await _check_one(
-                build_cls, store, summary, resume, run, actor, shared, specs_names=set(specs)
+                build_cls,
+                store,
+                summary,
+                resume,
+                run,
+                actor,
+                shared,
+                specs_names=None if specs is None else set(specs),
             )
         )
     return SweepReport(entries)
@@ -154,13 +170,14 @@ def _runs(store: StateStore, build: str, status: str, run_id: str | None) -> lis
 
 
 def _ours(
-    record: RunRecord, name: str, specs: Mapping[str, object], env: Mapping[str, str]
+    record: RunRecord, name: str, specs: Mapping[str, object] | None, env: Mapping[str, str]
 ) -> bool:
-    """This build's run: same class name and root target, and origins do not disagree."""
+    """This build's run: same class name and root target, and origins do not disagree
+    (``specs`` ``None``: the root target is not checked yet)."""
     origin = build_origin(env)
     if origin and record.build_id and origin != record.build_id:
         return False
-    return record.build == name and record.root_target in specs
+    return record.build == name and (specs is None or record.root_target in specs)
 
 
 async def _check_one(
@@ -172,7 +189,7 @@ async def _check_one(
     actor: str,
     shared: dict[str, Any],
     *,
-    specs_names: set[str],
+    specs_names: set[str] | None,
 ) -> SweepEntry:
     name = build_cls.__name__
     try:
@@ -182,7 +199,13 @@ async def _check_one(
     if found is None or found.record.status != "suspended":
         return SweepEntry(run_id, name, "skipped-held", found.record.status if found else "gone")
     record = found.record
-    if not _ours(record, name, dict.fromkeys(specs_names), run.env):
+    names = None if specs_names is None else dict.fromkeys(specs_names)
+    if names is None and _ours(record, name, None, run.env):
+        try:  # the build's definitions need the run's own parameters
+            names = dict.fromkeys(load_for(build_cls, record, run).graph.specs)
+        except ZukeError as exc:
+            return SweepEntry(run_id, name, "failed", record.status, detail=str(exc))
+    if not _ours(record, name, names, run.env):
         return SweepEntry(
             run_id,
             record.build,
