@@ -310,3 +310,31 @@ def test_a_dead_run_past_its_deadline_is_settled_failed_and_a_live_one_is_left_a
         kill(dead)
         kill(live)
     assert record_of(store, live_id).status == "succeeded"
+
+
+def test_a_run_left_cancelling_by_a_dead_owner_is_finished_to_its_intended_terminal(
+    tmp_path: Path,
+) -> None:
+    write_build(tmp_path, SHIP_BUILD)
+    markers = tmp_path / "m"
+    holder = start(tmp_path, "compile", markers, {"ZUKE_RUN_LEASE_TTL": "4s"})
+    store = fs_store(tmp_path)
+    try:
+        wait_until(lambda: len(lines(markers / "compile")) == 1, "compile's body to start")
+        run_id = lines(markers / "compile")[0].split()[1]
+        os.kill(holder.pid, signal.SIGSTOP)  # its lease is still live: cancel only marks it
+        code, out = finish(spawn(["cancel", run_id, "--wait", "100ms"], tmp_path))
+        assert code == 0, out
+        assert record_of(store, run_id).status == "cancelling"
+    finally:
+        kill(holder)  # the owner dies before it could settle the cancel
+    wait_for_lease_to_lapse(store, run_id)
+
+    code, summary = sweep(tmp_path)
+    assert code == 0, summary
+    assert actions(summary, run_id) == ["reaped"]
+    record = record_of(store, run_id)
+    assert record.status == "cancelled"
+    assert record.targets["compile"].status == "failed"
+    assert [e.tool for e in record.events].count("reap") == 1
+    assert len(lines(markers / "compile")) == 1  # finished, never re-run
