@@ -11,6 +11,7 @@ import pytest
 from tests.e2e.resume_support import (
     ALREADY_RESUMED,
     MARKER_WRITER,
+    OBSERVER,
     fs_store,
     lines,
     record_of,
@@ -21,7 +22,7 @@ from tests.e2e.resume_support import (
 from tests.e2e.support import finish, kill, spawn, wait_until, write_build
 from tests.serve.support import TOKEN, running_server
 from zuke._clock import parse_iso
-from zuke.state._protocol import StateStore
+from zuke.state._protocol import LockAcquired, StateStore
 from zuke.state.http import HttpStateStore
 
 pytestmark = pytest.mark.e2e
@@ -61,6 +62,8 @@ RELEASE_BUILD = (
             append_line(markers / "promoted", json.dumps(ctx.signals["approved"].data))
             if (markers / "hold").exists():
                 wait_for(markers / "release", "the release marker")
+            if (markers / "fail").exists():
+                raise RuntimeError("promotion failed (the test asked for it)")
 """
 )
 
@@ -258,3 +261,18 @@ def test_three_sweeps_at_once_resume_each_run_once_though_definitions_read_a_req
     assert sorted(lines(markers / "shipped")) == sorted(runs - {dead_id})
     assert {record_of(store, run_id).status for run_id in runs} == {"succeeded"}
     assert [e.tool for e in record_of(store, dead_id).events].count("reap") == 1
+
+
+def test_a_resume_whose_run_fails_gives_the_lease_back_at_once(tmp_path: Path) -> None:
+    write_build(tmp_path, RELEASE_BUILD)
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    run_id = suspend(tmp_path, ["promote", "--markers", str(markers)])
+    (markers / "fail").write_text("")
+    code, out = finish(spawn(["resume", run_id, "--signal", "approved"], tmp_path))
+    assert code == 1, out
+    assert "promotion failed" in out, out
+    store = fs_store(tmp_path)
+    assert record_of(store, run_id).status == "failed"
+    taken = store.acquire_lock(f"zuke-run-{run_id}", OBSERVER, 1000)
+    assert isinstance(taken, LockAcquired), taken  # released, not left to lapse
