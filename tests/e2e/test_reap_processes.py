@@ -23,7 +23,10 @@ from tests.e2e.resume_support import (
     wait_past,
 )
 from tests.e2e.support import finish, kill, output_of, spawn, wait_until, write_build
+from tests.serve.support import TOKEN, running_server
+from zuke.state._protocol import StateStore
 from zuke.state.filesystem import FileSystemStateStore
+from zuke.state.http import HttpStateStore
 
 pytestmark = pytest.mark.e2e
 
@@ -180,45 +183,59 @@ def test_a_paused_holder_whose_lease_was_taken_over_stops_on_sigcont_and_writes_
     tmp_path: Path, body_finishes: bool
 ) -> None:
     write_build(tmp_path, SHIP_BUILD)
-    markers = tmp_path / "m"
-    holder = start(tmp_path, "compile", markers)
-    store = fs_store(tmp_path)
+    paused_holder_is_taken_over(tmp_path, fs_store(tmp_path), {}, body_finishes=body_finishes)
+
+
+def test_a_paused_holder_taken_over_writes_nothing_against_zuke_serve(tmp_path: Path) -> None:
+    write_build(tmp_path, SHIP_BUILD)
+    with running_server(tmp_path) as server:
+        env = {"ZUKE_STATE_URL": server.url, "ZUKE_STATE_TOKEN": TOKEN}
+        with HttpStateStore(server.url, token=TOKEN) as store:
+            paused_holder_is_taken_over(tmp_path, store, env, body_finishes=True)
+
+
+def paused_holder_is_taken_over(
+    workdir: Path, store: StateStore, env: dict[str, str], *, body_finishes: bool
+) -> None:
+    """SIGSTOP a holder, let a sweep reap and resume its run, SIGCONT it: it must stop."""
+    markers = workdir / "m"
+    holder = start(workdir, "compile", markers, env)
     sweeper = None
     try:
         wait_until(lambda: len(lines(markers / "compile")) == 1, "the holder's body to start")
-        (run,) = store.list_runs()
+        run_id = lines(markers / "compile")[0].split()[1]
         os.kill(holder.pid, signal.SIGSTOP)
-        wait_for_lease_to_lapse(store, run.id)
-        sweeper = spawn(["resume", "--check", "--json"], tmp_path,
-                        output=tmp_path / "sweep.out")  # fmt: skip
+        wait_for_lease_to_lapse(store, run_id)
+        sweeper = spawn(["resume", "--check", "--json"], workdir, env,
+                        output=workdir / "sweep.out")  # fmt: skip
         wait_until(lambda: len(lines(markers / "compile")) == 2, "the new owner's body to start")
-        lease = f"zuke-run-{run.id}"
+        lease = f"zuke-run-{run_id}"
         wait_until(
-            lambda: record_of(store, run.id).locks.get(lease) is not None,
+            lambda: record_of(store, run_id).locks.get(lease) is not None,
             "the new owner's lease in the record",
         )
-        taken_over = store.get_run(run.id)
+        taken_over = store.get_run(run_id)
         assert taken_over is not None and taken_over.record.status == "running"
         if body_finishes:  # the paused body returns at once: its end must not be written
             (markers / f"go-{holder.pid}").write_text("")
         os.kill(holder.pid, signal.SIGCONT)
-        code, out = finish(holder)
-        out = output_of(tmp_path / "compile-m.out")
+        code, _ = finish(holder)
+        out = output_of(workdir / "compile-m.out")
         assert code != 0, out
         assert "its lease was taken over by another process" in out, out
         assert "Nothing was rolled back" in out, out
-        assert store.get_run(run.id) == taken_over  # not one write over the new owner
+        assert store.get_run(run_id) == taken_over  # not one write over the new owner
 
         (markers / f"go-{sweeper.pid}").write_text("")
         code, _ = finish(sweeper)
-        assert code == 0, output_of(tmp_path / "sweep.out")
+        assert code == 0, output_of(workdir / "sweep.out")
     finally:
         if holder.poll() is None:
             os.kill(holder.pid, signal.SIGCONT)
         kill(holder)
         if sweeper is not None:
             kill(sweeper)
-    done = record_of(store, run.id)
+    done = record_of(store, run_id)
     assert done.status == "succeeded"
     assert done.targets["compile"].error is None
     assert [e.tool for e in done.events].count("reap") == 1
