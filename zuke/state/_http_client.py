@@ -1,56 +1,63 @@
 """The HTTP state store's transport: one request in, one checked, closed reply out.
 
 This module owns the mechanics every call of
-:class:`~zuke.state.http.HttpStateStore` shares: the ``httpx.Client`` (its
-transport injectable for tests), the protocol header, bearer auth, reading a
-response body with a size cap and closing it on every path, and the failures
-that mean the same thing whatever the call (connection errors and timeouts,
-5xx, a refused token, a protocol mismatch). :mod:`zuke.state.http` decides
-what each status means for its call.
+:class:`~zuke.state.http.HttpStateStore` shares: the connection (plain
+``http://`` on :mod:`zuke.state._http_conn`'s pooled sockets; https, a proxy
+from the environment or an injected transport through an ``httpx.Client``),
+the protocol header, bearer auth, reading a response body with a size cap and
+closing it on every path, and the failures that mean the same thing whatever
+the call (connection errors and timeouts, 5xx, a refused token, a protocol
+mismatch). :mod:`zuke.state.http` decides what each status means for its call.
 
-Secrets: the token lives only inside :class:`_BearerAuth`, which never
-formats it; credentials in a ``user:pass@`` URL are moved into basic auth and
-redacted from every message.
+httpx is imported only when a store needs it, so a run against a plain-http
+service never loads it (about 80 ms of start-up).
+
+Secrets: the ``Authorization`` value lives only inside :class:`_Credential`,
+which never formats it; credentials in a ``user:pass@`` URL are moved into
+basic auth and redacted from every message.
 """
 
 from __future__ import annotations
 
+import base64
+import http.client
 import json
-from collections.abc import Generator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
-from urllib.parse import urlsplit, urlunsplit
-
-import httpx
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlencode, urlsplit, urlunsplit
 
 from zuke._errors import StateError, StoreUnavailableError
+from zuke.state._http_conn import Answer, DirectConnections, TooLargeError, direct_ok
 from zuke.state._http_wire import PROTOCOL_HEADER, PROTOCOL_VERSION, STATE_URL_ENV, redact_url
+
+if TYPE_CHECKING:
+    import httpx
 
 # A run record is kilobytes; anything this large is a misbehaving service.
 MAX_RESPONSE_BYTES = 32 * 1024 * 1024
 
 
-class _BearerAuth(httpx.Auth):
-    """Adds the bearer token; set as the client's auth so it wins over URL userinfo."""
+class _Credential:
+    """The ``Authorization`` header's value; never formatted."""
 
-    def __init__(self, token: str) -> None:
-        self._token = token
-
-    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
-        request.headers["Authorization"] = f"Bearer {self._token}"
-        yield request
+    def __init__(self, value: str) -> None:
+        self.value = value
 
     def __repr__(self) -> str:
-        return "_BearerAuth(<redacted>)"
+        return "_Credential(<redacted>)"
 
 
 @dataclass(frozen=True)
 class Reply:
-    """A fully read, already closed response; ``call`` is e.g. ``GET /runs/abc``."""
+    """A fully read, already closed response; ``call`` is e.g. ``GET /runs/abc``.
+
+    ``headers`` has lower-case names (a repeated header's values joined with ``, ``).
+    """
 
     call: str
     status: int
-    headers: httpx.Headers
+    headers: Mapping[str, str]
     body: bytes
 
     @property
@@ -58,26 +65,106 @@ class Reply:
         return 200 <= self.status < 300
 
 
-def _split_base(url: str) -> tuple[str, httpx.Auth | None]:
+class _Unreachable(Exception):
+    """The request got no answer; ``what`` says why, for the message."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(what)
+        self.what = what
+
+
+def _split_base(url: str) -> tuple[str, _Credential | None]:
     """The base URL without userinfo or trailing slashes, and basic auth from the userinfo."""
     try:
         parts = urlsplit(url)
         host_ok = bool(parts.hostname)
+        _ = parts.port  # raises ValueError for a port that is not a number
     except ValueError:
         host_ok = False
     if not host_ok or parts.scheme.lower() not in ("http", "https"):
         raise StateError(f"state: {redact_url(url)} is not an http(s) URL with a host")
     if parts.query or parts.fragment:
         raise StateError(f"state: {redact_url(url)} must not carry a query or fragment")
-    auth: httpx.Auth | None = None
+    basic: _Credential | None = None
     netloc = parts.netloc
     if "@" in netloc:
         # Moved out of the URL so that no URL we format or log carries them.
         userinfo, _, netloc = netloc.rpartition("@")
         user, _, password = userinfo.partition(":")
-        auth = httpx.BasicAuth(user, password)
+        pair = base64.b64encode(f"{user}:{password}".encode()).decode()
+        basic = _Credential(f"Basic {pair}")
     base = urlunsplit((parts.scheme.lower(), netloc, parts.path.rstrip("/"), "", ""))
-    return base, auth
+    return base, basic
+
+
+class _Direct:
+    """Requests on :class:`~zuke.state._http_conn.DirectConnections` (plain http, no proxy)."""
+
+    def __init__(self, base: str) -> None:
+        parts = urlsplit(base)
+        assert parts.hostname is not None
+        self._prefix = parts.path
+        self._connections = DirectConnections(parts.hostname, parts.port or 80)
+
+    def close(self) -> None:
+        self._connections.close()
+
+    def exchange(
+        self, method: str, target: str, headers: dict[str, str], body: bytes | None,
+        timeout_s: float,
+    ) -> Answer:  # fmt: skip
+        try:
+            return self._connections.exchange(
+                method, self._prefix + target, headers, body,
+                timeout_s=timeout_s, max_body=MAX_RESPONSE_BYTES,
+            )  # fmt: skip
+        except TimeoutError:
+            raise _Unreachable(f"timed out after {timeout_s:g}s") from None
+        except (OSError, http.client.HTTPException, ValueError) as exc:
+            # The exception's text is not shown: it may quote what was sent or received.
+            raise _Unreachable(f"could not connect ({type(exc).__name__})") from None
+
+
+class _Httpx:
+    """Requests through an ``httpx.Client``: https, a proxy, or an injected transport."""
+
+    def __init__(self, base: str, transport: httpx.BaseTransport | None, timeout_s: float) -> None:
+        import httpx
+
+        self._httpx = httpx
+        self._base = base
+        self._client = httpx.Client(transport=transport, timeout=timeout_s, follow_redirects=False)
+
+    def close(self) -> None:
+        self._client.close()
+
+    def exchange(
+        self, method: str, target: str, headers: dict[str, str], body: bytes | None,
+        timeout_s: float,
+    ) -> Answer:  # fmt: skip
+        httpx = self._httpx
+        request = self._client.build_request(
+            method, self._base + target, content=body, headers=headers, timeout=timeout_s
+        )
+        try:
+            response = self._client.send(request, stream=True)
+            try:
+                chunks: list[bytes] = []
+                size = 0
+                for chunk in response.iter_bytes():
+                    size += len(chunk)
+                    if size > MAX_RESPONSE_BYTES:
+                        raise TooLargeError
+                    chunks.append(chunk)
+            finally:
+                response.close()
+        except httpx.TimeoutException:
+            raise _Unreachable(f"timed out after {timeout_s:g}s") from None
+        except httpx.HTTPError as exc:
+            # The exception's text is not shown: it is the transport's, not ours to vet.
+            raise _Unreachable(f"could not connect ({type(exc).__name__})") from None
+        merged = {name.lower(): value for name, value in response.headers.items()}
+        return Answer(response.status_code, merged, b"".join(chunks))
 
 
 class Wire:
@@ -92,16 +179,17 @@ class Wire:
         timeout_s: float,
     ) -> None:
         self.shown_url = redact_url(url).rstrip("/")
-        self._base, basic = _split_base(url)
+        base, basic = _split_base(url)
         self.has_token = bool(token)
         self._timeout_s = timeout_s
-        self._client = httpx.Client(
-            auth=_BearerAuth(token) if token else basic,
-            transport=transport,
-            timeout=timeout_s,
-            headers={PROTOCOL_HEADER: PROTOCOL_VERSION, "Accept": "application/json"},
-            follow_redirects=False,
-        )
+        # The bearer token wins over credentials in the URL.
+        self._auth = _Credential(f"Bearer {token}") if token else basic
+        self._headers = {PROTOCOL_HEADER: PROTOCOL_VERSION, "Accept": "application/json"}
+        self._conn: _Direct | _Httpx
+        if transport is None and direct_ok(urlsplit(base).scheme):
+            self._conn = _Direct(base)
+        else:
+            self._conn = _Httpx(base, transport, timeout_s)
 
     @property
     def timeout_s(self) -> float:
@@ -109,7 +197,7 @@ class Wire:
         return self._timeout_s
 
     def close(self) -> None:
-        self._client.close()
+        self._conn.close()
 
     def send(
         self,
@@ -131,38 +219,24 @@ class Wire:
         timeout = self._timeout_s if timeout_s is None else timeout_s
         call = f"{method} {path}"
         content = None if body is None else json.dumps(body).encode()
-        send_headers = dict(headers or {})
+        send_headers = dict(self._headers)
+        if headers:
+            send_headers.update(headers)
         if content is not None:
             send_headers["Content-Type"] = "application/json"
-        request = self._client.build_request(
-            method,
-            self._base + path,
-            content=content,
-            headers=send_headers,
-            params=params,
-            timeout=timeout,
-        )
+        if self._auth is not None:
+            send_headers["Authorization"] = self._auth.value
+        target = path + ("?" + urlencode(params) if params else "")
         try:
-            response = self._client.send(request, stream=True)
-            try:
-                chunks: list[bytes] = []
-                size = 0
-                for chunk in response.iter_bytes():
-                    size += len(chunk)
-                    if size > MAX_RESPONSE_BYTES:
-                        raise StoreUnavailableError(
-                            f"state: {call} returned a body larger than {MAX_RESPONSE_BYTES} "
-                            f"bytes; is {STATE_URL_ENV} a Zuke state service?"
-                        )
-                    chunks.append(chunk)
-            finally:
-                response.close()
-        except httpx.TimeoutException:
-            raise self.unavailable(call, f"timed out after {timeout:g}s") from None
-        except httpx.HTTPError as exc:
-            # The exception's text is not shown: it is the transport's, not ours to vet.
-            raise self.unavailable(call, f"could not connect ({type(exc).__name__})") from None
-        reply = Reply(call, response.status_code, response.headers, b"".join(chunks))
+            answer = self._conn.exchange(method, target, send_headers, content, timeout)
+        except _Unreachable as exc:
+            raise self.unavailable(call, exc.what) from None
+        except TooLargeError:
+            raise StoreUnavailableError(
+                f"state: {call} returned a body larger than {MAX_RESPONSE_BYTES} "
+                f"bytes; is {STATE_URL_ENV} a Zuke state service?"
+            ) from None
+        reply = Reply(call, answer.status, answer.headers, answer.body)
         self._check_common(reply, handles)
         return reply
 

@@ -23,9 +23,8 @@ store remembers that and appends by GET + apply + PUT ``If-Match`` instead.
 from __future__ import annotations
 
 from types import TracebackType
+from typing import TYPE_CHECKING
 from urllib.parse import quote
-
-import httpx
 
 from zuke._errors import CorruptRecordError, StateError, UnsafeIdError
 from zuke.state._http_client import Reply, Wire
@@ -58,6 +57,9 @@ from zuke.state.wire import (
     record_to_json,
 )
 
+if TYPE_CHECKING:
+    import httpx
+
 # Statuses with which a server that lacks PATCH turns it down.
 _NO_PATCH_STATUSES = frozenset({404, 405, 501})
 _NO_FILTER = RunQuery()
@@ -67,7 +69,8 @@ class HttpStateStore:
     """A :class:`~zuke.state.JournalingStateStore` backed by a Zuke state service.
 
     ``url`` is the service's base URL, path prefix included (a prefix is a
-    namespace on ``zuke serve``). Thread-safe: one pooled ``httpx.Client``.
+    namespace on ``zuke serve``). Thread-safe: pooled keep-alive connections
+    (``transport``, for tests, replaces them with an httpx transport).
     """
 
     def __init__(
