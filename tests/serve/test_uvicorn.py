@@ -91,7 +91,7 @@ def test_a_client_trickling_its_body_gets_408_and_is_dropped(server: ServerProce
     wait_for_log(server, "zuke serve: PUT /runs/slow 408")
     if answer:  # unless a reset overtook it (see trickle)
         assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
-        assert b"Connection: close" in answer
+        assert b"connection: close" in answer.lower()
 
 
 def test_an_idle_keep_alive_connection_is_closed_after_the_keep_alive_timeout(
@@ -125,6 +125,33 @@ def test_a_malformed_request_gets_a_json_400_and_one_log_line(server: ServerProc
     assert answer.endswith(b'{"error":"bad request: not a valid HTTP/1.1 request"}')
     wait_for_log(server, "zuke serve: Invalid HTTP request received.")
     assert "Traceback" not in server.stderr()
+
+
+def test_a_request_head_over_64_kib_gets_a_json_400_and_is_closed(
+    server: ServerProcess,
+) -> None:
+    with connect(server) as sock:
+        sock.sendall((HEAD + "X-Padding: " + "p" * 70_000).encode())  # no end of head
+        answer = read_to_end(sock)
+    assert answer.startswith(b"HTTP/1.1 400"), answer[:200]
+    assert answer.endswith(b'{"error":"bad request: the request head is over 65536 bytes"}')
+    wait_for_log(server, "zuke serve: request head larger than 65536 bytes")
+
+
+def test_a_head_under_the_limit_and_a_large_body_sent_with_it_are_served(
+    server: ServerProcess,
+) -> None:
+    # 60 KiB of headers, then a 200 KB body in the same write: only the head counts.
+    padding = "X-Padding: " + "p" * 60_000 + "\r\n"
+    body = b'{"x": "' + b"y" * 200_000 + b'"}'
+    with connect(server) as sock:
+        sock.sendall(
+            f"{HEAD}{padding}If-None-Match: *\r\nContent-Length: {len(body)}\r\n"
+            "Connection: close\r\n\r\n".encode() + body
+        )
+        answer = read_to_end(sock)
+    assert answer.startswith(b"HTTP/1.1 400"), answer[:200]  # read whole, judged by the app
+    assert b"not a run record" in answer
 
 
 def test_the_log_is_ours_alone(server: ServerProcess) -> None:

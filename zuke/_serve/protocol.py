@@ -1,13 +1,18 @@
-"""uvicorn's HTTP/1.1 protocol (h11), with the deadline and the log ``zuke serve`` needs.
+"""uvicorn's HTTP/1.1 protocol (httptools), with the deadline and the log ``zuke serve`` needs.
 
-uvicorn times out idle keep-alive connections, but nothing bounds how long a
-client may take to send a request's head: a connection that trickles one
-byte every 20 s would be held forever (and would hold up a graceful stop).
-:class:`StateProtocol` adds that deadline: from a connection's start, and
-from the first byte of each later request, the whole request head must
-arrive within the request timeout, or the connection is dropped. (The body's
-deadline is the ASGI layer's, :mod:`zuke._serve.asgi`; the head's size is
-bounded by h11's incomplete-event limit.)
+uvicorn's protocol on httptools (llhttp, the C parser Node.js uses) costs
+about 0.1 ms less CPU a request than its h11 one, a fifth of a small
+request's server time. :class:`StateProtocol` adds what uvicorn leaves out:
+
+* **a deadline on the request head**: uvicorn times out idle keep-alive
+  connections, but nothing bounds how long a client may take to send a head,
+  so one trickling a byte every 20 s would be held forever (and would hold up
+  a graceful stop). From a connection's start, and from the first byte of
+  each later request, the whole head must arrive within the request timeout,
+  or the connection is dropped. (The body's deadline is the ASGI layer's,
+  :mod:`zuke._serve.asgi`.)
+* **a bound on the head's size** (httptools has none): past it, a 400 and the
+  connection is closed.
 
 It also keeps uvicorn's own messages to one ``zuke serve: …`` line each,
 without tracebacks, answers a malformed request with the same short JSON
@@ -20,9 +25,8 @@ import asyncio
 import logging
 from typing import Any
 
-import h11
 from uvicorn import Config
-from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
 from zuke._serve.answers import COMMON_HEADERS
@@ -91,15 +95,19 @@ class _CoalescingTransport:
 class ServeConfig(Config):
     """uvicorn's config plus what :class:`StateProtocol` reads."""
 
-    def __init__(self, app: Any, *, request_timeout_s: float, log: LineLog, **kwargs: Any) -> None:
+    def __init__(
+        self, app: Any, *, request_timeout_s: float, max_head_bytes: int, log: LineLog,
+        **kwargs: Any,
+    ) -> None:  # fmt: skip
         super().__init__(app, **kwargs)
         self.request_timeout_s = request_timeout_s
+        self.max_head_bytes = max_head_bytes
         self.line_log = log
         self.line_logger = line_logger(log)
 
 
-class StateProtocol(H11Protocol):
-    """One client connection: h11, plus the request-head deadline."""
+class StateProtocol(HttpToolsProtocol):
+    """One client connection: httptools, plus the request head's deadline and size bound."""
 
     def __init__(
         self,
@@ -111,10 +119,14 @@ class StateProtocol(H11Protocol):
         super().__init__(config, server_state, app_state, _loop)
         assert isinstance(config, ServeConfig)
         self.logger = config.line_logger
+        self.access_log = False  # one line per request is the ASGI layer's
         self._line_log = config.line_log
         self._head_timeout_s = config.request_timeout_s
+        self._max_head_bytes = config.max_head_bytes
         self._head_timer: asyncio.TimerHandle | None = None
-        self._head_bytes = False
+        self._head_bytes = False  # some of the awaited head has arrived
+        self._reading_head = True  # the next bytes belong to a request's head
+        self._head_size = 0
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
@@ -123,14 +135,29 @@ class StateProtocol(H11Protocol):
         self._arm(received=False)
 
     def data_received(self, data: bytes) -> None:
+        if self._reading_head:
+            self._head_size += len(data)
         cycle = self.cycle
         super().data_received(data)
-        if self.cycle is not cycle:
+        if self.transport.is_closing():
+            self._disarm()
+        elif self.cycle is not cycle:
             self._disarm()  # a request's head is complete: the body has its own deadline
+        elif self._reading_head and self._head_size > self._max_head_bytes:
+            self._line_log.line(f"request head larger than {self._max_head_bytes} bytes")
+            self._refuse(f"bad request: the request head is over {self._max_head_bytes} bytes")
         elif self._head_timer is None and self._between_requests():
             self._arm(received=True)  # the first bytes of a next request
         else:
             self._head_bytes = True
+
+    def on_headers_complete(self) -> None:
+        self._reading_head = False
+        super().on_headers_complete()
+
+    def on_message_complete(self) -> None:
+        self._reading_head, self._head_size = True, 0
+        super().on_message_complete()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
@@ -140,23 +167,23 @@ class StateProtocol(H11Protocol):
         super().connection_lost(exc)
 
     def send_400_response(self, msg: str) -> None:
-        # A request h11 cannot parse (bad request line, a head over the size limit);
-        # uvicorn has logged "Invalid HTTP request received." through our logger.
-        headers = [
-            (b"Content-Type", b"application/json"),
-            *((name.encode(), value.encode()) for name, value in COMMON_HEADERS),
-            (b"Connection", b"close"),
-        ]
-        body = encode({"error": "bad request: not a valid HTTP/1.1 request"})
-        try:
-            for event in (
-                h11.Response(status_code=400, headers=headers, reason=b"Bad Request"),
-                h11.Data(data=body),
-                h11.EndOfMessage(),
-            ):
-                self.transport.write(self.conn.send(event) or b"")
-        except h11.LocalProtocolError:  # already mid-answer: just hang up
-            pass
+        # A request httptools cannot parse; uvicorn has logged "Invalid HTTP
+        # request received." through our logger.
+        self._refuse("bad request: not a valid HTTP/1.1 request")
+
+    def _refuse(self, reason: str) -> None:
+        """Answer ``400 {"error": reason}`` unless an answer is under way, and hang up."""
+        if self.cycle is None or self.cycle.response_complete:
+            body = encode({"error": reason})
+            headers = [
+                ("Content-Type", "application/json"),
+                *COMMON_HEADERS,
+                ("Content-Length", str(len(body))),
+                ("Connection", "close"),
+            ]
+            head = "".join(f"{name}: {value}\r\n" for name, value in headers)
+            self.transport.write(f"HTTP/1.1 400 Bad Request\r\n{head}\r\n".encode() + body)
+        self._disarm()
         self.transport.close()
 
     def _between_requests(self) -> bool:

@@ -199,6 +199,7 @@ class StateServer:
         return ServeConfig(
             app,
             request_timeout_s=limits.request_timeout_s,
+            max_head_bytes=limits.max_head_bytes,
             log=self._log,
             http=StateProtocol,
             ws="none",
@@ -212,7 +213,6 @@ class StateServer:
             backlog=limits.backlog,
             timeout_keep_alive=limits.keep_alive_s,
             timeout_graceful_shutdown=limits.shutdown_grace_s,
-            h11_max_incomplete_event_size=limits.max_head_bytes,
         )
 
     def stop(self) -> None:
