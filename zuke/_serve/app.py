@@ -121,6 +121,15 @@ class StateApp:
     def authorized(self, headers: Mapping[str, str]) -> bool:
         return self._token is None or token_matches(self._token, headers.get("authorization"))
 
+    def handle_promptly(self, request: Request) -> Response:
+        """:meth:`handle`, or :class:`~zuke._serve.sqlite.WouldWait` if a write would wait.
+
+        For the event loop: it answers what needs no waiting itself (see
+        :mod:`zuke._serve.sqlite`) and hands the rest to a worker.
+        """
+        with self._db.promptly():
+            return self.handle(request)
+
     def handle(self, request: Request) -> Response:
         """The answer to ``request`` (auth already checked by the caller)."""
         try:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import uuid
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -35,7 +36,7 @@ from zuke._serve.db_builds import BuildTable
 from zuke._serve.db_locks import LockTable
 from zuke._serve.jsontext import dumps, from_sql, loads, sql_text
 from zuke._serve.schema import created_ms, prepare
-from zuke._serve.sqlite import DbClosedError, Pool
+from zuke._serve.sqlite import DbClosedError, Pool, WouldWait
 from zuke.state.records import RunDelta, RunRecord, apply_deltas
 from zuke.state.wire import delta_to_json, parse_delta, parse_record, record_to_json
 
@@ -87,6 +88,10 @@ class StateDb:
 
     def close(self) -> None:
         self._pool.close()
+
+    def promptly(self) -> AbstractContextManager[None]:
+        """Within it, writes that would wait raise :class:`WouldWait` (see :mod:`.sqlite`)."""
+        return self._pool.promptly()
 
     # ------------------------------------------------------------ runs
 
@@ -141,6 +146,7 @@ class StateDb:
             line = dumps(delta_to_json(delta))
             base_bytes, journal_bytes, last_seq = _journal_size(conn, ns, run_id)
             if journal_bytes + len(line) > max(base_bytes, COMPACT_MIN_BYTES):
+                self._pool.long_work_ahead()  # a fold of the journal: not on the event loop
                 return "written", _compact(conn, ns, run_id, delta)
             conn.execute(
                 "INSERT INTO run_deltas (ns, run_id, seq, delta) VALUES (?, ?, ?, ?)",
@@ -304,4 +310,4 @@ def _fold(text: str, deltas: list[str]) -> str:
     return dumps(record_to_json(record))
 
 
-__all__ = ["DbClosedError", "StateDb", "StoredText", "new_etag"]
+__all__ = ["DbClosedError", "StateDb", "StoredText", "WouldWait", "new_etag"]
