@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
 import signal
 import statistics
 import subprocess
@@ -120,6 +121,12 @@ class Server:
     token: str
     db: Path
     log: Path
+    pid: int = 0
+
+    def cpu_s(self) -> float:
+        """CPU seconds (user + system) the server process has used so far (Linux ``/proc``)."""
+        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def client_env(self) -> dict[str, str]:
         """What a ``zuke`` process needs in its environment to use this server."""
@@ -154,7 +161,7 @@ def zuke_serve(workdir: Path, env: Mapping[str, str]) -> Iterator[Server]:
         )
     try:
         url = _listening_url(proc, log)
-        yield Server(url=url, token=token, db=db, log=log)
+        yield Server(url=url, token=token, db=db, log=log, pid=proc.pid)
     finally:
         code = _stop(proc)
     if code != 0:
@@ -310,15 +317,17 @@ class TimedHttpStore(HttpStateStore):
     def __init__(self, url: str, *, token: str) -> None:
         super().__init__(url, token=token)
         self.append_s: list[float] = []
+        self.append_cpu_s = 0.0  # CPU of the calling threads inside appends
 
     def append_run(
         self, run_id: str, delta: RunDelta, *, expected_version: str
     ) -> Written | Conflict:
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.thread_time()
         try:
             return super().append_run(run_id, delta, expected_version=expected_version)
         finally:
             self.append_s.append(time.perf_counter() - started)
+            self.append_cpu_s += time.thread_time() - cpu
 
 
 #: How many appends at each end of a run :attr:`InProcess.append_ms_first` and
@@ -342,6 +351,9 @@ class InProcess:
     store_s: float = 0.0
     append_ms_first: float = 0.0
     append_ms_last: float = 0.0
+    #: zuke serve only: CPU per append, of the calling thread and of the server process
+    client_cpu_ms: float = 0.0
+    server_cpu_ms: float = 0.0
 
     @property
     def bytes_per_target(self) -> float:
@@ -363,6 +375,8 @@ class InProcess:
             "store_s": self.store_s,
             "append_ms_median_first": self.append_ms_first,
             "append_ms_median_last": self.append_ms_last,
+            "client_cpu_ms_per_append": self.client_cpu_ms,
+            "server_cpu_ms_per_append": self.server_cpu_ms,
         }
 
 
@@ -433,11 +447,14 @@ def run_on_filesystem(root: Path, n: int, *, fsync: bool = False) -> InProcess:
 def run_on_server(root: Path, n: int, server: Server) -> InProcess:
     """The chain against ``server``: its time in journal appends (``PATCH``)."""
     store = TimedHttpStore(server.url, token=server.token)
+    server_cpu = server.cpu_s()
     try:
         wall = execute_chain(root, n, store)
     finally:
         store.close()
+    server_cpu = server.cpu_s() - server_cpu
     first, last = _ends_ms(store.append_s)
+    appends = max(1, len(store.append_s))
     return InProcess(
         targets=n,
         store="zuke serve",
@@ -446,6 +463,8 @@ def run_on_server(root: Path, n: int, server: Server) -> InProcess:
         store_s=sum(store.append_s),
         append_ms_first=first,
         append_ms_last=last,
+        client_cpu_ms=store.append_cpu_s / appends * 1000,
+        server_cpu_ms=server_cpu / appends * 1000,
     )
 
 
@@ -654,6 +673,13 @@ def render(results: Results) -> str:
         "## Scaling against zuke serve (in process)",
         "",
         *_in_process_table(results.serve_scaling),
+        "",
+        "CPU per append (ms): the calling thread (the client) / the server process:",
+        "",
+        *(
+            f"- {r.targets} targets: {r.client_cpu_ms:.3f} / {r.server_cpu_ms:.3f}"
+            for r in results.serve_scaling
+        ),
     ]
     return "\n".join(lines)
 
