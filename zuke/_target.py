@@ -57,6 +57,7 @@ class TargetBuilder:
         self._lock: Callable[[LockSettings], Any] | None = None
         self._wait: Callable[[WaitSettings], Any] | None = None
         self._effects: list[tuple[str, Callable[..., Any]]] = []
+        self._on_cancel: Target | None = None
 
     def description(self, text: str) -> TargetBuilder:
         """Shown in ``--list``, help and the graph."""
@@ -128,6 +129,12 @@ class TargetBuilder:
         if not callable(body):
             raise BuildDefinitionError(f"{self._label()}.effect({name!r}) needs a callable")
         self._effects.append((name, body))
+        return self
+
+    def on_cancel(self, compensation: Target) -> TargetBuilder:
+        """Undo this target when its run is cancelled: ``compensation`` runs if and only if
+        this target succeeded, with this target's ``ctx.state`` (see docs/cancellation.md)."""
+        self._on_cancel = _as_handle(compensation, f"{self._label()}.on_cancel()")
         return self
 
     def _label(self) -> str:

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
+from zuke._engine import children
 from zuke._engine.context import RunState
 from zuke._engine.durable import DurableRun
 from zuke._engine.observer import Observers
@@ -60,6 +61,7 @@ async def drive(
     workers = max(32, options.parallel * 4)
     # Not a `with` block: its exit would wait for timed-out bodies still running on threads.
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="zuke-body")
+    existing = frozenset(children.descendants()) if options.handle_signals else frozenset()
     try:
         hooks = durable.hooks(pool) if durable is not None else None
         scheduler = Scheduler(
@@ -75,6 +77,9 @@ async def drive(
             gate=hooks.gate if hooks else None,
             effects=hooks.effects if hooks else None,
             done=done,
+            on_cancel=(lambda: children.terminate_new(existing))
+            if options.handle_signals
+            else None,
         )
         if durable is not None:
             durable.attach(scheduler)
@@ -95,10 +100,14 @@ async def drive(
                 verdict = "failed"
             elif settle_as is not None and verdict in ("succeeded", "failed"):
                 verdict = settle_as
-            if durable is not None:
+            if durable is not None and verdict == "cancelled" and not crashed:
+                verdict = await durable.close_cancelled(
+                    plan, scheduler.cancel_reason or "the run was cancelled"
+                )
+            elif durable is not None:
                 await durable.close(verdict)
-                if durable.stopped_because is not None:
-                    verdict = "failed"  # settled elsewhere meanwhile: never report success
+            if durable is not None and durable.stopped_because is not None:
+                verdict = "failed"  # settled elsewhere meanwhile: never report success
         result = RunResult(
             run_id=state.run_id,
             status=verdict,

@@ -32,6 +32,7 @@ from zuke._engine.plan import Plan, TargetSpec
 from zuke._engine.record import ci_run_url, deadline_at, new_record
 from zuke._engine.result import RunVerdict
 from zuke._engine.scheduler import EffectRunner, GateCheck, Held, Scheduler
+from zuke._engine.walk import WalkResult, walk
 from zuke._engine.writer import RunStateWriter
 from zuke._errors import LockConflictError, StateError
 from zuke._lock_settings import LockSettings
@@ -49,7 +50,7 @@ def lease_ttl_ms(env: Mapping[str, str]) -> int:
 def needs_state(plan: Plan) -> bool:
     """Whether a feature of the plan needs a store even without ``--state``."""
     return any(
-        spec.lock is not None or spec.wait is not None or spec.effects
+        spec.lock is not None or spec.wait is not None or spec.effects or spec.on_cancel
         for spec in plan.specs.values()
     )
 
@@ -109,6 +110,8 @@ class DurableRun:
         self.watch: CancelWatch | None = None
         #: who cancelled the run from another process (``zuke cancel``), if anyone did
         self.cancelled_by: str | None = None
+        #: what the compensation walk did, once a cancelled run has run it
+        self.walked: WalkResult | None = None
 
     @classmethod
     async def open(
@@ -131,8 +134,9 @@ class DurableRun:
         if env.get("ZUKE_STATE", "") == "off" and override is None:
             if needs_state(plan):
                 raise StateError(
-                    "this run needs a state store (a target uses .lock(), .waits_for() or "
-                    ".effect()), but ZUKE_STATE=off disables it; unset ZUKE_STATE to run it"
+                    "this run needs a state store (a target uses .lock(), .waits_for(), "
+                    ".effect() or .on_cancel()), but ZUKE_STATE=off disables it; "
+                    "unset ZUKE_STATE to run it"
                 )
             return None
         store = resolve_store(
@@ -321,6 +325,45 @@ class DurableRun:
     def record_error(self) -> str | None:
         """What could not be recorded, once :meth:`close` has run (``None``: all landed)."""
         return self.writer.record_error
+
+    async def close_cancelled(self, plan: Plan, reason: str) -> RunVerdict:
+        """End a cancelled run with its compensation walk, still under its lease.
+
+        Everything the run recorded lands first; from then on the walk writes the
+        record (:mod:`zuke._engine.walk`). A walk that cannot finish (a store that
+        is down) leaves the run ``cancelling`` for the sweep to finish.
+        """
+        if self.watch is not None:
+            await self.watch.stop()
+        if self.lease.lost.is_set() or self.stopped_because is not None:
+            await self.close("cancelled")
+            return "cancelled"
+        await self.writer.persist()
+        self.writer.disown()  # the walk writes the record from here
+        try:
+            result = await walk(
+                self.store, self.state.run_id, lease=self.lease, plan=plan,
+                intended="cancelled", actor=self.state.actor, clock=self.clock,
+                redactor=self.state.redactor, reason=reason, notify=self.warn,
+            )  # fmt: skip
+        except Exception as exc:
+            self.writer.record_error = (
+                f"the compensation walk of run {self.state.run_id} could not finish ({exc}); "
+                f"the run is left cancelling: `zuke resume --check {self.state.run_id}` "
+                "finishes it"
+            )
+            await self.lease.release()
+            return "cancelled"
+        self.walked = result
+        if result.stopped is not None:
+            self._stop(f"Run {self.state.run_id} stopped: {result.stopped}")
+            await self.lease.stop()
+            return "failed"
+        await self.lease.release()
+        done = len(result.compensated)
+        line = f"Run {self.state.run_id} {result.status} — {done} compensation(s) ran"
+        self.warn(line + (f", {len(result.failures)} failed." if result.failures else "."))
+        return "cancelled" if result.status == "cancelled" else "failed"
 
     async def close(self, verdict: RunVerdict) -> None:
         """Write the end of the run, then give the lease back (unless it was lost).

@@ -33,6 +33,8 @@ class TargetSpec:
     wait: WaitSpec | None = None
     #: crash-durable effects, in declaration order: (name, body)
     effects: tuple[tuple[str, BodySpec], ...] = ()
+    #: the compensation target that undoes this one when the run is cancelled
+    on_cancel: str | None = None
 
 
 def _check_gate(builder: TargetBuilder, name: str) -> None:
@@ -70,6 +72,7 @@ def freeze(builder: TargetBuilder, name: str) -> TargetSpec:
         lock=builder._lock,
         wait=wait,
         effects=effects,
+        on_cancel=None if builder._on_cancel is None else builder._on_cancel.name,
     )
 
 
@@ -86,6 +89,10 @@ class BuildGraph:
             for dep in spec.depends_on:
                 if dep not in specs:
                     raise GraphError(f"target {spec.name!r} depends on unknown target {dep!r}")
+            if spec.on_cancel is not None and spec.on_cancel not in specs:
+                raise GraphError(
+                    f"target {spec.name!r}: on_cancel() names unknown target {spec.on_cancel!r}"
+                )
             wait = spec.wait
             if wait is not None and wait.on_timeout_is_target and wait.on_timeout not in specs:
                 raise GraphError(
@@ -143,6 +150,8 @@ class Plan:
     #: ordering-only predecessors (must settle) per planned target
     soft: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     skipped: frozenset[str] = frozenset()
+    #: the compensation targets (``on_cancel``) of planned targets, by name
+    compensations: Mapping[str, TargetSpec] = field(default_factory=dict)
 
     def dependents(self) -> dict[str, list[str]]:
         out: dict[str, list[str]] = {n: [] for n in self.order}
@@ -176,6 +185,9 @@ def make_plan(
         hard={n: graph.specs[n].depends_on for n in order},
         soft={n: tuple(dict.fromkeys(v)) for n, v in soft.items()},
         skipped=frozenset(skip) & planned,
+        compensations={
+            c: graph.specs[c] for n in order if (c := graph.specs[n].on_cancel) is not None
+        },
     )
 
 

@@ -81,7 +81,10 @@ class Scheduler:
         gate: GateCheck | None = None,
         effects: EffectRunner | None = None,
         done: Mapping[str, Outcome] | None = None,
+        on_cancel: Callable[[], object] | None = None,
     ) -> None:
+        #: called once when a cancellation drains the run (terminates bodies' children)
+        self.on_cancel = on_cancel
         self.plan = plan
         self.state = state
         self.observer = observer
@@ -233,6 +236,12 @@ class Scheduler:
         # must never run beside the work it stops. A second Ctrl-C exits at once.
         for body in list(self._bodies.values()):
             body.cancel()
+        if self.on_cancel is not None:
+            hook, self.on_cancel = self.on_cancel, None
+            try:
+                hook()
+            except Exception as exc:  # never let the hook stop the drain
+                self.notify(f"stopping the bodies' child processes failed ({exc})")
         if not running:
             return
         _, pending = await asyncio.wait(running, timeout=_DRAIN_NOTICE_S)
