@@ -7,6 +7,7 @@ The layers, lowest first (each may import the ones before it, never those after)
     engine   zuke/_engine/ and the authoring modules          plan, schedule, record a run
              (_build, _target, _params, _lock_settings, _loader, ...)
     runs     zuke/runs/                                      what run-management commands call
+    mcp      zuke/mcp/                                       the MCP server's tools (``zuke mcp``)
     cli      zuke/cli/                                       the only package that parses argv
 
 Beside them: ``zuke/_serve/`` (the state service) and ``zuke/testing/`` (the
@@ -18,7 +19,8 @@ anything. Imports under ``if TYPE_CHECKING:`` are annotations, not
 dependencies, and are not counted.
 
 Also: zuke never imports zuke_gh; only zuke/cli imports click, and nothing
-imports typer; ``import zuke`` loads neither the CLI nor click, httpx or
+imports typer; only zuke/mcp/server.py imports the MCP SDK (an optional
+extra); ``import zuke`` loads neither the CLI nor click, httpx or
 cryptography, nor the engine or asyncio; and a management command (``zuke runs
 list``, ``zuke cancel``) loads neither typer nor pydantic, and the engine's
 scheduler and asyncio only if a build file it loads does.
@@ -46,11 +48,12 @@ ALLOWED: dict[str, set[str]] = {
     "state": {"base", "state"},
     "engine": {"base", "state", "engine"},
     "runs": {"base", "state", "engine", "runs"},
-    "cli": {"base", "state", "engine", "runs", "serve", "cli"},
+    "mcp": {"base", "state", "engine", "runs", "mcp"},
+    "cli": {"base", "state", "engine", "runs", "mcp", "serve", "cli"},
     "serve": {"base", "state", "serve"},
     "testing": {"base", "state", "testing"},
     "api": {"base", "state", "engine", "api"},
-    "entry": {"base", "state", "engine", "runs", "cli", "serve", "testing", "api", "entry"},
+    "entry": {"base", "state", "engine", "runs", "mcp", "cli", "serve", "testing", "api", "entry"},
 }
 #: (file, module) imports allowed across the layers because they happen only when called
 LAZY = {("zuke/_main.py", "zuke.cli")}
@@ -65,7 +68,7 @@ def layer_of_module(module: str) -> str:
     if top == "__main__":
         return "entry"
     packages = {"state": "state", "_engine": "engine", "runs": "runs", "cli": "cli",
-                "_serve": "serve", "testing": "testing"}  # fmt: skip
+                "_serve": "serve", "testing": "testing", "mcp": "mcp"}  # fmt: skip
     if top in packages:
         return packages[top]
     return "base" if top in BASE_MODULES else "engine"  # the authoring modules
@@ -180,13 +183,19 @@ def test_only_the_cli_package_imports_click() -> None:
 
 def test_no_module_imports_typer_or_pydantic() -> None:
     assert modules_importing("zuke", "typer") == []
-    assert modules_importing("zuke", "pydantic") == []
+    assert modules_importing("zuke", "pydantic") == ["zuke/mcp/server.py"]  # the SDK's own
+
+
+def test_only_the_mcp_server_module_imports_the_mcp_sdk() -> None:
+    assert modules_importing("zuke", "mcp") == ["zuke/mcp/server.py"]
+    assert modules_importing("zuke", "mcp_types") == ["zuke/mcp/server.py"]
 
 
 def test_importing_zuke_loads_no_heavy_dependency_and_not_the_cli() -> None:
     probe = (
         "import sys, zuke; "
-        "print(sorted({'typer', 'pydantic', 'httpx', 'cryptography', 'rich', 'click', 'zuke.cli'}"
+        "print(sorted({'typer', 'pydantic', 'httpx', 'cryptography', 'rich', 'click', 'zuke.cli',"
+        " 'mcp', 'zuke.mcp'}"
         " & set(sys.modules)))"
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
@@ -212,8 +221,10 @@ print(json.dumps(sorted(sys.modules)))
 
 
 def _is_heavy(module: str) -> bool:
-    """The engine, asyncio, typer and pydantic: what a management command should not load."""
-    return module in {"asyncio", "typer", "pydantic"} or module.startswith("zuke._engine")
+    """The engine, asyncio, typer, pydantic, the MCP SDK: what a management command skips."""
+    return module in {"asyncio", "typer", "pydantic", "mcp"} or module.startswith(
+        ("zuke._engine", "mcp.", "zuke.mcp")
+    )
 
 
 def _loaded_by(
@@ -274,6 +285,22 @@ def test_runs_list_loads_neither_filelock_nor_openssl_nor_the_cancel_module(
     lazy = {"filelock", "hmac", "_hashlib", "zuke.runs.cancel", "zuke._provenance"}
     for argv in (["runs", "list", "--limit", "20"], ["runs", "list", "--status", "suspended"]):
         assert _loaded_by(argv, tmp_path, which=lazy.__contains__) == []
+
+
+def _mcp_modules(module: str) -> bool:
+    return module in {"mcp", "mcp_types", "zuke.mcp"} or module.startswith(("mcp.", "zuke.mcp."))
+
+
+def test_list_and_runs_beside_a_build_file_never_load_the_mcp_sdk(tmp_path: Path) -> None:
+    (tmp_path / "build.py").write_text(
+        "from zuke import Build, target\n"
+        "class Release(Build):\n"
+        "    @target\n"
+        "    def compile(self, t):\n"
+        "        return t.executes(lambda: None)\n"
+    )
+    for argv in (["--list"], ["--list", "--json"], ["runs", "list"], ["mcp", "--help"]):
+        assert _loaded_by(argv, tmp_path, which=_mcp_modules) == [], argv
 
 
 def test_serve_loads_no_engine(tmp_path: Path) -> None:

@@ -75,6 +75,10 @@ def main(
             from zuke.cli.resume_cmd import run_resume
 
             return run_resume(argv, build=build, env=env, out=out, err=err)
+        if argv and argv[0] == "mcp":  # the MCP server (an optional extra): not click
+            from zuke.cli.mcp_cmd import run_mcp
+
+            return run_mcp(argv, build=build, env=env, out=out)
         if argv and argv[0] in cli_args.MANAGEMENT_COMMANDS:
             from zuke.cli.manage import run_command  # click: imported only here
 
