@@ -190,4 +190,5 @@ def test_an_owner_that_dies_while_asked_to_stop_is_taken_over() -> None:
     assert (result.status, result.owner, result.released) == ("cancelled", None, ["deploy-api"])
     found = store.get_run("run-1")
     assert found is not None and found.record.status == "cancelled"
-    assert [e.tool for e in found.record.events] == ["cancel", "cancel"]  # asked, then settled
+    # asked, taken over, then the walk's summary
+    assert [e.tool for e in found.record.events] == ["cancel", "cancel", "cancel"]

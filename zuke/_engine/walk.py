@@ -163,12 +163,14 @@ async def _walk_held(
 ) -> WalkResult:
     lease = lease_key(w.run_id)
     final: dict[str, RunStatus] = {}
+    before: dict[str, RunRecord] = {}
 
     def to_cancelling(fresh: RunRecord) -> RunDelta | None:
         if fresh.status in TERMINAL_STATUSES:
             return None
         keep = fresh.status == "cancelling" and fresh.intended_terminal is not None
         final["s"] = fresh.intended_terminal if keep and fresh.intended_terminal else intended
+        before["r"] = fresh  # who is compensated is decided on the rows as they were
         now = w.now()
         return RunDelta(
             updated_at=now,
@@ -189,7 +191,8 @@ async def _walk_held(
     if record.degraded:
         result.notes.append(DEGRADED_NOTE)
         notify(f"Run {w.run_id}: {DEGRADED_NOTE}")
-    steps = [] if plan is None else plan_steps(record, plan.specs, plan.order)
+    rows = replace(record, targets=before["r"].targets) if "r" in before else record
+    steps = [] if plan is None else plan_steps(rows, plan.specs, plan.order)
     done = done_steps(record)
     pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="zuke-compensate")
     state = walk_state(record, actor=w.actor, redactor=w.redactor)

@@ -217,6 +217,8 @@ def cancel(run_id: str, actor: str | None, wait: str) -> None:
         origin=build_origin(inv.env),
         build_name=inv.build.__name__ if inv.build else None,
         wait_ms=parse_duration(wait, what="--wait"),
+        build=inv.build,
+        env=inv.env,
     )
     inv.print(result.summary())
     for warning in result.warnings:

@@ -12,20 +12,23 @@ Who owns the run decides what the canceller may do, and the run's lease
   second deploy take the lock while the first body still ran.
 * **The lease can be taken** — the holder is demonstrably gone (killed, or
   paused past its TTL: it will find its next renewal refused and stop without
-  writing). The canceller takes the lease, settles the record ``cancelled``,
-  releases the claims the record lists with their tokens, and gives the lease
-  back. Claims found only through the store (``list_locks``: a client that
-  rewrote the record without its ``locks`` field) have no token here; they
-  are named and left to lapse at their TTL.
+  writing). The canceller takes the lease, walks the compensations, settles
+  the record ``cancelled``, releases the claims the record lists with their
+  tokens, and gives the lease back. Claims found only through the store
+  (``list_locks``: a client that rewrote the record without its ``locks``
+  field) have no token here; they are named and left to lapse at their TTL.
 
-Compensations (``on_cancel``) are a later step's; the walk will start here.
+Either way the compensations (``on_cancel``) run: the live owner walks them
+itself once its bodies stopped; a canceller that took the lease walks them
+here (:mod:`zuke.runs.compensate`) under the cancel lock.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from zuke._clock import SYSTEM_CLOCK, Clock, iso
 from zuke._errors import RunError, RunNotFoundError, StateError
@@ -39,7 +42,10 @@ from zuke.state.records import (
     RunStatus,
     TargetRecord,
 )
-from zuke.state.update import GaveUp, Unchanged, update_run
+from zuke.state.update import GaveUp, update_run
+
+if TYPE_CHECKING:
+    from zuke._build import Build
 
 #: The canceller's hold on a dead owner's lease while it settles the record.
 TAKEOVER_TTL_MS = 60_000
@@ -69,6 +75,12 @@ class CancelResult:
     #: the actor of the live process that was asked to stop (None: nobody held the run)
     owner: str | None = None
     warnings: list[str] = field(default_factory=list)
+    #: "deploy → rollback" per compensation this call ran (a dead owner's run)
+    compensated: list[str] = field(default_factory=list)
+    #: "deploy → rollback: error" per compensation that failed
+    failures: list[str] = field(default_factory=list)
+    #: what the walk said (a degraded record widened it, no build to compensate with)
+    notes: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
         """One line for the console."""
@@ -86,6 +98,9 @@ class CancelResult:
         line += f" ({', '.join(self.released)})." if self.released else "."
         if self.left:
             line += f" Left to lapse at their TTL: {', '.join(self.left)}."
+        if self.compensated:
+            line += f" Ran {len(self.compensated)} compensation(s)"
+            line += f", {len(self.failures)} failed." if self.failures else "."
         return line
 
 
@@ -124,10 +139,15 @@ def cancel_run(
     clock: Clock = SYSTEM_CLOCK,
     wait_ms: int = 0,
     sleep: Callable[[float], None] = time.sleep,
+    build: type[Build] | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> CancelResult:
     """Cancel ``run_id``; a run that already ended is a no-op.
 
-    With a live owner, waits up to ``wait_ms`` for it to finish stopping.
+    With a live owner, waits up to ``wait_ms`` for it to unwind itself (its
+    compensations included). With the owner gone, this call walks the run's
+    compensations itself — with ``build`` (loaded with the run's recorded
+    parameters; ``env`` supplies secrets); without one, none run.
     """
     check_id(run_id)
     found = store.get_run(run_id)
@@ -143,7 +163,8 @@ def cancel_run(
         taken = store.acquire_lock(lease_key(run_id), holder, TAKEOVER_TTL_MS)
         if isinstance(taken, LockAcquired):  # nobody holds the run (or its owner just died)
             try:
-                return _settle_abandoned(store, run_id, actor=actor, clock=clock, asked=owner)
+                return _settle_abandoned(store, run_id, taken, actor=actor, clock=clock,
+                                         asked=owner, build=build, env=env or {})  # fmt: skip
             finally:
                 store.release_lock(lease_key(run_id), taken.token)
         if owner is None:
@@ -192,64 +213,59 @@ def _mark_cancelling(
 
 
 def _settle_abandoned(
-    store: StateStore, run_id: str, *, actor: str, clock: Clock, asked: str | None
+    store: StateStore,
+    run_id: str,
+    taken: LockAcquired,
+    *,
+    actor: str,
+    clock: Clock,
+    asked: str | None,
+    build: type[Build] | None,
+    env: Mapping[str, str],
 ) -> CancelResult:
-    """Nobody holds the run and we hold its lease: settle the record, then free its claims.
+    """Nobody holds the run and we hold its lease: walk its compensations, settle it,
+    free its claims (:mod:`zuke.runs.compensate`).
 
     ``asked`` is the owner this call already asked to stop: finding the run
     ended then means that owner finished stopping it.
     """
-    released: list[str] = []
-    tokens: dict[str, str] = {}
+    from zuke.runs.compensate import run_sync, walk_taken
 
-    def settle(record: RunRecord) -> RunDelta | None:
-        if record.status in TERMINAL_STATUSES:
-            return None
-        tokens.clear()
-        tokens.update(record.locks)  # the claims as the record that lands lists them
-        now = iso(clock.now_ms())
-        held = sorted(k for k in record.locks if k != lease_key(run_id))
-        event = RunEvent(
-            at=now,
-            tool="cancel",
-            actor=actor,
-            detail=f"cancelled by {actor}; its owner was gone",
-            args={"released": ",".join(held)},
+    found = store.get_run(run_id)
+    if found is None:
+        raise RunNotFoundError(f'run "{run_id}" was deleted while cancelling', run_id=run_id)
+    record = found.record
+    if record.status in TERMINAL_STATUSES:
+        return CancelResult(run_id=run_id, status=record.status, noop=asked is None, owner=asked)
+    now = iso(clock.now_ms())
+    held = sorted(k for k in record.locks if k != lease_key(run_id))
+    event = RunEvent(
+        at=now,
+        tool="cancel",
+        actor=actor,
+        detail=f"cancelled by {actor}; its owner was gone",
+        args={"released": ",".join(held)},
+    )
+    result, released, warnings = run_sync(
+        walk_taken(
+            store, record, taken, ttl_ms=TAKEOVER_TTL_MS, build=build, env=env, actor=actor,
+            clock=clock, intended="cancelled", reason=f"cancelled by {actor}", first=(event,),
         )
-        return RunDelta(
-            updated_at=now,
-            status="cancelled",
-            events=(event,),
-            targets=stopped_rows(record, f"cancelled by {actor}", now),
-            locks=dict.fromkeys(record.locks),
-        )
-
-    outcome = update_run(store, run_id, settle)
-    if isinstance(outcome, GaveUp):
-        raise RunError(
-            f"gave up cancelling {run_id} after repeated conflicting writes; try again",
-            run_id=run_id,
-        )
-    if isinstance(outcome, Unchanged):
-        status = outcome.record.status
-        return CancelResult(run_id=run_id, status=status, noop=asked is None, owner=asked)
-    warnings: list[str] = []
-    for key, token in sorted(tokens.items()):
-        if key == lease_key(run_id):
-            continue  # the dead owner's token is void: we hold the lease now
-        try:
-            store.release_lock(key, token)
-            released.append(key)
-        except StateError as exc:
-            warnings.append(f"could not release {key} ({exc}); it lapses after its TTL")
-    left = _untracked_claims(store, run_id, known=set(tokens), warnings=warnings)
+    )  # fmt: skip
+    if result.stopped is not None:
+        raise RunError(f"cancelling {run_id} stopped: {result.stopped}; try again", run_id=run_id)
+    left = _untracked_claims(store, run_id, known={*result.claims, *record.locks},
+                             warnings=warnings)  # fmt: skip
     return CancelResult(
         run_id=run_id,
-        status="cancelled",
+        status=result.status,
         noop=False,
         released=released,
         left=left,
         warnings=warnings,
+        compensated=result.compensated,
+        failures=[f"{t} → {c}: {e}" for t, c, e in result.failures],
+        notes=result.notes,
     )
 
 

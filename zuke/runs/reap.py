@@ -16,15 +16,18 @@ still there, and it is asked first, always:
 
 Either way the dead holder's claims that the record lists are released with
 their recorded tokens: nobody holds them any more, and the resumed run takes
-its locks again. A run left ``cancelling`` by a canceller that died is finished to its
-``intendedTerminal`` (``cancelled`` if none was recorded).
+its locks again. A run left ``cancelling`` by a process that died mid-walk has its
+walk resumed — the compensations not yet recorded done run, none twice — and
+ends ``intendedTerminal`` (``cancelled`` if none was recorded); a run settled
+``failed`` past its deadline gets its compensations the same way. Both need
+the build (``build``); without it they settle without compensations.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from zuke._clock import Clock, iso, parse_iso
 from zuke._engine.claims import lease_key
@@ -32,6 +35,9 @@ from zuke._engine.plan import TargetSpec
 from zuke.state._protocol import LockAcquired, LockHolder, StateStore
 from zuke.state.records import RunDelta, RunEvent, RunRecord, RunStatus, TargetRecord
 from zuke.state.update import Updated, update_run
+
+if TYPE_CHECKING:
+    from zuke._build import Build
 
 #: How long the sweep holds a dead run's lease while it reaps it.
 REAP_TTL_MS = 60_000
@@ -80,17 +86,74 @@ def reap_run(
     specs: Mapping[str, TargetSpec],
     actor: str,
     clock: Clock,
+    build: type[Build] | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> Reaped:
-    """Reap one ``running`` or ``cancelling`` run if its holder is gone."""
+    """Reap one ``running`` or ``cancelling`` run if its holder is gone.
+
+    With ``build``, a ``cancelling`` run and a run past its deadline are settled
+    with their compensation walk (:mod:`zuke.runs.compensate`).
+    """
     now_ms = clock.now_ms()
     holder = LockHolder(actor, run_id, iso(now_ms))
     taken = store.acquire_lock(lease_key(run_id), holder, REAP_TTL_MS)
     if not isinstance(taken, LockAcquired):
         return Reaped(run_id, "live", "running", f"held by {taken.holder.actor}: left alone")
     try:
+        found = store.get_run(run_id)
+        record = found.record if found is not None else None
+        if build is not None and record is not None:
+            walked = _walk_if_due(store, record, taken, specs=specs, build=build, env=env or {},
+                                  actor=actor, clock=clock)  # fmt: skip
+            if walked is not None:
+                return walked
         return _reap_held(store, run_id, specs=specs, actor=actor, now_ms=now_ms)
     finally:
         store.release_lock(lease_key(run_id), taken.token)
+
+
+def _walk_if_due(
+    store: StateStore,
+    record: RunRecord,
+    taken: LockAcquired,
+    *,
+    specs: Mapping[str, TargetSpec],
+    build: type[Build],
+    env: Mapping[str, str],
+    actor: str,
+    clock: Clock,
+) -> Reaped | None:
+    """Finish a ``cancelling`` run's walk, or settle a run past its deadline ``failed``
+    with its compensations; ``None`` when neither applies."""
+    from zuke.runs.compensate import run_sync, walk_taken
+
+    now = iso(clock.now_ms())
+    if record.status == "cancelling":
+        final = record.intended_terminal or "cancelled"
+        why = f"finished {final}: the process cancelling it was gone (its walk resumed)"
+        intended: RunStatus = final
+        action: ReapAction = "finished"
+        reason = f"the run was {final}"
+    elif record.status == "running" and past_deadline(record, clock.now_ms()):
+        if not graph_matches(record, specs):
+            return None
+        why = (
+            f"settled failed with its compensations: its lease had lapsed and its deadline "
+            f"({record.deadline_at}) passed"
+        )
+        intended, action = "failed", "settled"
+        reason = "abandoned past the run's deadline"
+    else:
+        return None
+    event = RunEvent(at=now, tool="reap", actor=actor, detail=why)
+    result, _, _ = run_sync(
+        walk_taken(store, record, taken, ttl_ms=REAP_TTL_MS, build=build, env=env, actor=actor,
+                   clock=clock, intended=intended, reason=reason,
+                   first=(event,))
+    )  # fmt: skip
+    if result.stopped is not None:
+        return Reaped(record.id, "unchanged", result.status, result.stopped)
+    return Reaped(record.id, action, result.status, why)
 
 
 def _reap_held(

@@ -132,7 +132,8 @@ async def resume_check_async(
                 graph = specs or load_for(build_cls, found.record, run).graph.specs
                 if not _ours(found.record, name, graph, run.env):
                     continue
-                reaped = reap_run(store, summary, specs=graph, actor=actor, clock=run.clock)
+                reaped = reap_run(store, summary, specs=graph, actor=actor, clock=run.clock,
+                                  build=build_cls, env=run.env)  # fmt: skip
             except ZukeError as exc:
                 entries.append(SweepEntry(summary, name, "failed", status, detail=str(exc)))
                 continue

@@ -1,0 +1,114 @@
+"""The walk driven from another process: a dead owner's run, a crash mid-walk, degraded."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from tests.engine.test_compensation import cd_build
+from zuke import LockAcquired, LockHolder
+from zuke._clock import ManualClock
+from zuke._engine.compensation import DEGRADED_NOTE
+from zuke._engine.run import RunOptions
+from zuke.runs import cancel_run
+from zuke.runs.sweep import resume_check_async
+from zuke.state.memory import MemoryStateStore
+from zuke.state.records import GraphNode, RunEvent, RunRecord, RunStatus, TargetRecord
+
+HOLDER = LockHolder(actor="owner", run_id="run-1", since="2026-01-01T00:00:00.000Z")
+AT = "2026-01-01T00:00:00.000Z"
+
+
+def dead_run(
+    store: MemoryStateStore,
+    clock: ManualClock,
+    *,
+    status: RunStatus = "running",
+    rows: dict[str, str] | None = None,
+    events: tuple[RunEvent, ...] = (),
+    degraded: bool = False,
+) -> None:
+    """A run of ``CD`` whose owner died: its lease lapsed."""
+    lease = store.acquire_lock("zuke-run-run-1", HOLDER, 1_000)
+    assert isinstance(lease, LockAcquired)
+    statuses = rows or {"deploy": "succeeded", "migrate": "succeeded", "notify": "running"}
+    targets = {
+        n: TargetRecord(status=s, meta={"slot": "sit-7"} if n == "deploy" else {})  # type: ignore[arg-type]
+        for n, s in statuses.items()
+    }
+    graph = (
+        GraphNode("deploy"), GraphNode("migrate", ("deploy",)), GraphNode("notify"),
+        GraphNode("flaky"), GraphNode("stop", ("notify", "migrate", "flaky")),
+        GraphNode("after", ("stop",)),
+    )  # fmt: skip
+    record = RunRecord(
+        id="run-1", build="CD", root_target="after", status=status, actor="owner",
+        created_at=AT, updated_at=AT, graph=graph, targets=targets, events=events,
+        locks={"zuke-run-run-1": lease.token}, degraded=degraded,
+        intended_terminal="cancelled" if status == "cancelling" else None,
+    )  # fmt: skip
+    store.create_run(record)
+    clock.advance(1_001)
+
+
+def record_of(store: MemoryStateStore) -> RunRecord:
+    found = store.get_run("run-1")
+    assert found is not None
+    return found.record
+
+
+def test_the_canceller_takes_over_the_walk_of_a_dead_holder() -> None:
+    clock, log = ManualClock(), list[Any]()
+    store = MemoryStateStore(clock=clock)
+    build = cd_build(store, log)
+    dead_run(store, clock)
+    result = cancel_run(store, "run-1", actor="ops", clock=clock, build=build, env={})
+    assert (result.status, result.owner) == ("cancelled", None)
+    # notify was still running when its owner died: it did not succeed, it is not undone
+    assert log == ["unmigrate", ("undeploy", {"slot": "sit-7"})]
+    assert result.compensated == ["migrate → unmigrate", "deploy → undeploy"]
+    assert "Ran 2 compensation(s)." in result.summary()
+    record = record_of(store)
+    assert record.status == "cancelled" and record.locks == {}
+    assert record.targets["notify"].status == "failed"
+    assert [e.tool for e in record.events] == ["cancel", "compensate", "compensate", "cancel"]
+    assert store.list_locks() == []  # the lease and the cancel lock are both given back
+
+
+def test_a_walk_cut_short_by_a_crash_is_resumed_by_the_sweep_without_repeating_one() -> None:
+    clock, log = ManualClock(), list[Any]()
+    store = MemoryStateStore(clock=clock)
+    build = cd_build(store, log)
+    done = RunEvent(at=AT, tool="compensate", actor="owner", detail="migrate → unmigrate",
+                    args={"target": "migrate", "compensation": "unmigrate"})  # fmt: skip
+    dead_run(store, clock, status="cancelling", events=(done,))
+    report = asyncio.run(resume_check_async(build, store, run=RunOptions(env={}, clock=clock)))
+    assert [(e.action, e.result) for e in report.entries] == [("reaped", "cancelled")]
+    assert log == [("undeploy", {"slot": "sit-7"})]  # unmigrate was recorded done: not again
+    record = record_of(store)
+    assert record.status == "cancelled" and record.locks == {}
+    assert [e.args.get("target") for e in record.events if e.tool == "compensate"] == [
+        "migrate", "deploy",
+    ]  # fmt: skip
+
+
+def test_a_degraded_record_widens_the_walk_to_every_target_not_failed_or_skipped() -> None:
+    clock, log = ManualClock(), list[Any]()
+    store = MemoryStateStore(clock=clock)
+    build = cd_build(store, log)
+    rows = {"deploy": "succeeded", "migrate": "pending", "flaky": "failed", "after": "skipped"}
+    dead_run(store, clock, rows=rows, degraded=True)
+    result = cancel_run(store, "run-1", actor="ops", clock=clock, build=build, env={})
+    # migrate's success may be the write that was lost; notify has no row at all
+    assert log == ["unnotify", "unmigrate", ("undeploy", {"slot": "sit-7"})]
+    assert DEGRADED_NOTE in result.notes
+    assert record_of(store).status == "cancelled"
+
+
+def test_without_a_build_the_canceller_settles_the_run_without_compensations() -> None:
+    clock = ManualClock()
+    store = MemoryStateStore(clock=clock)
+    dead_run(store, clock)
+    result = cancel_run(store, "run-1", actor="ops", clock=clock)
+    assert result.status == "cancelled" and result.compensated == []
+    assert any("without compensations" in n for n in result.notes)

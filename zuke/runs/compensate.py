@@ -1,0 +1,125 @@
+"""The compensation walk of a run whose own process is gone, driven from another one.
+
+``zuke cancel`` taking over a dead owner's run, the sweep finishing a walk a
+crash interrupted (a ``cancelling`` run nobody drives), and a reaped run
+past its deadline all end the same way: under the run's lease (taken by the
+caller, renewed here while the walk lasts), the build is loaded with the
+run's recorded parameters, its plan rebuilt with the ordering edges resolved
+again, and :func:`zuke._engine.walk.walk` does the rest. The claims the
+record still lists are then released with their recorded tokens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Coroutine, Mapping
+from typing import Any, TypeVar
+
+from zuke._build import Build
+from zuke._clock import Clock
+from zuke._engine.claims import Claim
+from zuke._engine.plan import Plan, make_plan
+from zuke._engine.run import RunOptions
+from zuke._engine.walk import WalkResult, walk
+from zuke._errors import ZukeError
+from zuke._redact import Redactor
+from zuke.state._protocol import LockAcquired, StateStore, lease_key
+from zuke.state.records import RunEvent, RunRecord, RunStatus
+
+T = TypeVar("T")
+
+
+def run_sync(coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` to its end from synchronous code, even inside a running loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = asyncio.run(coro)
+        except BaseException as exc:
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, name="zuke-walk")
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    value: T = box["value"]
+    return value
+
+
+async def plan_for(
+    build: type[Build] | None, record: RunRecord, env: Mapping[str, str]
+) -> tuple[Plan | None, Redactor, list[str]]:
+    """The run's plan for its walk (``None``: no compensations), its redactor, and notes."""
+    from zuke._engine.resumed import plan_of
+    from zuke.runs.resume import load_for
+
+    if build is None:
+        return None, Redactor(), ["no build file here: cancelling without compensations"]
+    try:
+        loaded = load_for(build, record, RunOptions(env=env))
+    except ZukeError as exc:
+        return (
+            None,
+            Redactor(),
+            [f"cannot load the build ({exc}): cancelling without compensations"],
+        )
+    try:
+        return await plan_of(loaded, record), loaded.redactor, []
+    except ZukeError as exc:
+        names = [n.name for n in record.graph if n.name in loaded.graph.specs]
+        if not names:
+            return (
+                None,
+                loaded.redactor,
+                ["the run's targets are not in this build: no compensations"],
+            )
+        plan = make_plan(loaded.graph, names)
+        return plan, loaded.redactor, [f"ordering edges failed ({exc}): walking the base order"]
+
+
+async def walk_taken(
+    store: StateStore,
+    record: RunRecord,
+    taken: LockAcquired,
+    *,
+    ttl_ms: int,
+    build: type[Build] | None,
+    env: Mapping[str, str],
+    actor: str,
+    clock: Clock,
+    intended: RunStatus,
+    reason: str,
+    first: tuple[RunEvent, ...] = (),
+    warn: Callable[[str], None] = lambda message: None,
+) -> tuple[WalkResult, list[str], list[str]]:
+    """Walk ``record``'s run under the lease ``taken`` (renewed meanwhile, not released).
+
+    Returns the walk's result, the claims released, and warnings.
+    """
+    plan, redactor, notes = await plan_for(build, record, env)
+    lease = Claim(store, lease_key(record.id), taken.token, taken.fence, ttl_ms,
+                  on_lost=lambda claim: None, warn=warn).start()  # fmt: skip
+    try:
+        result = await walk(
+            store, record.id, lease=lease, plan=plan, intended=intended, actor=actor,
+            clock=clock, redactor=redactor, reason=reason, first=first, notes=tuple(notes),
+            notify=warn,
+        )  # fmt: skip
+    finally:
+        await lease.stop()  # the caller gives the lease back
+    released: list[str] = []
+    warnings: list[str] = []
+    for key, token in sorted(result.claims.items()):
+        try:
+            await asyncio.to_thread(store.release_lock, key, token)
+            released.append(key)
+        except Exception as exc:
+            warnings.append(f"could not release {key} ({exc}); it lapses after its TTL")
+    return result, released, warnings
