@@ -30,6 +30,7 @@ from zuke._serve import StateServer
 from zuke._serve.server import ServeLimits
 from zuke.state import _http_client
 from zuke.state._http_conn import direct_ok
+from zuke.state._protocol import RunQuery
 from zuke.state.http import HttpStateStore
 from zuke.state.records import GraphNode, RunRecord
 
@@ -272,6 +273,16 @@ def test_a_proxy_in_the_environment_still_carries_plain_http_requests(
         assert store.list_runs() == []
     (request,) = proxy.requests
     assert request.startswith(b"GET http://127.0.0.1:9/ns/runs HTTP/1.1\r\n")
+
+
+def test_a_base_path_is_sent_percent_encoded_as_httpx_sent_it(
+    canned: Callable[[Callable[[bytes], bytes | None]], Canned],
+) -> None:
+    server = canned(lambda request: (JSON_HEAD + "Content-Length: 2\r\n\r\n[]").encode())
+    with HttpStateStore(f"{server.url}/team a/x%2Fy") as store:
+        assert store.list_runs(RunQuery(status="failed")) == []
+    (request,) = server.requests
+    assert request.startswith(b"GET /team%20a/x%2Fy/runs?status=failed HTTP/1.1\r\n")
 
 
 @pytest.mark.parametrize(

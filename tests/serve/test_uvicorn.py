@@ -147,7 +147,8 @@ def test_a_head_under_the_limit_and_a_large_body_sent_with_it_are_served(
     with connect(server) as sock:
         sock.sendall(
             f"{HEAD}{padding}If-None-Match: *\r\nContent-Length: {len(body)}\r\n"
-            "Connection: close\r\n\r\n".encode() + body
+            "Connection: close\r\n\r\n".encode()
+            + body
         )
         answer = read_to_end(sock)
     assert answer.startswith(b"HTTP/1.1 400"), answer[:200]  # read whole, judged by the app

@@ -25,7 +25,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlencode, urlsplit, urlunsplit
+from urllib.parse import quote, urlencode, urlsplit, urlunsplit
 
 from zuke._errors import StateError, StoreUnavailableError
 from zuke.state._http_conn import Answer, DirectConnections, TooLargeError, direct_ok
@@ -103,7 +103,8 @@ class _Direct:
     def __init__(self, base: str) -> None:
         parts = urlsplit(base)
         assert parts.hostname is not None
-        self._prefix = parts.path
+        # As httpx does: characters a path may not carry are percent-encoded, escapes kept.
+        self._prefix = quote(parts.path, safe="/%:@!$&'()*+,;=")
         self._connections = DirectConnections(parts.hostname, parts.port or 80)
 
     def close(self) -> None:
