@@ -87,8 +87,8 @@ def build_server(tools: BuildTools) -> MCPServer:
         build: Annotated[str | None, Field(description="only runs of this build class")] = None,
         since: Annotated[str | None, Field(description="only runs created at/after (ISO)")] = None,
         limit: Annotated[int | None, Field(description="at most this many runs", ge=1)] = None,
-    ) -> list[dict[str, Any]]:
-        """Recorded runs, newest first (id, build, status, root target, actor, times)."""
+    ) -> dict[str, Any]:
+        """Recorded runs as {"runs": [...]}, newest first (id, build, status, target, actor)."""
         return await _call(tools.list_runs(status, target, build, since, limit))  # type: ignore[no-any-return]
 
     @server.tool()

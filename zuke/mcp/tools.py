@@ -130,7 +130,8 @@ class BuildTools:
         build: str | None = None,
         since: str | None = None,
         limit: int | None = None,
-    ) -> list[dict[str, Any]]:
+    ) -> dict[str, Any]:
+        """``{"runs": [...]}``, newest first (one JSON object: a list would be split up)."""
         from zuke.runs import list_runs, parse_query
 
         try:
@@ -138,7 +139,7 @@ class BuildTools:
             runs = list_runs(self._store(), query)
         except Exception as exc:
             raise ToolFailure(one_line(exc, self._redactor)) from None
-        return [self._redactor.json(summary_to_json(r)) for r in runs]
+        return {"runs": [self._redactor.json(summary_to_json(r)) for r in runs]}
 
     # -- the calls that concern a run: each one lands on its audit trail ----------------
 
