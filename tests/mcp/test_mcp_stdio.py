@@ -194,3 +194,41 @@ def test_no_run_and_no_cancel_leave_only_the_reading_tools_and_refuse_the_rest(
 
 def test_the_zuke_executable_is_what_the_client_starts() -> None:
     assert Path(ZUKE).name == "zuke" and Path(ZUKE).exists()
+
+
+def test_a_run_the_server_is_running_can_be_listed_and_cancelled_from_the_same_client(
+    tmp_path: Path,
+) -> None:
+    write_build(tmp_path, BUILD)
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    started = markers / "started"
+    answers: dict[str, Any] = {}
+
+    async def scenario() -> None:
+        async with session(tmp_path) as client:
+
+            async def run_slow() -> None:
+                answers["run"] = await call(
+                    client, "run_target", targets=["slow"], params={"markers": str(markers)}
+                )
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(run_slow)
+                while not started.exists():  # bounded by the session's fail_after
+                    await anyio.sleep(0.01)
+                run_id = started.read_text()
+                listed = await call(client, "list_runs", status="running")
+                assert [r["id"] for r in listed["runs"]] == [run_id]
+                answers["cancel"] = await call(client, "cancel_run", run_id=run_id, wait="30s")
+
+    drive(scenario)
+    assert answers["cancel"]["status"] == "cancelled" and answers["cancel"]["owner"] == "agent-7"
+    assert answers["run"]["status"] == "cancelled"
+    assert answers["run"]["outcomes"]["slow"]["status"] == "failed"
+    run_id = answers["run"]["runId"]
+    # Both calls end when the run is settled: their events may land in either order.
+    assert sorted(e[:3] for e in mcp_events(tmp_path, run_id)) == [
+        ("mcp:cancel_run", "agent-7", "ok"),
+        ("mcp:run_target", "agent-7", "ok"),
+    ]
