@@ -30,14 +30,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from zuke._errors import StateError
+from zuke._errors import StateError, ZukeError
 
 
 class DbClosedError(StateError):
     """The database was closed (the server is shutting down)."""
 
 
-class WouldWait(Exception):
+class WouldWait(ZukeError):
     """Internal: a prompt write would have had to wait; nothing was written."""
 
 

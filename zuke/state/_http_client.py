@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode, urlsplit, urlunsplit
 
-from zuke._errors import StateError, StoreUnavailableError
+from zuke._errors import StateError, StoreUnavailableError, ZukeError
 from zuke.state._http_conn import Answer, DirectConnections, TooLargeError, direct_ok
 from zuke.state._http_wire import PROTOCOL_HEADER, PROTOCOL_VERSION, STATE_URL_ENV, redact_url
 
@@ -65,7 +65,7 @@ class Reply:
         return 200 <= self.status < 300
 
 
-class _Unreachable(Exception):
+class _Unreachable(ZukeError):
     """The request got no answer; ``what`` says why, for the message."""
 
     def __init__(self, what: str) -> None:

@@ -29,6 +29,8 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from zuke._errors import ZukeError
+
 #: Environment variables with which httpx would send a plain-http request through a proxy.
 _PROXY_VARIABLES = ("http_proxy", "all_proxy")
 #: What may not appear in a header we write (it would end the header, or the head).
@@ -44,11 +46,11 @@ def direct_ok(scheme: str, env: Mapping[str, str] | None = None) -> bool:
     return scheme == "http" and not proxied
 
 
-class TooLargeError(Exception):
+class TooLargeError(ZukeError):
     """The answer's body is larger than the caller's cap."""
 
 
-class BadHeaderError(ValueError):
+class BadHeaderError(ZukeError, ValueError):
     """A header we were asked to send would break the request (a CR, LF or NUL in it)."""
 
 
