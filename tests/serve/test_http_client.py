@@ -196,6 +196,20 @@ def test_an_idle_connection_the_server_closed_is_replaced_not_reused(
     assert len(spy.opened) == 2
 
 
+def test_a_body_the_server_refuses_mid_send_still_gets_its_413(tmp_path: Path) -> None:
+    # 20 MB is more than loopback's socket buffers hold: the server answers 413 and
+    # hangs up while the body is still being written, so the write fails first.
+    big = RunRecord(**{**vars(record("big")), "params": {"blob": "x" * 20_000_000}})
+    with (
+        StateServer(db_path=tmp_path / "state.db", token=TOKEN, max_body_bytes=1000) as server,
+        HttpStateStore(server.url, token=TOKEN) as store,
+        pytest.raises(StoreUnavailableError) as caught,
+    ):
+        store.create_run(big)
+    assert "unexpected HTTP 413" in str(caught.value)
+    assert "body larger than 1000 bytes" in str(caught.value)
+
+
 def test_a_plain_http_store_never_imports_httpx(served: StateServer) -> None:
     script = (
         "import sys\n"

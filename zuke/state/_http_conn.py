@@ -97,13 +97,24 @@ class DirectConnections:
         request = self._request(method, target, headers, body)
         sock = self._checkout(timeout_s)
         try:
-            sock.sendall(request)
+            try:
+                sock.sendall(request)
+                unsent: OSError | None = None
+            except (BrokenPipeError, ConnectionResetError) as exc:
+                # The server may have answered early and hung up (a 413 for a body
+                # over its limit): read that answer, as httpx does, before failing.
+                unsent = exc
             response = http.client.HTTPResponse(sock, method=method)
             try:
-                response.begin()
+                try:
+                    response.begin()
+                except (OSError, http.client.HTTPException):
+                    if unsent is not None:
+                        raise unsent from None
+                    raise
                 data = _read(response, max_body)
                 answer = Answer(response.status, _headers(response.msg), data)
-                reusable = not response.will_close and response.isclosed()
+                reusable = unsent is None and not response.will_close and response.isclosed()
             finally:
                 response.close()
         except BaseException:
