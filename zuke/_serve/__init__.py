@@ -6,15 +6,17 @@ implementation and of the TypeScript Zuke can share state. Where things live:
 
 - :mod:`zuke._serve.server` — lifecycle: :class:`StateServer` (background
   thread), :func:`serve` (foreground, until SIGTERM/SIGINT), the limits.
-- :mod:`zuke._serve.protocol` — uvicorn's h11 protocol plus the request-head
-  deadline and one-line logging.
-- :mod:`zuke._serve.asgi` — auth gate, body limits and deadline, the log line.
+- :mod:`zuke._serve.protocol` — uvicorn's httptools protocol plus the
+  request head's deadline and size bound, and one-line logging.
+- :mod:`zuke._serve.asgi` — auth gate, body limits and deadline, the log line;
+  which requests the event loop answers itself and which go to a worker.
 - :mod:`zuke._serve.app` — what each request means: routing, namespaces,
   runs and locks; :mod:`zuke._serve.builds` the build catalog;
   :mod:`zuke._serve.answers` the shared request/response vocabulary.
 - :mod:`zuke._serve.db` (runs), :mod:`zuke._serve.db_locks`,
   :mod:`zuke._serve.db_builds`, :mod:`zuke._serve.schema`,
-  :mod:`zuke._serve.sqlite` — the SQLite side.
+  :mod:`zuke._serve.sqlite` — the SQLite side (``sqlite``: transactions, and
+  the prompt writes the event loop may take).
 - :mod:`zuke._serve.jsontext` — strict JSON in, always-encodable JSON out.
 - :mod:`zuke._serve.__main__` — ``python -m zuke._serve`` / ``main(argv)``.
 """
