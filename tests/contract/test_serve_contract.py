@@ -17,6 +17,7 @@ import time
 import uuid
 from collections.abc import Iterator
 
+import httpx
 import pytest
 
 from tests.serve.support import TOKEN, ServerProcess, running_server
@@ -35,22 +36,28 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
 
 class _ServeContract(StateStoreContract):
     lock_ttl_ms = 200
+    #: through httpx (as for https and proxies), not the store's direct plain-http sockets
+    via_httpx = False
 
     def base_url(self, server: ServerProcess) -> str:
         raise NotImplementedError
+
+    def client(self) -> HttpStateStore:
+        transport = httpx.HTTPTransport() if self.via_httpx else None
+        return HttpStateStore(self._url, token=TOKEN, transport=transport)
 
     @pytest.fixture
     def store(self, server: ServerProcess) -> Iterator[HttpStateStore]:
         self._clients: list[HttpStateStore] = []
         self._url = self.base_url(server)
-        store = HttpStateStore(self._url, token=TOKEN)
+        store = self.client()
         yield store
         store.close()
         for client in self._clients:
             client.close()
 
     def concurrent_store(self, store: StateStore, index: int) -> StateStore:
-        client = HttpStateStore(self._url, token=TOKEN)
+        client = self.client()
         self._clients.append(client)
         return client
 
@@ -72,3 +79,12 @@ class TestServeContractPerNamespace(_ServeContract):
 class TestServeContractSharedRoot(_ServeContract):
     def base_url(self, server: ServerProcess) -> str:
         return server.url
+
+
+class TestServeContractThroughHttpx(_ServeContract):
+    """The path https and proxied deployments take, against the same real service."""
+
+    via_httpx = True
+
+    def base_url(self, server: ServerProcess) -> str:
+        return f"{server.url}/contract-httpx/{uuid.uuid4().hex[:12]}"
