@@ -114,8 +114,9 @@ Usage:
   zuke --list [--json]
   zuke graph [--format text|mermaid|dot|json]
   zuke runs list|show|prune ...
-  zuke resume RUN_ID [--signal NAME [--data JSON]] | zuke resume --check [RUN_ID]
-  zuke cancel RUN_ID [--actor NAME]
+  zuke resume RUN_ID [--signal NAME [--data JSON]] | zuke resume --check [RUN_ID] [--json]
+  zuke cancel RUN_ID [--actor NAME] [--wait 1m]
+  zuke mcp [--no-run] [--no-cancel]
   zuke serve [--host 127.0.0.1] [--port 8780] [--db PATH]
 
 Options:
