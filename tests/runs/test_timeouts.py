@@ -78,6 +78,27 @@ def test_a_gate_that_times_out_into_cancel_run_cancels_the_run(way: Any) -> None
 
 
 @pytest.mark.parametrize("way", WAYS, ids=["resume", "sweep"])
+def test_a_cancel_run_timeout_walks_the_compensations_of_what_succeeded(way: Any) -> None:
+    def deploy(self: Any, t: TargetBuilder) -> TargetBuilder:
+        def body(ctx: Any) -> None:
+            ctx.state.set({"at": "sit-api"})
+
+        return t.executes(body).on_cancel(self.rollback)
+
+    h, calls, run_id, _ = parked("cancel-run", extra={"deploy": target(deploy)})
+    h.clock.advance(HOUR + 1)
+    assert way(h, run_id) == ("timed-out", "cancelled")
+    # deploy succeeded before the gate, so its compensation ran, reading deploy's state
+    assert calls == [("rollback", {"at": "sit-api"})]
+    record = h.record(run_id)
+    assert record.status == "cancelled" and record.targets["approve"].status == "failed"
+    assert [e.tool for e in record.events if e.tool in ("timeout", "compensate")] == [
+        "timeout", "compensate",
+    ]  # fmt: skip
+    assert h.store.list_locks() == [] and record.locks == {}
+
+
+@pytest.mark.parametrize("way", WAYS, ids=["resume", "sweep"])
 def test_a_gate_that_times_out_into_a_target_runs_the_rollback_then_cancels(way: Any) -> None:
     h, calls, run_id, _ = parked("rollback")
     h.clock.advance(HOUR + 1)

@@ -15,7 +15,8 @@ Dispositions (``s.on_timeout(...)``), each under the run's lease:
 * a target — it runs (a rollback, with its own ``ctx.state``), then the run
   ends ``cancelled`` whatever the rollback did (its row says how it went).
 
-Compensations (``on_cancel``) join the walk in a later step.
+A ``"cancel-run"`` timeout walks the run's compensations (``on_cancel``) like
+any cancellation.
 """
 
 from __future__ import annotations
@@ -187,7 +188,19 @@ async def settle_timeout(
                 with contextlib.suppress(Exception):
                     store.release_lock(lease_key(record.id), taken.token)
                 raise
-        final: RunStatus = "cancelled" if waiting.on_timeout == "cancel-run" else "failed"
+        if waiting.on_timeout == "cancel-run":
+            return await _cancel_run(
+                loaded,
+                record,
+                gate,
+                run,
+                actor=actor,
+                store=store,
+                lease=taken,
+                event=event,
+                notes=notes,
+            )
+        final: RunStatus = "failed"
 
         def settle(fresh: RunRecord) -> RunDelta | None:
             if fresh.status != "suspended":
@@ -216,6 +229,63 @@ async def settle_timeout(
         "timed-out",
         final,
         notes=[*notes, f"run {record.id}: {detail}; the run is {final}"],
+    )
+
+
+async def _cancel_run(
+    loaded: LoadedBuild,
+    record: RunRecord,
+    gate: str,
+    run: RunOptions,
+    *,
+    actor: str,
+    store: StateStore,
+    lease: LockAcquired,
+    event: RunEvent,
+    notes: list[str],
+) -> ResumeOutcome:
+    """``"cancel-run"``: the gate fails as timed out, then the run's compensations walk."""
+    from zuke.runs.compensate import walk_taken
+    from zuke.runs.resume import ResumeOutcome
+
+    now = event.at
+
+    def mark(fresh: RunRecord) -> RunDelta | None:
+        if fresh.status != "suspended":
+            return None
+        rows = {gate: _timed_out_rows(fresh, gate, now)[gate]}
+        return RunDelta(updated_at=now, targets=rows, events=(event,))
+
+    marked = update_run(store, record.id, mark)
+    if isinstance(marked, (Unchanged, GaveUp)):
+        raise AlreadyResumedError(
+            f"resume: run {record.id} changed while its timeout was settled "
+            f"(it is {marked.record.status} now)",
+            run_id=record.id,
+        )
+    result, _, warnings = await walk_taken(
+        store,
+        marked.record,
+        lease,
+        ttl_ms=lease_ttl_ms(run.env),
+        build=type(loaded.build),
+        env=run.env,
+        actor=actor,
+        clock=run.clock,
+        intended="cancelled",
+        reason=f"the run was cancelled: {event.detail}",
+        warn=run.on_warning,
+    )
+    ran = f"; ran {len(result.compensated)} compensation(s)" if result.compensated else ""
+    return ResumeOutcome(
+        record.id,
+        "timed-out",
+        result.status,
+        notes=[
+            *notes,
+            *warnings,
+            f"run {record.id}: {event.detail}{ran}; the run is {result.status}",
+        ],
     )
 
 
