@@ -229,3 +229,23 @@ def test_a_gate_without_a_timeout_never_times_out() -> None:
     [entry] = h.sweep().entries
     assert entry.action == "still-waiting"
     assert h.resume(run_id, "approved").status == "succeeded"
+
+
+def test_a_rollback_timeout_runs_the_rollback_then_the_compensations() -> None:
+    def deploy(self: Any, t: TargetBuilder) -> TargetBuilder:
+        def body(ctx: Any) -> None:
+            ctx.state.set({"at": "sit-api"})
+
+        return t.executes(body).on_cancel(self.undo)
+
+    calls_box: list[Any] = []
+
+    def undo(self: Any, t: TargetBuilder) -> TargetBuilder:
+        return t.executes(lambda ctx: calls_box.append(("undo", ctx.state.get())))
+
+    h, calls, run_id, _ = parked("rollback", extra={"deploy": target(deploy), "undo": target(undo)})
+    h.clock.advance(HOUR + 1)
+    assert by_sweep(h, run_id) == ("timed-out", "cancelled")
+    assert calls == [("rollback", {"at": "sit-api"})]
+    assert calls_box == [("undo", {"at": "sit-api"})]  # ctx.state: the original's meta
+    assert h.record(run_id).status == "cancelled" and h.store.list_locks() == []

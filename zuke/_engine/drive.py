@@ -48,11 +48,15 @@ async def drive(
     started: float,
     done: Mapping[str, Outcome] | None = None,
     settle_as: RunVerdict | None = None,
+    walk_plan: Plan | None = None,
 ) -> RunResult:
     """Run ``plan`` (minus ``done``) and settle the run: its verdict, record and lease.
 
     ``settle_as`` records a run that ran to its end as that status instead (a
     timed-out gate's rollback target runs, then the run ends ``cancelled``).
+    ``walk_plan`` is the plan a cancellation's compensation walk covers, when it
+    is not ``plan`` (the rollback's plan is just the rollback: the walk covers
+    the whole run).
     """
     writer = durable.writer if durable else None
     observer = Observers(options.observers, writer=writer, warn=options.on_warning)
@@ -102,7 +106,7 @@ async def drive(
                 verdict = settle_as
             if durable is not None and verdict == "cancelled" and not crashed:
                 verdict = await durable.close_cancelled(
-                    plan, scheduler.cancel_reason or "the run was cancelled"
+                    walk_plan or plan, scheduler.cancel_reason or "the run was cancelled"
                 )
             elif durable is not None:
                 await durable.close(verdict)

@@ -75,6 +75,7 @@ async def execute_resumed(
     *,
     actor: str,
     settle_as: RunVerdict | None = None,
+    walk_plan: Plan | None = None,
 ) -> RunResult:
     """Drive the rest of an adopted run; the lease is released on every way out."""
     started = time.perf_counter()
@@ -112,4 +113,5 @@ async def execute_resumed(
         started=started,
         done=done,
         settle_as=settle_as,
+        walk_plan=walk_plan,
     )

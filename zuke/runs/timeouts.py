@@ -332,7 +332,13 @@ async def _run_rollback(
         )
     adoption = Adoption(store, StoredRun(updated.record, updated.version), lease)
     # The record's graph gains the rollback's rows; the plan is just the rollback.
-    result = await execute_resumed(loaded, plan, adoption, run, actor=actor, settle_as="cancelled")
+    # The rollback runs, then the run's compensation walk covers the whole run.
+    from zuke._engine.resumed import plan_of
+
+    whole = await plan_of(loaded, record)
+    result = await execute_resumed(
+        loaded, plan, adoption, run, actor=actor, settle_as="cancelled", walk_plan=whole
+    )
     return ResumeOutcome(
         record.id,
         "timed-out",
