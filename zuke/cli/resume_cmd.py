@@ -150,7 +150,8 @@ def run_resume(
         report = asyncio.run(
             resume_check_async(build, store, run_id=run_id, resume=resume, run=options)
         )
-        out.write((sweep_json(report) if as_json else sweep_text(report)) + "\n")
+        text = json.dumps(report.as_json(), indent=2) if as_json else sweep_text(report)
+        out.write(text + "\n")
         return 0 if report.ok else 1
     outcome = asyncio.run(resume_run_async(build, store, run_id or "", resume, options))
     for note in outcome.notes:
@@ -179,19 +180,3 @@ def sweep_text(report: SweepReport) -> str:
         f"; reaped {c['reaped']}, skipped {c['skipped']}, {c['errors']} check error(s)."
     )
     return "\n".join(lines)
-
-
-def sweep_json(report: SweepReport) -> str:
-    runs = [
-        {
-            "id": e.run_id,
-            "build": e.build,
-            "gate": e.gate,
-            "action": e.action,
-            "result": e.result,
-            "detail": e.detail,
-            "error": e.errored,
-        }
-        for e in report.entries
-    ]
-    return json.dumps({"runs": runs, "counts": report.counts(), "ok": report.ok}, indent=2)

@@ -34,7 +34,6 @@ if TYPE_CHECKING:
     from zuke._engine.result import RunResult
     from zuke._engine.run import RunOptions
     from zuke._params import Parameter
-    from zuke.runs.sweep import SweepReport
     from zuke.state._protocol import StateStore
 
 #: Every tool, in the order they are listed.
@@ -230,7 +229,7 @@ class BuildTools:
                 resume=ResumeOptions(actor=self.actor),
                 run=self._run_options(),
             )
-            return sweep_json(report)
+            return report.as_json()
 
         if run_id is None:
             if not self.allow_run:
@@ -385,20 +384,3 @@ def result_json(result: RunResult, redactor: Redactor | None = None) -> dict[str
         "recordError": result.record_error,
     }
     return payload if redactor is None else redactor.json(payload)
-
-
-def sweep_json(report: SweepReport) -> dict[str, Any]:
-    """The summary ``zuke resume --check --json`` prints."""
-    runs = [
-        {
-            "id": e.run_id,
-            "build": e.build,
-            "gate": e.gate,
-            "action": e.action,
-            "result": e.result,
-            "detail": e.detail,
-            "error": e.errored,
-        }
-        for e in report.entries
-    ]
-    return {"runs": runs, "counts": report.counts(), "ok": report.ok}

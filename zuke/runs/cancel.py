@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from zuke._clock import SYSTEM_CLOCK, Clock, iso
@@ -40,7 +40,6 @@ from zuke.state.records import (
     RunEvent,
     RunRecord,
     RunStatus,
-    TargetRecord,
 )
 from zuke.state.update import GaveUp, update_run
 
@@ -116,17 +115,6 @@ def check_ownership(record: RunRecord, *, origin: str | None, build_name: str | 
         raise ForeignRunError(
             f"run {record.id} is a run of {record.build}, not of {build_name}", run_id=record.id
         )
-
-
-def stopped_rows(record: RunRecord, reason: str, now: str) -> dict[str, TargetRecord]:
-    """The rows of a run stopped from outside: running ones failed, unstarted ones skipped."""
-    rows = {}
-    for name, row in record.targets.items():
-        if row.status == "running":
-            rows[name] = replace(row, status="failed", error=reason, ended_at=now)
-        elif row.status in ("pending", "waiting"):
-            rows[name] = replace(row, status="skipped", ended_at=now, waiting_for=None)
-    return rows
 
 
 def cancel_run(

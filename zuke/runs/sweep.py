@@ -89,6 +89,22 @@ class SweepReport:
     def ok(self) -> bool:
         return self.failed == 0
 
+    def as_json(self) -> dict[str, Any]:
+        """The machine-readable summary (``zuke resume --check --json``, MCP ``resume_check``)."""
+        runs = [
+            {
+                "id": e.run_id,
+                "build": e.build,
+                "gate": e.gate,
+                "action": e.action,
+                "result": e.result,
+                "detail": e.detail,
+                "error": e.errored,
+            }
+            for e in self.entries
+        ]
+        return {"runs": runs, "counts": self.counts(), "ok": self.ok}
+
     def counts(self) -> dict[str, int]:
         return {
             "checked": self.checked,
@@ -132,8 +148,15 @@ async def resume_check_async(
                 graph = specs or load_for(build_cls, found.record, run).graph.specs
                 if not _ours(found.record, name, graph, run.env):
                     continue
-                reaped = reap_run(store, summary, specs=graph, actor=actor, clock=run.clock,
-                                  build=build_cls, env=run.env)  # fmt: skip
+                reaped = reap_run(
+                    store,
+                    summary,
+                    specs=graph,
+                    actor=actor,
+                    clock=run.clock,
+                    build=build_cls,
+                    env=run.env,
+                )
             except ZukeError as exc:
                 entries.append(SweepEntry(summary, name, "failed", status, detail=str(exc)))
                 continue
