@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from zuke.state._protocol import StateStore
 
 #: Commands of the command line; a target cannot take one of these names.
-RESERVED_TARGET_NAMES = frozenset({"graph", "runs", "resume", "cancel", "serve", "mcp"})
+RESERVED_TARGET_NAMES = frozenset({"graph", "runs", "resume", "cancel", "locks", "serve", "mcp"})
 
 #: Flags the command line owns; a parameter cannot take one of these names.
 RESERVED_PARAMETER_NAMES = frozenset(

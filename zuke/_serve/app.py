@@ -254,11 +254,21 @@ class StateApp:
         return json_response(200, {"renewed": True})
 
     def _release_lock(self, ns: str, key: str, request: Request) -> Response:
+        if parse_qs(urlsplit(request.target).query).get("force") == ["1"]:
+            return self._break_lock(ns, key)
         # A token that does not hold the key is a no-op answered 404: the
         # TypeScript client treats 2xx and 404 as done (and errors on 409).
         if not self._db.locks.release(ns, key, token(object_body(request))):
             raise refuse(404, "no claim with that token")
         return json_response(200, {"released": True})
+
+    def _break_lock(self, ns: str, key: str) -> Response:
+        # ``DELETE /locks/:key?force=1`` (our extension): remove the claim without its
+        # token. Always 200 with ``broken``, so a server without it (400/404) is told apart.
+        holder = self._db.locks.break_claim(ns, key)
+        if holder is None:
+            return json_response(200, {"broken": False})
+        return json_response(200, {"broken": True, "holder": holder_to_json(holder)})
 
     def _list_locks(self, ns: str, params: Mapping[str, str]) -> Response:
         run_id = params.get("runId")

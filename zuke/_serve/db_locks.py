@@ -37,7 +37,7 @@ class ListedClaim:
 
 
 class LockTable:
-    """Acquire, renew, release and list the fenced locks of every namespace."""
+    """Acquire, renew, release, break and list the fenced locks of every namespace."""
 
     def __init__(self, pool: Pool, clock: Clock) -> None:
         self._pool = pool
@@ -78,6 +78,16 @@ class LockTable:
                 return False
             _write(conn, ns, key, released)
             return True
+
+    def break_claim(self, ns: str, key: str) -> LockHolder | None:
+        """Remove ``key``'s claim whatever its token (the fence stays); the holder removed."""
+        with self._pool.write() as conn:
+            current = _read(conn, ns, key)
+            broken = lock_rules.break_claim(current)
+            if broken is None or current is None:
+                return None
+            _write(conn, ns, key, broken)
+            return current.holder
 
     def list(self, ns: str, *, run_id: str | None = None) -> list[ListedClaim]:
         """Every claim not released (live or expired), optionally of one run, by key."""

@@ -116,6 +116,7 @@ Usage:
   zuke runs list|show|prune ...
   zuke resume RUN_ID [--signal NAME [--data JSON]] | zuke resume --check [RUN_ID] [--json]
   zuke cancel RUN_ID [--actor NAME] [--wait 1m]
+  zuke locks list [--json] | zuke locks break KEY --reason TEXT [--force] [--actor NAME]
   zuke mcp [--no-run] [--no-cancel]
   zuke serve [--host 127.0.0.1] [--port 8780] [--db PATH]
 

@@ -1,4 +1,4 @@
-"""Run-management commands: ``zuke runs``, ``zuke cancel``, ``zuke serve``.
+"""Run-management commands: ``zuke runs``, ``zuke cancel``, ``zuke locks``, ``zuke serve``.
 
 Parsed with click (imported only when one of these commands is used). Each
 command calls a library function from :mod:`zuke.runs` and renders its
@@ -223,6 +223,54 @@ def cancel(run_id: str, actor: str | None, wait: str) -> None:
     inv.print(result.summary())
     for warning in result.warnings:
         inv.err.write(f"zuke: {warning}\n")
+
+
+@app.group("locks", invoke_without_command=True, context_settings=_HELP)
+@click.pass_context
+def locks_app(ctx: click.Context) -> None:
+    """See who holds which lock; break a stuck holder's claim."""
+    if ctx.invoked_subcommand is None:  # ``zuke locks`` alone lists them
+        ctx.invoke(locks_list)
+
+
+@locks_app.command("list", context_settings=_HELP)
+@click.option("--json", is_flag=True, help="machine-readable output")
+def locks_list(json: bool = False) -> None:
+    """List every claim not released: holder, run, since, expiry, fence."""
+    from zuke.runs.locks import list_locks
+
+    inv = _inv()
+    found = list_locks(open_store(inv.env, build=inv.build), clock=SYSTEM_CLOCK)
+    from zuke.cli import locks_view
+
+    inv.print(locks_view.locks_json(found) if json else locks_view.locks_table(found))
+
+
+@locks_app.command("break", context_settings=_HELP)
+@click.argument("key")
+@click.option("--reason", required=True, help="why (recorded on the holder's run)")
+@click.option("--force", is_flag=True, help="break even while the holder's run is alive")
+@click.option("--actor", help="who is breaking it (recorded)")
+def locks_break(key: str, reason: str, force: bool, actor: str | None) -> None:
+    """Remove a claim without its token; refused while its holder's run is alive.
+
+    KEY is the lock key (see zuke locks list).
+    """
+    from zuke._provenance import resolve_actor
+    from zuke.runs.locks import break_lock
+
+    inv = _inv()
+    result = break_lock(
+        open_store(inv.env, build=inv.build),
+        key,
+        reason=reason,
+        actor=resolve_actor(actor, inv.env),
+        force=force,
+        clock=SYSTEM_CLOCK,
+    )
+    inv.print(runs_view.safe(result.summary()))
+    for warning in result.warnings:
+        inv.err.write(f"zuke: {runs_view.safe(warning)}\n")
 
 
 def _build_if_present(file: str | None, env: Mapping[str, str]) -> type[Build] | None:

@@ -192,6 +192,31 @@ class FsLocks:
             except OSError as exc:
                 raise os_failure("remove", path, exc, directory=self._store_dir) from None
 
+    def break_claim(self, key: str) -> LockHolder | None:
+        """Remove ``key``'s claim file whatever its token; the holder removed, or ``None``.
+
+        The ``.fence`` file stays, so the next acquisition's fence is greater.
+        """
+        check_id(key, "lock key")
+        if not os.path.isdir(self._dir):
+            return None
+        with self._locked(key):
+            current = self._read_claim(key)
+            if current is None or lock_rules.break_claim(current) is None:
+                return None
+            # The fence file may lag the claim (written first, but a claim from an older
+            # store has none): make sure it is at least this claim's fence before removing it.
+            if self._read_number(self._path(key, ".fence")) < current.fence:
+                self._write(self._path(key, ".fence"), f"{current.fence}\n".encode())
+            path = self._path(key, ".json")
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                raise os_failure("remove", path, exc, directory=self._store_dir) from None
+            return current.holder
+
     def forget(self, key: str) -> None:
         """Remove every file of ``key`` unless a live claim holds it.
 

@@ -140,13 +140,24 @@ class StateStore(Protocol):
         """
         ...
 
+    def break_lock(self, key: str) -> LockHolder | None:
+        """Remove ``key``'s claim without its token (an operator's override).
+
+        Returns the holder removed, ``None`` if nothing was held. The key's
+        fence is kept, so the next acquisition's is strictly greater, and the
+        broken holder's token no longer renews. Newer than the other methods:
+        callers check for it with ``getattr`` so a third-party store lacking it
+        still works for everything else.
+        """
+        ...
+
 
 def can_append(store: object) -> bool:
     """Whether ``store`` can persist a delta (``append_run``) instead of the whole record.
 
     Checked by the method alone, not ``isinstance(store, JournalingStateStore)``:
     a runtime protocol check asks for every member, so a third-party store
-    lacking an unrelated, newer method (``list_locks``) would silently fall back
+    lacking an unrelated, newer method (``list_locks``, ``break_lock``) would silently fall back
     to whole-record writes, which are quadratic in the run's length.
     """
     return callable(getattr(store, "append_run", None))

@@ -326,5 +326,8 @@ class FileSystemStateStore:
     def release_lock(self, key: str, token: str) -> None:
         self._locks.release(key, token)
 
+    def break_lock(self, key: str) -> LockHolder | None:
+        return self._locks.break_claim(key)
+
     def list_locks(self, *, run_id: str | None = None) -> list[LockEntry]:
         return self._locks.entries(run_id)

@@ -2,8 +2,8 @@
 
 :class:`HttpStateStore` speaks the same wire contract as the TypeScript Zuke
 (runs with ETag compare-and-swap, ``/locks`` acquire/renew/release, and
-our ``GET /locks`` listing; see ``docs/state-api.md``), so one state service
-serves both implementations.
+our ``GET /locks`` listing and ``DELETE /locks/:key?force=1`` break; see
+``docs/state-api.md``), so one state service serves both implementations.
 This module decides what each answer means for its call; the request
 mechanics and the failures every call shares live in
 :mod:`zuke.state._http_client`.
@@ -63,6 +63,8 @@ if TYPE_CHECKING:
 # Statuses with which a server that lacks PATCH turns it down.
 _NO_PATCH_STATUSES = frozenset({404, 405, 501})
 _NO_FILTER = RunQuery()
+# Statuses with which a server that cannot break locks (no token given) turns it down.
+_NO_BREAK_STATUSES = frozenset({400, 404, 405, 501})
 
 
 class HttpStateStore:
@@ -235,6 +237,27 @@ class HttpStateStore:
         # 404 (no such claim) and 409 (someone else's claim) both mean "nothing of ours".
         if reply.status not in (404, 409) and not reply.ok:
             raise self._wire.unexpected(reply)
+
+    def break_lock(self, key: str) -> LockHolder | None:
+        """``DELETE /locks/:key?force=1`` (our extension); a server without it: StateError."""
+        reply = self._wire.send(
+            "DELETE", _lock_path(key), params={"force": "1"}, handles=_NO_BREAK_STATUSES
+        )
+        raw = self._wire.json(reply, "a lock break") if reply.status == 200 else None
+        if not isinstance(raw, dict) or type(raw.get("broken")) is not bool:
+            if reply.status in _NO_BREAK_STATUSES or reply.status == 200:
+                raise StateError(
+                    f"state: the state service at {self._wire.shown_url} cannot break locks "
+                    f"(DELETE /locks/:key?force=1 answered {reply.status}); it needs a "
+                    "zuke serve with lock breaking"
+                )
+            raise self._wire.unexpected(reply)
+        if not raw["broken"]:
+            return None
+        try:
+            return parse_holder(raw.get("holder"))
+        except CorruptRecordError:
+            raise self._wire.bad_body(reply, "a lock break {broken, holder}") from None
 
     def list_locks(self, *, run_id: str | None = None) -> list[LockEntry]:
         """``GET /locks`` (our extension); a server without it raises :class:`StateError`."""

@@ -14,7 +14,10 @@ The rules:
 * *expired is not abandoned*: the holder whose token still matches renews
   even past expiry, until somebody else acquires the key and replaces the
   token;
-* a release by a token that no longer holds the key changes nothing.
+* a release by a token that no longer holds the key changes nothing;
+* an operator may *break* a claim without its token (``zuke locks break``):
+  it is released as by its holder, so the fence is kept and the next
+  acquisition's is still greater, and the broken token can no longer renew.
 """
 
 from __future__ import annotations
@@ -100,6 +103,13 @@ def release(current: ClaimState | None, token: str) -> ClaimState | None:
     return ClaimState(fence=current.fence)
 
 
+def break_claim(current: ClaimState | None) -> ClaimState | None:
+    """The state with the claim removed (fence kept), or ``None`` when nothing is claimed."""
+    if current is None or not current.claimed:
+        return None
+    return ClaimState(fence=current.fence)
+
+
 def _holds(state: ClaimState, token: str) -> bool:
     # Constant-time: a token is a bearer credential on the HTTP service. hmac is
     # imported here: it loads OpenSSL (about 2 ms), which a listing never needs.
@@ -115,6 +125,7 @@ __all__ = [
     "Granted",
     "Refused",
     "acquire",
+    "break_claim",
     "release",
     "renew",
 ]

@@ -152,6 +152,16 @@ class MemoryStateStore:
             if released is not None:
                 self._claims[key] = released
 
+    def break_lock(self, key: str) -> LockHolder | None:
+        check_id(key, "lock key")
+        with self._mutex:
+            current = self._claims.get(key)
+            broken = lock_rules.break_claim(current)
+            if broken is None or current is None:
+                return None
+            self._claims[key] = broken
+            return current.holder
+
     def list_locks(self, *, run_id: str | None = None) -> list[LockEntry]:
         with self._mutex:
             claims = sorted(self._claims.items())

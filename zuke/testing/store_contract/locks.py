@@ -1,4 +1,7 @@
-"""Lock scenarios: acquire, renew, release, expiry takeover, fences, ``list_locks``, TTL bounds.
+"""Lock scenarios: acquire, renew, release, expiry takeover, fences, ``list_locks``,
+``break_lock``, TTL bounds.
+
+A store without ``break_lock`` (newer than the rest of the protocol) skips its scenarios.
 
 Also the lock-key safety scenario: every lock method refuses an unsafe key.
 """
@@ -186,6 +189,45 @@ class LockScenarios(ContractBase):
         assert [e.key for e in listed] == sorted([keys[0], keys[2]])
         assert store.list_locks(run_id=fresh("run")) == []
 
+    # ------------------------------------------------------------------ break
+
+    def _breaker(self, store: StateStore) -> StateStore:
+        if not callable(getattr(store, "break_lock", None)):
+            pytest.skip("this store has no break_lock")
+        return store
+
+    def test_break_removes_a_live_claim_and_returns_its_holder(self, store: StateStore) -> None:
+        store = self._breaker(store)
+        key = fresh("lock")
+        broken = self._acquired(store, key, self.live_ttl_ms, who="run-stuck")
+        assert store.break_lock(key) == sample_holder("run-stuck")
+        assert all(e.key != key for e in store.list_locks())
+        assert store.renew_lock(key, broken.token, self.live_ttl_ms) is False
+        after = self._acquired(store, key, self.live_ttl_ms, who="b")
+        assert after.fence > broken.fence
+        store.release_lock(key, broken.token)  # the broken token releases nothing
+        assert store.acquire_lock(key, sample_holder("c"), self.live_ttl_ms) == LockHeld(
+            holder=sample_holder("b")
+        )
+
+    def test_break_of_an_expired_claim_returns_its_holder(self, store: StateStore) -> None:
+        store = self._breaker(store)
+        key = fresh("lock")
+        lapsed = self._acquired(store, key, self.lock_ttl_ms, who="run-gone")
+        self.lapse(store, self.lock_ttl_ms)
+        assert store.break_lock(key) == sample_holder("run-gone")
+        assert store.renew_lock(key, lapsed.token, self.live_ttl_ms) is False
+        assert self._acquired(store, key, self.live_ttl_ms).fence > lapsed.fence
+
+    def test_breaking_a_free_or_released_key_returns_none(self, store: StateStore) -> None:
+        store = self._breaker(store)
+        assert store.break_lock(fresh("lock")) is None
+        key = fresh("lock")
+        released = self._acquired(store, key, self.live_ttl_ms)
+        store.release_lock(key, released.token)
+        assert store.break_lock(key) is None
+        assert self._acquired(store, key, self.live_ttl_ms).fence > released.fence
+
     def test_ttls_from_one_ms_to_366_days_are_accepted_and_longer_ones_refused(
         self, store: StateStore
     ) -> None:
@@ -224,6 +266,8 @@ class LockScenarios(ContractBase):
             lambda: store.renew_lock(bad, "token", self.live_ttl_ms),
             lambda: store.release_lock(bad, "token"),
         ]
+        if callable(getattr(store, "break_lock", None)):
+            calls.append(lambda: store.break_lock(bad))
         for call in calls:
             with pytest.raises(UnsafeIdError):
                 call()
