@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import BuildWriter, CliRunner
+from zuke import LockAcquired, LockHolder
 from zuke.state.filesystem import FileSystemStateStore
 from zuke.state.records import RunRecord, TargetRecord
 
@@ -185,6 +186,23 @@ def test_a_build_run_with_state_can_be_listed_and_shown(
 def test_show_names_the_claims_a_running_run_holds(runs_dir: Path, cli: CliRunner) -> None:
     result = cli("runs", "show", "r3")
     assert "  holding:  deploy-api, zuke-run-r3" in result.out
+
+
+def test_show_names_a_running_runs_live_holder_and_its_locks(
+    runs_dir: Path, cli: CliRunner
+) -> None:
+    store = FileSystemStateStore(runs_dir / ".zuke" / "runs")
+    holder = LockHolder(actor="bob", run_id="r3", since="2026-03-01T00:00:00.000Z")
+    assert isinstance(store.acquire_lock("zuke-run-r3", holder, 60_000), LockAcquired)
+    assert isinstance(store.acquire_lock("deploy-api", holder, 60_000), LockAcquired)
+    result = cli("runs", "show", "r3")
+    assert "  held by:  bob since 2026-03-01T00:00:00.000Z (lease live, until " in result.out
+    assert "  lock:     deploy-api fence 1, live until " in result.out
+
+
+def test_show_says_when_nobody_holds_a_running_run(runs_dir: Path, cli: CliRunner) -> None:
+    result = cli("runs", "show", "r3")  # its record says running, but no lease is held
+    assert "held by:  nobody (its lease is free: `zuke resume --check` reaps it)" in result.out
 
 
 # -- help and usage errors (click) ----------------------------------------------

@@ -23,7 +23,7 @@ import click
 
 from zuke._clock import SYSTEM_CLOCK, iso, parse_iso
 from zuke._duration import parse_duration
-from zuke._errors import UsageError
+from zuke._errors import UsageError, ZukeError
 from zuke._loader import find_build_file, load_build_class
 from zuke.cli import runs_view
 from zuke.runs import (
@@ -168,8 +168,18 @@ def runs_show(run_id: str, json: bool) -> None:
     RUN_ID is the run's id.
     """
     inv = _inv()
-    record = show_run(open_store(inv.env, build=inv.build), run_id)
-    inv.print(runs_view.record_json(record) if json else runs_view.record_text(record))
+    store = open_store(inv.env, build=inv.build)
+    record = show_run(store, run_id)
+    if json:
+        inv.print(runs_view.record_json(record))
+        return
+    claims = None
+    if record.status in ("running", "cancelling"):  # who holds it now, from the store
+        try:
+            claims = store.list_locks(run_id=run_id)
+        except (ZukeError, AttributeError, NotImplementedError):
+            claims = None  # a store that cannot list locks: the record's view only
+    inv.print(runs_view.record_text(record, claims=claims, now_ms=SYSTEM_CLOCK.now_ms()))
 
 
 @runs_app.command("prune", context_settings=_HELP)

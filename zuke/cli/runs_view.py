@@ -12,10 +12,11 @@ import json
 import re
 from collections.abc import Sequence
 
-from zuke._clock import parse_iso
+from zuke._clock import iso, parse_iso
 from zuke._duration import format_duration
 from zuke.cli.hints import resume_commands
 from zuke.runs import RunCounts
+from zuke.state._protocol import LockEntry
 from zuke.state.records import RunRecord, RunSummary
 from zuke.state.wire import record_to_json, summary_to_json
 
@@ -95,7 +96,31 @@ def _duration(started: str | None, ended: str | None) -> str:
     return format_duration(b - a) if a is not None and b is not None else ""
 
 
-def record_text(r: RunRecord) -> str:
+def holder_lines(r: RunRecord, claims: Sequence[LockEntry], now_ms: int) -> list[str]:
+    """Who holds a running run now (its lease), and the locks the store says it holds."""
+    lease = f"zuke-run-{r.id}"
+    lines = []
+    for claim in claims:
+        state = "lapsed" if claim.expires_at <= now_ms else "live"
+        until = iso(claim.expires_at)
+        if claim.key == lease:
+            lines.append(
+                f"  held by:  {safe(claim.holder.actor)} since {safe(claim.holder.since)} "
+                f"(lease {state}, until {until})"
+            )
+    others = [c for c in claims if c.key != lease]
+    if not any(c.key == lease for c in claims):
+        lines.append("  held by:  nobody (its lease is free: `zuke resume --check` reaps it)")
+    for claim in others:
+        state = "lapsed" if claim.expires_at <= now_ms else "live"
+        lines.append(
+            f"  lock:     {safe(claim.key)} fence {claim.fence}, {state} until "
+            f"{iso(claim.expires_at)}"
+        )
+    return lines
+
+
+def record_text(r: RunRecord, *, claims: Sequence[LockEntry] | None = None, now_ms: int = 0) -> str:
     build_id = f" ({safe(r.build_id)})" if r.build_id else ""
     lines = [
         f"Run {safe(r.id)}",
@@ -114,6 +139,8 @@ def record_text(r: RunRecord) -> str:
         )
     if r.locks:
         lines.append(f"  holding:  {', '.join(safe(k) for k in sorted(r.locks))}")
+    if claims is not None:
+        lines.extend(holder_lines(r, claims, now_ms))
     if r.params:
         lines.append("Parameters:")
         lines.extend(f"  {safe(k)} = {safe(v)}" for k, v in r.params.items())
