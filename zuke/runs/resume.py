@@ -34,10 +34,8 @@ from typing import Any, Literal
 
 from zuke._build import Build
 from zuke._clock import iso, parse_iso
-from zuke._engine.claims import acquire_lease, lease_key
-from zuke._engine.durable import lease_ttl_ms
+from zuke._engine.claims import lease_key
 from zuke._engine.plan import Plan
-from zuke._engine.record import ci_run_url
 from zuke._engine.result import RunResult
 from zuke._engine.resumed import Adoption, execute_resumed, graph_drift, plan_of
 from zuke._engine.run import LoadedBuild, RunOptions, load
@@ -51,9 +49,15 @@ from zuke._errors import (
 )
 from zuke._provenance import build_origin, resolve_actor
 from zuke.runs.cancel import check_ownership
-from zuke.runs.timeouts import expired_gate, settle_timeout, timeout_refusal, unfinished_rollback
+from zuke.runs.timeouts import (
+    expired_gate,
+    settle_timeout,
+    take_run_lease,
+    timeout_refusal,
+    unfinished_rollback,
+)
 from zuke.state._ids import check_id
-from zuke.state._protocol import LockHeld, LockHolder, StateStore, StoredRun
+from zuke.state._protocol import StateStore, StoredRun
 from zuke.state.records import RunDelta, RunEvent, RunRecord, Signal
 from zuke.state.update import GaveUp, Unchanged, update_run
 
@@ -235,15 +239,11 @@ async def resume_now(
     record = found.record
     rollback = await unfinished_rollback(loaded, record)  # then the rest is the rollback
     now = run.clock.now_ms()
-    holder = LockHolder(actor, record.id, iso(now), ci_run_url(run.env))
-    taken = await acquire_lease(store, record.id, holder, ttl_ms=lease_ttl_ms(run.env))
-    if isinstance(taken, LockHeld):
-        raise AlreadyResumedError(
-            f"resume: run {record.id} is being resumed by {taken.holder.actor} (it holds the "
-            "run's lease); nothing to do",
-            run_id=record.id,
-            by=taken.holder.actor,
-        )
+    held = (
+        f"resume: run {record.id} is being resumed by {{actor}} (it holds the run's lease); "
+        "nothing to do"
+    )
+    taken = await take_run_lease(store, record, run, actor=actor, held=held)
     try:
         change = _to_running(
             resume,

@@ -129,6 +129,29 @@ def _timed_out_rows(
     return rows
 
 
+async def take_run_lease(
+    store: StateStore, record: RunRecord, run: RunOptions, *, actor: str, held: str
+) -> LockAcquired:
+    """Take the run's lease for this resumer, or refuse: ``held`` is the refusal, with
+    ``{actor}`` standing for the holder (a live process, or another resumer)."""
+    holder = LockHolder(actor, record.id, iso(run.clock.now_ms()), ci_run_url(run.env))
+    taken = await acquire_lease(store, record.id, holder, ttl_ms=lease_ttl_ms(run.env))
+    if isinstance(taken, LockHeld):
+        raise AlreadyResumedError(
+            held.format(actor=taken.holder.actor), run_id=record.id, by=taken.holder.actor
+        )
+    return taken
+
+
+def changed_under_us(record_id: str, outcome: Unchanged | GaveUp) -> AlreadyResumedError:
+    """The record moved while a timeout was being settled: someone else has the run."""
+    return AlreadyResumedError(
+        f"resume: run {record_id} changed while its timeout was settled "
+        f"(it is {outcome.record.status} now)",
+        run_id=record_id,
+    )
+
+
 async def settle_timeout(
     loaded: LoadedBuild,
     record: RunRecord,
@@ -150,16 +173,9 @@ async def settle_timeout(
             f"build no longer has; restore that target to roll back, or: zuke cancel {record.id}",
             run_id=record.id,
         )
-    now_ms = run.clock.now_ms()
-    now = iso(now_ms)
-    holder = LockHolder(actor, record.id, now, ci_run_url(run.env))
-    taken = await acquire_lease(store, record.id, holder, ttl_ms=lease_ttl_ms(run.env))
-    if isinstance(taken, LockHeld):
-        raise AlreadyResumedError(
-            f"resume: run {record.id} is held by {taken.holder.actor}; its timeout is theirs",
-            run_id=record.id,
-            by=taken.holder.actor,
-        )
+    now = iso(run.clock.now_ms())
+    held = f"resume: run {record.id} is held by {{actor}}; its timeout is theirs"
+    taken = await take_run_lease(store, record, run, actor=actor, held=held)
     detail = f"gate {gate!r} timed out at {waiting.deadline}"
     event = RunEvent(
         at=now,
@@ -219,11 +235,7 @@ async def settle_timeout(
         if not waiting.on_timeout_is_target:
             store.release_lock(lease_key(record.id), taken.token)
     if isinstance(outcome, (Unchanged, GaveUp)):
-        raise AlreadyResumedError(
-            f"resume: run {record.id} changed while its timeout was settled "
-            f"(it is {outcome.record.status} now)",
-            run_id=record.id,
-        )
+        raise changed_under_us(record.id, outcome)
     return ResumeOutcome(
         record.id,
         "timed-out",
@@ -258,11 +270,7 @@ async def _cancel_run(
 
     marked = update_run(store, record.id, mark)
     if isinstance(marked, (Unchanged, GaveUp)):
-        raise AlreadyResumedError(
-            f"resume: run {record.id} changed while its timeout was settled "
-            f"(it is {marked.record.status} now)",
-            run_id=record.id,
-        )
+        raise changed_under_us(record.id, marked)
     result, _, warnings = await walk_taken(
         store,
         marked.record,
@@ -327,9 +335,7 @@ async def _run_rollback(
 
     updated = update_run(store, record.id, to_running)
     if isinstance(updated, (Unchanged, GaveUp)):  # the caller gives the lease back
-        raise AlreadyResumedError(
-            f"resume: run {record.id} changed while its timeout was settled", run_id=record.id
-        )
+        raise changed_under_us(record.id, updated)
     adoption = Adoption(store, StoredRun(updated.record, updated.version), lease)
     # The record's graph gains the rollback's rows; the plan is just the rollback.
     # The rollback runs, then the run's compensation walk covers the whole run.
@@ -353,14 +359,9 @@ async def settle_failed_gate(
 ) -> RunStatus:
     """A gate whose trigger reported it cannot succeed: the gate fails, and so does the run."""
     now = iso(run.clock.now_ms())
-    holder = LockHolder(actor, record.id, now, ci_run_url(run.env))
-    taken = await acquire_lease(store, record.id, holder, ttl_ms=lease_ttl_ms(run.env))
-    if isinstance(taken, LockHeld):
-        raise AlreadyResumedError(
-            f"run {record.id} is held by {taken.holder.actor}",
-            run_id=record.id,
-            by=taken.holder.actor,
-        )
+    taken = await take_run_lease(
+        store, record, run, actor=actor, held=f"run {record.id} is held by {{actor}}"
+    )
     event = RunEvent(at=now, tool="wait-failed", actor=actor, detail=f"gate {gate!r}: {reason}")
 
     def settle(fresh: RunRecord) -> RunDelta | None:
