@@ -16,12 +16,12 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import CliResult, CliRunner
+from tests.conftest import CliRunner
+from tests.engine.record_support import record_failure_line, the_record
 from tests.serve.support import TOKEN, ServerProcess, running_server
 from zuke import Build, Context, StateStore, target
 from zuke._engine import writer as writer_module
 from zuke.state.http import HttpStateStore
-from zuke.state.records import RunRecord
 
 BIG = "x" * 8000  # over the service's 4 KB limit once it rides in a write
 
@@ -82,22 +82,6 @@ def release_build(store: StateStore, body: Any) -> type[Build]:
     return Release
 
 
-def the_record(store: StateStore) -> RunRecord:
-    runs = store.list_runs()
-    assert len(runs) == 1
-    found = store.get_run(runs[0].id)
-    assert found is not None
-    return found.record
-
-
-def the_line(result: CliResult) -> str:
-    assert result.code == 1, result.text
-    lines = [ln for ln in result.err.splitlines() if ln.startswith("zuke: could not record")]
-    assert len(lines) == 1, result.err
-    assert "Build succeeded" not in result.text
-    return lines[0]
-
-
 def test_a_413_for_the_runs_writes_marks_the_record_degraded_and_exits_1(
     server: ServerProcess, cli: CliRunner, stores: list[HttpStateStore]
 ) -> None:
@@ -108,7 +92,7 @@ def test_a_413_for_the_runs_writes_marks_the_record_degraded_and_exits_1(
         ctx.state.set({"changelog": BIG})  # every later write of its row is too large
 
     result = cli("publish", build=release_build(store, publish))
-    line = the_line(result)
+    line = record_failure_line(result)
     assert "HTTP 413" in line
     assert server.url in line
     assert "the record is left failed and marked degraded" in line
@@ -151,7 +135,7 @@ def test_a_500_that_lasts_exits_1_and_leaves_the_record_running(
         transport.armed = True
 
     result = cli("publish", build=release_build(store, publish))
-    line = the_line(result)
+    line = record_failure_line(result)
     assert "failed with HTTP 500" in line
     assert "the record is left running and could not be marked degraded" in line
     record = the_record(store)

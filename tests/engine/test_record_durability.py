@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import CliResult, CliRunner
+from tests.engine.record_support import record_failure_line, record_failure_lines, the_record
 from zuke import Build, StateStore, target
 from zuke._engine import writer as writer_module
 from zuke.state import _files
@@ -82,14 +83,6 @@ def chain_build(store: StateStore | None = None, arm: Any = None) -> type[Build]
     return Chain
 
 
-def the_record(store: StateStore) -> RunRecord:
-    runs = store.list_runs()
-    assert len(runs) == 1
-    found = store.get_run(runs[0].id)
-    assert found is not None
-    return found.record
-
-
 def assert_honest(record: RunRecord) -> None:
     """A record never claims success it cannot show."""
     if record.status == "succeeded":
@@ -97,17 +90,10 @@ def assert_honest(record: RunRecord) -> None:
         assert unsettled == [], f"succeeded with {unsettled} not succeeded"
 
 
-def record_failure_lines(result: CliResult) -> list[str]:
-    return [line for line in result.err.splitlines() if line.startswith("zuke: could not record")]
-
-
 def assert_reported(result: CliResult) -> str:
-    assert result.code == 1, result.text
-    lines = record_failure_lines(result)
-    assert len(lines) == 1, result.err
-    assert "Build succeeded" not in result.text
+    line = record_failure_line(result)
     assert "Run not recorded — 3/3 targets succeeded" in result.out
-    return lines[0]
+    return line
 
 
 def test_one_failed_write_is_retried_and_the_writer_is_never_dropped(cli: CliRunner) -> None:
