@@ -208,7 +208,7 @@ def run_targets(
 
 
 def entrypoint() -> None:
-    """The console script: exit with :func:`main`'s code without waiting on stray threads."""
+    """The console script: exit with :func:`main`'s code."""
     _exit(main)
 
 
@@ -220,17 +220,9 @@ def _exit(run_main: Callable[[], int]) -> None:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         code = EXIT_FAILED
-    _exit_now_if_bodies_linger(code)
+    # No body thread outlives the run (an attempt ends only when its body returned),
+    # so a plain exit never kills work mid-way; a second Ctrl-C is the one way out.
     sys.exit(code)
-
-
-def _exit_now_if_bodies_linger(code: int) -> None:
-    # A timed-out synchronous body cannot be stopped; the interpreter would wait
-    # for its thread at exit. The run is over, so leave without it.
-    if any(t.name.startswith("zuke-body") and t.is_alive() for t in threading.enumerate()):
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
 
 
 def run(build: type[Build], argv: Sequence[str] | None = None) -> None:
