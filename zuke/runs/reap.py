@@ -19,21 +19,21 @@ their recorded tokens: nobody holds them any more, and the resumed run takes
 its locks again. A run left ``cancelling`` by a process that died mid-walk has its
 walk resumed — the compensations not yet recorded done run, none twice — and
 ends ``intendedTerminal`` (``cancelled`` if none was recorded); a run settled
-``failed`` past its deadline gets its compensations the same way. Both need
-the build (``build``); without it they settle without compensations.
+``failed`` past its deadline gets its compensations the same way (the build
+is loaded with the run's recorded parameters to run them).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from zuke._clock import Clock, iso, parse_iso
 from zuke._engine.claims import lease_key
 from zuke._engine.plan import TargetSpec
 from zuke.state._protocol import LockAcquired, LockHolder, StateStore
-from zuke.state.records import RunDelta, RunEvent, RunRecord, RunStatus, TargetRecord
+from zuke.state.records import RunDelta, RunEvent, RunRecord, RunStatus
 from zuke.state.update import Updated, update_run
 
 if TYPE_CHECKING:
@@ -69,16 +69,6 @@ def graph_matches(record: RunRecord, specs: Mapping[str, TargetSpec]) -> bool:
     )
 
 
-def _ended_rows(record: RunRecord, error: str, now: str) -> dict[str, TargetRecord]:
-    rows = {}
-    for name, row in record.targets.items():
-        if row.status in ("running", "waiting"):
-            rows[name] = replace(row, status="failed", error=error, ended_at=now, waiting_for=None)
-        elif row.status == "pending":
-            rows[name] = replace(row, status="skipped", ended_at=now)
-    return rows
-
-
 def reap_run(
     store: StateStore,
     run_id: str,
@@ -86,13 +76,14 @@ def reap_run(
     specs: Mapping[str, TargetSpec],
     actor: str,
     clock: Clock,
-    build: type[Build] | None = None,
-    env: Mapping[str, str] | None = None,
+    build: type[Build],
+    env: Mapping[str, str],
 ) -> Reaped:
     """Reap one ``running`` or ``cancelling`` run if its holder is gone.
 
-    With ``build``, a ``cancelling`` run and a run past its deadline are settled
-    with their compensation walk (:mod:`zuke.runs.compensate`).
+    A ``cancelling`` run and a run past its deadline are settled with their
+    compensation walk (:mod:`zuke.runs.compensate`); any other goes back to
+    ``suspended``.
     """
     now_ms = clock.now_ms()
     holder = LockHolder(actor, run_id, iso(now_ms))
@@ -102,12 +93,12 @@ def reap_run(
     try:
         found = store.get_run(run_id)
         record = found.record if found is not None else None
-        if build is not None and record is not None:
-            walked = _walk_if_due(store, record, taken, specs=specs, build=build, env=env or {},
+        if record is not None:
+            walked = _walk_if_due(store, record, taken, specs=specs, build=build, env=env,
                                   actor=actor, clock=clock)  # fmt: skip
             if walked is not None:
                 return walked
-        return _reap_held(store, run_id, specs=specs, actor=actor, now_ms=now_ms)
+        return _return_to_suspended(store, run_id, actor=actor, now_ms=now_ms)
     finally:
         store.release_lock(lease_key(run_id), taken.token)
 
@@ -156,9 +147,8 @@ def _walk_if_due(
     return Reaped(record.id, action, result.status, why)
 
 
-def _reap_held(
-    store: StateStore, run_id: str, *, specs: Mapping[str, TargetSpec], actor: str, now_ms: int
-) -> Reaped:
+def _return_to_suspended(store: StateStore, run_id: str, *, actor: str, now_ms: int) -> Reaped:
+    """A ``running`` run whose holder is gone goes back to ``suspended``, for a resume."""
     now = iso(now_ms)
     outcome: dict[str, Reaped] = {}
     tokens: dict[str, str] = {}
@@ -167,41 +157,15 @@ def _reap_held(
         # The dead holder's claims go with it (a resumed run takes its locks again).
         tokens.clear()
         tokens.update({k: v for k, v in record.locks.items() if k != lease_key(run_id)})
-        lease: dict[str, str | None] = dict.fromkeys(record.locks)
-        if record.status == "cancelling":
-            final = record.intended_terminal or "cancelled"
-            why = f"finished {final}: the process cancelling it was gone"
-            outcome["r"] = Reaped(run_id, "finished", final, why)
-            return RunDelta(
-                updated_at=now,
-                status=final,
-                locks=lease,
-                events=(RunEvent(at=now, tool="reap", actor=actor, detail=why),),
-                targets=_ended_rows(record, f"the run was {final}", now),
-            )
-        if record.status != "running":
+        if record.status != "running":  # e.g. marked cancelling meanwhile: the next sweep
             outcome["r"] = Reaped(run_id, "unchanged", record.status, "no longer running")
             return None
-        if past_deadline(record, now_ms) and graph_matches(record, specs):
-            why = (
-                f"settled failed: its lease had lapsed and its deadline ({record.deadline_at}) "
-                "passed"
-            )
-            outcome["r"] = Reaped(run_id, "settled", "failed", why)
-            return RunDelta(
-                updated_at=now,
-                status="failed",
-                intended_terminal="failed",
-                locks=lease,
-                events=(RunEvent(at=now, tool="reap", actor=actor, detail=why),),
-                targets=_ended_rows(record, "abandoned past the run's deadline", now),
-            )
         why = "returned to suspended: its lease had lapsed (its process is gone)"
         outcome["r"] = Reaped(run_id, "returned", "suspended", why)
         return RunDelta(
             updated_at=now,
             status="suspended",
-            locks=lease,
+            locks=dict.fromkeys(record.locks),
             events=(RunEvent(at=now, tool="reap", actor=actor, detail=why),),
         )
 
