@@ -24,6 +24,7 @@ from zuke._duration import Duration, parse_duration
 from zuke._errors import BuildDefinitionError
 
 if TYPE_CHECKING:
+    from zuke._fan_out import ForEachSettings
     from zuke._lock_settings import LockSettings
     from zuke._waits import WaitSettings
 
@@ -57,7 +58,12 @@ class TargetBuilder:
         self._lock: Callable[[LockSettings], Any] | None = None
         self._wait: Callable[[WaitSettings], Any] | None = None
         self._effects: list[tuple[str, Callable[..., Any]]] = []
-        self._on_cancel: Target | None = None
+        self._on_cancel: Target | TargetBuilder | None = None
+        #: ``for_each(items, factory, configure)``: the fan-out, if this target is one
+        self._for_each: (
+            tuple[Callable[[], Any], Callable[[Any, int], Any], Callable[[ForEachSettings], Any]]
+            | None
+        ) = None
 
     def description(self, text: str) -> TargetBuilder:
         """Shown in ``--list``, help and the graph."""
@@ -131,10 +137,40 @@ class TargetBuilder:
         self._effects.append((name, body))
         return self
 
-    def on_cancel(self, compensation: Target) -> TargetBuilder:
+    def on_cancel(self, compensation: Target | TargetBuilder) -> TargetBuilder:
         """Undo this target when its run is cancelled: ``compensation`` runs if and only if
-        this target succeeded, with this target's ``ctx.state`` (see docs/cancellation.md)."""
-        self._on_cancel = _as_handle(compensation, f"{self._label()}.on_cancel()")
+        this target succeeded, with this target's ``ctx.state`` (see docs/cancellation.md).
+
+        A fan-out stage may also name a free ``target()`` builder, which sees the
+        item through its closure (see docs/fan-out.md)."""
+        if isinstance(compensation, TargetBuilder) and compensation.name is None:
+            self._on_cancel = compensation
+        else:
+            self._on_cancel = _as_handle(compensation, f"{self._label()}.on_cancel()")
+        return self
+
+    def for_each(
+        self,
+        items: Callable[[], Any],
+        factory: Callable[[Any, int], Any],
+        configure: Callable[[ForEachSettings], Any] | None = None,
+    ) -> TargetBuilder:
+        """Fan out: run the stages ``factory(item, index)`` returns for every item of
+        ``items()`` (read when the target runs), each item's stages in order, up to
+        ``s.concurrency(n)`` items at once (see docs/fan-out.md)."""
+        where = f"{self._label()}.for_each()"
+        if not callable(items):
+            raise BuildDefinitionError(
+                f"{where}: items must be a function returning the items (lambda: "
+                f"self.repos.value), got {items!r}"
+            )
+        if not callable(factory):
+            raise BuildDefinitionError(
+                f"{where}: factory must be a function of (item, index) returning the stages"
+            )
+        if configure is not None and not callable(configure):
+            raise BuildDefinitionError(f"{where}: configure must be a function of the settings")
+        self._for_each = (items, factory, configure or (lambda s: None))
         return self
 
     def _label(self) -> str:

@@ -32,6 +32,8 @@ def verdict_of(outcomes: Mapping[str, Any], plan: Plan, cancelled: bool) -> RunV
     if cancelled:
         return "cancelled"
     for name, outcome in outcomes.items():
+        if name not in plan.specs:
+            continue  # a fan-out's item: the fan-out's own outcome says what it means
         if outcome.status == "failed" and not plan.specs[name].proceed_after_failure:
             return "failed"
         if outcome.status == "skipped" and name not in plan.skipped:
@@ -47,6 +49,7 @@ async def drive(
     options: RunOptions,
     started: float,
     done: Mapping[str, Outcome] | None = None,
+    earlier: Mapping[str, Outcome] | None = None,
     settle_as: RunVerdict | None = None,
     walk_plan: Plan | None = None,
 ) -> RunResult:
@@ -81,6 +84,7 @@ async def drive(
             gate=hooks.gate if hooks else None,
             effects=hooks.effects if hooks else None,
             done=done,
+            earlier=earlier,
             on_cancel=(lambda: children.terminate_new(existing))
             if options.handle_signals
             else None,

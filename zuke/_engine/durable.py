@@ -48,9 +48,17 @@ def lease_ttl_ms(env: Mapping[str, str]) -> int:
 
 
 def needs_state(plan: Plan) -> bool:
-    """Whether a feature of the plan needs a store even without ``--state``."""
+    """Whether a feature of the plan needs a store even without ``--state``.
+
+    A fan-out does: its items may hold gates, locks or compensations that are
+    known only once it runs, and its per-item verdicts belong in the record.
+    """
     return any(
-        spec.lock is not None or spec.wait is not None or spec.effects or spec.on_cancel
+        spec.lock is not None
+        or spec.wait is not None
+        or spec.effects
+        or spec.on_cancel
+        or spec.fan_out is not None
         for spec in plan.specs.values()
     )
 

@@ -41,6 +41,21 @@ class Transition:
     waiting_for: WaitingFor | None = None
 
 
+@dataclass(frozen=True)
+class FanOutProgress:
+    """Where a fan-out stands: sent when it starts, as items start and end, and at its end."""
+
+    target: str
+    total: int
+    succeeded: int
+    failed: int
+    running: int
+    waiting: int = 0
+    #: the running item that has run longest, and for how long (ms)
+    slowest: tuple[str, float] | None = None
+    finished: bool = False
+
+
 class Observer:
     """Override what you need; every hook is awaited by the engine."""
 
@@ -51,6 +66,9 @@ class Observer:
         return None
 
     async def run_finished(self, result: RunResult) -> None:
+        return None
+
+    async def fan_out(self, progress: FanOutProgress) -> None:
         return None
 
 
@@ -96,3 +114,6 @@ class Observers(Observer):
 
     async def run_finished(self, result: RunResult) -> None:
         await self._each(lambda o: o.run_finished(result))
+
+    async def fan_out(self, progress: FanOutProgress) -> None:
+        await self._each(lambda o: o.fan_out(progress))

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from zuke._errors import BuildDefinitionError, GraphError
+from zuke._fan_out import FanOutSpec, freeze_fan_out
 from zuke._target import BodySpec, Target, TargetBuilder, body_spec
 from zuke._waits import WaitSpec, freeze_wait
 
@@ -35,6 +36,10 @@ class TargetSpec:
     effects: tuple[tuple[str, BodySpec], ...] = ()
     #: the compensation target that undoes this one when the run is cancelled
     on_cancel: str | None = None
+    #: a fan-out stage's own compensation (a free ``target()`` builder), frozen
+    compensation: TargetSpec | None = None
+    #: ``for_each``: the items and stages this target fans out over
+    fan_out: FanOutSpec | None = None
 
 
 def _check_gate(builder: TargetBuilder, name: str) -> None:
@@ -51,11 +56,43 @@ def _check_gate(builder: TargetBuilder, name: str) -> None:
         )
 
 
-def freeze(builder: TargetBuilder, name: str) -> TargetSpec:
+def _check_fan_out(builder: TargetBuilder, name: str) -> None:
+    """A fan-out's work is its stages: it has no body and does not wait itself."""
+    where = f"fan-out {name!r}"
+    if builder._body is not None:
+        raise BuildDefinitionError(
+            f"{where}: for_each() and executes(): a fan-out's work is its stages"
+        )
+    if builder._wait is not None:
+        raise BuildDefinitionError(
+            f"{where}: for_each() and waits_for(): put the gate among the stages"
+        )
+    if builder._effects:
+        raise BuildDefinitionError(f"{where}: effects belong to a stage, not to the fan-out")
+
+
+def freeze(builder: TargetBuilder, name: str, *, stage: bool = False) -> TargetSpec:
+    """Freeze a builder (``stage``: a fan-out stage, which may name a free compensation)."""
     wait = None
     if builder._wait is not None:
         _check_gate(builder, name)
         wait = freeze_wait(name, builder._wait)
+    fan_out = None
+    if builder._for_each is not None:
+        _check_fan_out(builder, name)
+        fan_out = freeze_fan_out(name, *builder._for_each)
+    on_cancel: str | None = None
+    compensation: TargetSpec | None = None
+    if isinstance(builder._on_cancel, TargetBuilder):
+        if not stage:
+            raise BuildDefinitionError(
+                f"target {name!r}: on_cancel() got a builder; pass a target handle such as "
+                "self.<name> (a free target() compensation is only for fan-out stages)"
+            )
+        compensation = freeze(builder._on_cancel, f"{name}.on_cancel", stage=True)
+        on_cancel = compensation.name
+    elif builder._on_cancel is not None:
+        on_cancel = builder._on_cancel.name
     effects = tuple(
         (effect, body_spec(fn, f"target {name!r} effect {effect!r}"))
         for effect, fn in builder._effects
@@ -72,7 +109,9 @@ def freeze(builder: TargetBuilder, name: str) -> TargetSpec:
         lock=builder._lock,
         wait=wait,
         effects=effects,
-        on_cancel=None if builder._on_cancel is None else builder._on_cancel.name,
+        on_cancel=on_cancel,
+        compensation=compensation,
+        fan_out=fan_out,
     )
 
 

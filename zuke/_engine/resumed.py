@@ -112,6 +112,7 @@ async def execute_resumed(
         options=options,
         started=started,
         done=done,
+        earlier=prior,
         settle_as=settle_as,
         walk_plan=walk_plan,
     )

@@ -25,6 +25,7 @@ from zuke._duration import parse_duration
 from zuke._engine.context import RunState
 from zuke._engine.drive import drive
 from zuke._engine.durable import DurableRun
+from zuke._engine.fan_out import SpecIndex
 from zuke._engine.observer import Observer
 from zuke._engine.plan import BuildGraph, make_plan
 from zuke._engine.preflight import preflight
@@ -74,6 +75,11 @@ class LoadedBuild:
     @functools.cached_property
     def redactor(self) -> Redactor:
         return Redactor(self.resolution.secrets)
+
+    @functools.cached_property
+    def index(self) -> SpecIndex:
+        """Finds any target's spec by name, a fan-out's sub-targets included."""
+        return SpecIndex(self.graph.specs)
 
     @functools.cached_property
     def public_params(self) -> dict[str, Any]:

@@ -81,11 +81,18 @@ class Scheduler:
         gate: GateCheck | None = None,
         effects: EffectRunner | None = None,
         done: Mapping[str, Outcome] | None = None,
+        earlier: Mapping[str, Outcome] | None = None,
         on_cancel: Callable[[], object] | None = None,
     ) -> None:
         #: called once when a cancellation drains the run (terminates bodies' children)
         self.on_cancel = on_cancel
         self.plan = plan
+        #: every target's spec: the plan's, and the sub-targets of fan-outs once they run
+        self.specs: dict[str, TargetSpec] = dict(plan.specs)
+        #: the sub-targets each fan-out materialised, in order (for results and views)
+        self.children: dict[str, list[str]] = {}
+        #: what earlier processes of this run settled (a resumed fan-out does not redo it)
+        self.earlier: Mapping[str, Outcome] = dict(earlier or done or {})
         self.state = state
         self.observer = observer
         self.concurrency = max(1, concurrency)
@@ -178,9 +185,7 @@ class Scheduler:
         if self.suspends():
             # Parked: gates stay waiting and what they hold back stays pending, for a resume.
             pending = Outcome(status="pending")
-            return {
-                n: self.outcomes.get(n) or self.waiting.get(n) or pending for n in self.plan.order
-            }
+            return {n: self.outcomes.get(n) or self.waiting.get(n) or pending for n in self.names()}
         for name in self.plan.order:
             if name not in self.outcomes:
                 reason = (
@@ -189,7 +194,17 @@ class Scheduler:
                     else "not reached"
                 )
                 await self._settle_skipped(name, reason)
-        return {n: self.outcomes[n] for n in self.plan.order}
+        return {n: self.outcomes[n] for n in self.names()}
+
+    def names(self) -> list[str]:
+        """Every target of the run in plan order, each fan-out followed by its sub-targets."""
+        out: list[str] = []
+        stack = list(reversed(self.plan.order))
+        while stack:
+            name = stack.pop()
+            out.append(name)
+            stack.extend(reversed(self.children.get(name, ())))
+        return out
 
     def suspends(self) -> bool:
         """Whether the run ends suspended: a gate waits and nothing failed or stopped it."""
@@ -198,6 +213,7 @@ class Scheduler:
         return not any(
             o.status == "failed" and not self.plan.specs[n].proceed_after_failure
             for n, o in self.outcomes.items()
+            if n in self.plan.specs  # a failed item is its fan-out's to judge
         )
 
     # -- readiness ------------------------------------------------------------
@@ -301,7 +317,7 @@ class Scheduler:
         await self._settle(name, "skipped", reason=reason)
 
     async def _run_target(self, name: str) -> Outcome:
-        spec = self.plan.specs[name]
+        spec = self.specs[name]
         started = time.perf_counter()
         await self._transition(Transition(target=name, status="running", at_ms=self.clock.now_ms()))
         ctx = Context(self.state, name)
@@ -326,6 +342,8 @@ class Scheduler:
                 if self.effects is not None and spec.effects:
                     await self.effects(spec, ctx)
                 return await self._settle(name, "succeeded", duration_ms=elapsed())
+            if spec.fan_out is not None:
+                return await self._run_fan_out(spec, held, elapsed)
             if spec.body is None:  # an aggregate: its dependencies are the work
                 return await self._settle(name, "succeeded", duration_ms=elapsed())
             body = asyncio.ensure_future(run_body(spec, ctx, self.pool, self.notify))
@@ -365,10 +383,28 @@ class Scheduler:
             return GateVerdict("failed", error="a gate needs a state store to wait in")
         return await self.gate(spec, ctx)
 
+    async def _run_fan_out(
+        self, spec: TargetSpec, held: Held | None, elapsed: Callable[[], float]
+    ) -> Outcome:
+        from zuke._engine.fan_run import run_fan_out
+
+        verdict = await run_fan_out(self, spec, held)
+        if verdict.status == "waiting":
+            return await self._park(spec.name, verdict)
+        if verdict.status == "failed":
+            raise BodyFailure(verdict.error or "the fan-out failed")
+        return await self._settle(spec.name, "succeeded", duration_ms=elapsed())
+
     async def _park(self, name: str, verdict: GateVerdict) -> Outcome:
         at = self.clock.now_ms()
         await self._transition(
-            Transition(target=name, status="waiting", at_ms=at, waiting_for=verdict.waiting_for)
+            Transition(
+                target=name,
+                status="waiting",
+                at_ms=at,
+                waiting_for=verdict.waiting_for,
+                reason=verdict.error,
+            )
         )
         outcome = Outcome(status="waiting", started_at=self._started_at.get(name))
         self.waiting[name] = outcome

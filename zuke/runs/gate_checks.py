@@ -45,11 +45,14 @@ async def check_gates(
     loaded: LoadedBuild, store: StateStore, record: RunRecord, now: int, shared: dict[str, Any]
 ) -> list[GateAnswer]:
     """Ask every waiting gate's trigger, from the record alone."""
-    specs = loaded.graph.specs
     checks = []
     for name, row in record.targets.items():
-        spec = specs.get(name)
-        if row.status != "waiting" or spec is None or spec.wait is None:
+        if row.status != "waiting":
+            continue
+        # A gate inside a fan-out's item is found by re-materialising the fan-out; a
+        # fan-out that cannot be fails this check (raised: the sweep reports the run).
+        spec = await loaded.index.get(name)
+        if spec is None or spec.wait is None:
             continue
         trigger = spec.wait.trigger
         check = GateAnswer(name, row, NotYet(), dict(row.meta), timed=bool(trigger.interval_ms))

@@ -35,7 +35,7 @@ from typing import Any, Literal
 from zuke._build import Build
 from zuke._clock import iso, parse_iso
 from zuke._engine.claims import lease_key
-from zuke._engine.plan import Plan
+from zuke._engine.plan import Plan, TargetSpec
 from zuke._engine.result import RunResult
 from zuke._engine.resumed import Adoption, execute_resumed, graph_drift, plan_of
 from zuke._engine.run import LoadedBuild, RunOptions, load
@@ -46,6 +46,7 @@ from zuke._errors import (
     RunNotFoundError,
     RunNotSuspendedError,
     SignalRefusedError,
+    ZukeError,
 )
 from zuke._provenance import build_origin, resolve_actor
 from zuke.runs.cancel import check_ownership
@@ -262,7 +263,7 @@ async def resume_now(
                 by=updated.record.actor,
             )
         adoption = Adoption(store, StoredRun(updated.record, updated.version), taken)
-        notes = _signal_notes(loaded, record, resume.signal)
+        notes = await _signal_notes(loaded, record, resume.signal)
         result = await execute_resumed(loaded, rollback or plan, adoption, run, actor=actor,
                                        settle_as="cancelled" if rollback else None)  # fmt: skip
     except BaseException:
@@ -334,14 +335,14 @@ def _pushed_deadline(record: RunRecord, now_ms: int) -> str | None:
     return iso(deadline + (now_ms - parked_since))
 
 
-def _signal_notes(
+async def _signal_notes(
     loaded: LoadedBuild, record: RunRecord, signal: SignalDelivery | None
 ) -> list[str]:
     if signal is None:
         return []
     waited = []
     for name, row in record.targets.items():
-        spec = loaded.graph.specs.get(name)
+        spec = await _gate_spec(loaded, name) if row.status == "waiting" else None
         if row.status == "waiting" and spec is not None and spec.wait is not None:
             wanted = spec.wait.trigger.signal_name()
             if wanted == signal.name or wanted is None:
@@ -352,6 +353,14 @@ def _signal_notes(
         f"run {record.id} is not waiting for the signal {signal.name!r}; it was delivered and "
         f"stored, and the run checks its gates again (waiting: {listed})"
     ]
+
+
+async def _gate_spec(loaded: LoadedBuild, name: str) -> TargetSpec | None:
+    """A waiting row's spec (a gate inside a fan-out's item included), if the build has it."""
+    try:
+        return await loaded.index.get(name)
+    except ZukeError:
+        return None  # the fan-out cannot be materialised now: say nothing about its gates
 
 
 async def _release_quietly(store: StateStore, run_id: str, token: str) -> None:

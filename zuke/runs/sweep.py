@@ -289,7 +289,7 @@ async def _sweep_run(
             )
             for c in passed
             # A gate with effects is left to the engine, which passes it and drives them.
-            if not loaded.graph.specs[c.gate].effects
+            if not _has_effects(loaded.index.known(c.gate))
         }
         outcome = await resume_now(
             loaded,
@@ -323,6 +323,10 @@ async def _sweep_run(
         detail=detail,
         errored=any(c.errored for c in checks),
     )
+
+
+def _has_effects(spec: TargetSpec | None) -> bool:
+    return spec is not None and bool(spec.effects)
 
 
 def resume_check(

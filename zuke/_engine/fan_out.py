@@ -1,0 +1,162 @@
+"""Materialising a fan-out: its items, their stages, and every sub-target's spec.
+
+A fan-out's sub-targets exist only once its items are read, so anything that
+meets a sub-target's name outside the run that created it — a sweep checking
+a gate inside an item, a resume, the compensation walk of a cancel — asks a
+:class:`SpecIndex`, which re-materialises the fan-out from the (recorded)
+parameters and finds the sub-target by name. The items function must give
+the same items for the same parameters; a sub-target with no twin is
+reported as such by whoever looked it up.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from zuke._engine.plan import TargetSpec, freeze
+from zuke._errors import BuildDefinitionError, ZukeError
+from zuke._fan_out import STAGE_NAME, item_keys, split_sub_name, sub_name
+from zuke._target import TargetBuilder
+
+
+class FanOutError(ZukeError):
+    """A fan-out's items or stages could not be materialised (the fan-out fails)."""
+
+
+@dataclass(frozen=True)
+class Item:
+    """One item of a fan-out: its key (in sub-target names), its index, its stages in order."""
+
+    key: str
+    index: int
+    stages: tuple[TargetSpec, ...]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(s.name for s in self.stages)
+
+
+async def read_items(spec: TargetSpec) -> list[Any]:
+    """Call the fan-out's items function (sync or async) and check what it returned."""
+    fan = spec.fan_out
+    assert fan is not None
+    try:
+        values: Any = fan.items()
+        if inspect.isawaitable(values):
+            values = await values
+    except ZukeError:
+        raise
+    except Exception as exc:
+        raise FanOutError(f"fan-out {spec.name!r}: its items function raised: {exc}") from exc
+    if isinstance(values, (str, bytes, Mapping)) or not _iterable(values):
+        raise FanOutError(
+            f"fan-out {spec.name!r}: its items function must return a list of items, "
+            f"got {type(values).__name__}"
+        )
+    return list(values)
+
+
+def _iterable(value: object) -> bool:
+    try:
+        iter(value)  # type: ignore[call-overload]
+    except TypeError:
+        return False
+    return True
+
+
+def stages_of(spec: TargetSpec, value: Any, index: int, key: str) -> tuple[TargetSpec, ...]:
+    """Freeze the stages ``factory(value, index)`` returns; each depends on the one before."""
+    fan = spec.fan_out
+    assert fan is not None
+    where = f"fan-out {spec.name!r}"
+    try:
+        stages = fan.factory(value, index)
+    except ZukeError:
+        raise
+    except Exception as exc:
+        raise FanOutError(f"{where}: its factory raised for item {key!r}: {exc}") from exc
+    if not isinstance(stages, Mapping) or not stages:
+        raise FanOutError(
+            f"{where}: the factory must return a dict of stage name → target() builder "
+            f"(in order), got {type(stages).__name__ if stages is not None else 'None'}"
+        )
+    frozen: list[TargetSpec] = []
+    for stage, builder in stages.items():
+        if not isinstance(stage, str) or not STAGE_NAME.fullmatch(stage):
+            raise FanOutError(
+                f"{where}: stage name {stage!r} must be 1-64 characters from [A-Za-z0-9_-]"
+            )
+        if not isinstance(builder, TargetBuilder) or builder.name is not None:
+            raise FanOutError(
+                f"{where}: stage {stage!r} must be a free target() builder, got {builder!r}"
+            )
+        if builder._depends_on:
+            raise FanOutError(
+                f"{where}: stage {stage!r} declares depends_on(); a stage depends on the stage "
+                "before it — put other dependencies on the fan-out target"
+            )
+        name = sub_name(spec.name, key, stage)
+        try:
+            frozen_stage = freeze(builder, name, stage=True)
+        except BuildDefinitionError as exc:
+            raise FanOutError(str(exc)) from exc
+        before = (frozen[-1].name,) if frozen else ()
+        frozen.append(replace(frozen_stage, depends_on=before))
+    return tuple(frozen)
+
+
+async def materialise(spec: TargetSpec) -> list[Item]:
+    """Read the fan-out's items and freeze every item's stages."""
+    values = await read_items(spec)
+    keys = item_keys(values)
+    return [
+        Item(key, index, stages_of(spec, value, index, key))
+        for index, (value, key) in enumerate(zip(values, keys, strict=True))
+    ]
+
+
+class SpecIndex:
+    """Finds the spec of any target of a build, a fan-out's sub-targets (nested) included."""
+
+    def __init__(self, specs: Mapping[str, TargetSpec]) -> None:
+        self.specs = specs
+        self._items: dict[str, list[Item]] = {}
+        self._found: dict[str, TargetSpec] = {}
+
+    async def items(self, spec: TargetSpec) -> list[Item]:
+        """The fan-out's items, materialised once per index."""
+        if spec.name not in self._items:
+            items = await materialise(spec)
+            self._items[spec.name] = items
+            for item in items:
+                for stage in item.stages:
+                    self._found[stage.name] = stage
+                    if stage.compensation is not None:
+                        self._found[stage.compensation.name] = stage.compensation
+        return self._items[spec.name]
+
+    def known(self, name: str) -> TargetSpec | None:
+        """The spec of ``name`` if it is declared or already materialised (no items read)."""
+        return self.specs.get(name) or self._found.get(name)
+
+    async def get(self, name: str) -> TargetSpec | None:
+        """The spec of ``name``, materialising the fan-outs it belongs to; ``None`` if it has
+        no twin in the build. Raises :class:`FanOutError` if a fan-out cannot be materialised."""
+        spec = self.known(name)
+        if spec is not None:
+            return spec
+        owner = name.removesuffix(".on_cancel") if name.endswith(".on_cancel") else None
+        if owner is not None:
+            found = await self.get(owner)
+            return found.compensation if found is not None else None
+        split = split_sub_name(name)
+        if split is None:
+            return None
+        parent = await self.get(split[0])
+        if parent is None or parent.fan_out is None:
+            return None
+        await self.items(parent)
+        return self._found.get(name)
