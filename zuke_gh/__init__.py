@@ -1,7 +1,37 @@
-"""GitHub integration for zuke: the REST client, the ``github_workflow`` trigger,
-App tokens and the branch-backed state store arrive with their own steps.
+"""GitHub integration for zuke.
 
-This package depends on :mod:`zuke`; :mod:`zuke` never imports it.
+* :class:`GitHubClient` — the one synchronous REST/GraphQL caller: validated
+  path templates, retries inside a budget, ETags, tokens that never leak
+  (``zuke_gh/client.py``; ``docs/github-client.md``).
+* :class:`AppTokenSource` — GitHub App installation tokens for the client
+  (``zuke_gh/app_token.py``).
+
+The ``github_workflow`` trigger and the branch-backed state store arrive with
+their own steps. This package depends on :mod:`zuke`; :mod:`zuke` never
+imports it. ``import zuke_gh`` does not import ``cryptography`` (only an App
+that signs does).
 """
 
-__all__: list[str] = []
+from zuke_gh._jwt import app_jwt
+from zuke_gh._paths import repo_slug
+from zuke_gh._response import GitHubResponse, StaticToken, TokenSource
+from zuke_gh._retry import RetryPolicy
+from zuke_gh.app_token import AppCredentials, AppTokenSource, InstallationToken
+from zuke_gh.client import GitHubClient
+from zuke_gh.errors import GitHubAppKeyError, GitHubError, GitHubPathError
+
+__all__ = [
+    "AppCredentials",
+    "AppTokenSource",
+    "GitHubAppKeyError",
+    "GitHubClient",
+    "GitHubError",
+    "GitHubPathError",
+    "GitHubResponse",
+    "InstallationToken",
+    "RetryPolicy",
+    "StaticToken",
+    "TokenSource",
+    "app_jwt",
+    "repo_slug",
+]

@@ -1,0 +1,105 @@
+"""The errors zuke_gh raises, under zuke's one root.
+
+    ZukeError
+    └── GitHubError              GitHub answered with a failure, or could not be reached
+        ├── GitHubPathError      a path template or segment refused before any request
+        └── GitHubAppKeyError    GitHub App credentials that cannot sign (empty, unreadable key)
+
+Every message is one line, names the call as ``METHOD /expanded/path`` (never
+the query string, never a token) and ends with what to do. The client builds
+them here so that the wording, the length cap and the hints live in one place.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from zuke._errors import ZukeError
+
+#: How much of GitHub's own explanation a message quotes.
+DETAIL_LIMIT = 300
+
+
+class GitHubError(ZukeError):
+    """A GitHub call failed. ``status`` is None when no HTTP answer came (or none was sent)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        method: str | None = None,
+        path: str | None = None,
+        detail: str = "",
+        retry_at_ms: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.method = method
+        self.path = path
+        #: GitHub's ``message`` and ``errors`` fields, one line, at most 300 characters.
+        self.detail = detail
+        #: When a rate limit lifts (epoch ms, GitHub's clock), if GitHub said.
+        self.retry_at_ms = retry_at_ms
+
+
+class GitHubPathError(GitHubError, ValueError):
+    """A path template or a segment value that could address something the caller did not name."""
+
+
+class GitHubAppKeyError(GitHubError, ValueError):
+    """GitHub App credentials that cannot be used: a missing id, an empty or unreadable key."""
+
+
+def one_line(text: str, limit: int = DETAIL_LIMIT) -> str:
+    """``text`` on one line, cut to ``limit`` characters (with an ellipsis)."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def github_detail(body: Any, raw: str = "") -> str:
+    """GitHub's explanation from an error body: ``message`` plus each of ``errors``."""
+    if not isinstance(body, dict):
+        return one_line(raw)
+    parts: list[str] = []
+    message = body.get("message")
+    if isinstance(message, str) and message:
+        parts.append(message)
+    errors = body.get("errors")
+    for item in errors if isinstance(errors, list) else []:
+        if isinstance(item, str):
+            parts.append(item)
+        elif isinstance(item, dict):
+            text = item.get("message")
+            if not isinstance(text, str) or not text:
+                text = " ".join(str(item[k]) for k in ("resource", "field", "code") if k in item)
+            if text:
+                parts.append(text)
+    return one_line("; ".join(parts) if parts else raw)
+
+
+def status_hint(status: int, *, authenticated: bool) -> str:
+    """What to do about an HTTP failure status."""
+    if status in (401, 403) and not authenticated:
+        return "No token was sent: set GH_TOKEN or GITHUB_TOKEN, or configure a GitHub App."
+    if status == 401:
+        return "The token is invalid, expired or revoked: check GH_TOKEN / GITHUB_TOKEN or the App."
+    if status == 403:
+        return (
+            "The token lacks a permission: dispatching a workflow needs `actions: write`, "
+            "the state branch needs `contents: write`."
+        )
+    if status == 404:
+        return (
+            "It does not exist, or the token cannot see it (GitHub answers 404 when access is "
+            "missing): check the names and the token's repository access."
+        )
+    if status >= 500:
+        return "GitHub is failing: try again later."
+    return "Check the request against GitHub's documentation for this endpoint."
+
+
+def answered(method: str, path: str, status: int, detail: str, hint: str) -> str:
+    """``GitHub answered 422 to POST /x: <detail>. <hint>``."""
+    said = f": {detail.rstrip('.')}." if detail else "."
+    return f"GitHub answered {status} to {method} {path}{said} {hint}"
