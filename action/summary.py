@@ -1,0 +1,128 @@
+"""The sweep step's outputs and job summary, from ``zuke resume --check --json``.
+
+``python summary.py REPORT STATUS``: REPORT holds the sweep's stdout, STATUS its exit code.
+The counts go to ``$GITHUB_OUTPUT`` (``checked``, ``resumed``, ``still-waiting``, ``failed``)
+and a table with one row per run to ``$GITHUB_STEP_SUMMARY``, both before this exits non-zero
+for a sweep that failed. A resumed run's bodies print to the same stdout, ahead of the report:
+that text is echoed back to the log, and the report is the last JSON object in it.
+
+It reads zuke's JSON output only (standard library, no zuke import), so it runs under any
+Python the action set up.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+OUTPUTS = {"checked": "checked", "resumed": "resumed", "still-waiting": "still_waiting"}
+URL = re.compile(r"https?://[^\s)\"'<>|]+")
+
+
+def split_report(text: str) -> tuple[str, dict[str, Any] | None]:
+    """The text ahead of the report, and the report (``None`` if the text holds none)."""
+    starts = [m.start() for m in re.finditer(r"^\{", text, flags=re.MULTILINE)]
+    for start in reversed(starts):
+        try:
+            found = json.loads(text[start:])
+        except ValueError:
+            continue
+        if isinstance(found, dict) and isinstance(found.get("counts"), dict):
+            return text[:start], found
+    return text, None
+
+
+def outputs(report: dict[str, Any] | None) -> dict[str, int]:
+    """The action's outputs; a sweep that produced no report counts as one failure."""
+    counts = report["counts"] if report else {}
+    values = {name: int(counts.get(key, 0)) for name, key in OUTPUTS.items()}
+    values["failed"] = int(counts.get("failed", 0)) if report else 1
+    return values
+
+
+def state_branch_link(env: dict[str, str]) -> str | None:
+    """The state branch's history (its commits say what changed), for the branch store."""
+    spec = urlsplit(env.get("ZUKE_STATE", ""))
+    server = env.get("GITHUB_SERVER_URL", "https://github.com").rstrip("/")
+    if spec.scheme != "github" or not spec.netloc:
+        return None
+    branch = parse_qs(spec.query).get("branch", ["zuke-state"])[0]
+    return f"{server}/{spec.netloc}{spec.path}/commits/{branch}"
+
+
+def cell(value: object) -> str:
+    text = "—" if value is None or value == "" else str(value)
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+
+
+def table(report: dict[str, Any] | None, status: int, env: dict[str, str]) -> str:
+    """The job summary: the counts, then one row per run."""
+    if report is None:
+        return (
+            "### zuke sweep\n\n"
+            f"`zuke resume --check` exited {status} without a report; see the step's log.\n"
+        )
+    values = outputs(report)
+    head = ", ".join(f"{n} {name}" for name, n in values.items())
+    lines = ["### zuke sweep", "", head, ""]
+    runs = report.get("runs") or []
+    if not runs:
+        lines.append("No runs to check.")
+        return "\n".join(lines) + "\n"
+    branch = state_branch_link(env)
+    lines += ["| Run | Build | Gate | Action | Result | Link |", "|---|---|---|---|---|---|"]
+    for run in runs:
+        detail = run.get("detail") or ""
+        result = run.get("result", "")
+        if detail:
+            result = f"{result}: {detail}"
+        url = URL.search(detail)
+        link = url.group(0) if url else branch
+        lines.append(
+            "| "
+            + " | ".join(
+                [
+                    f"`{cell(run.get('id'))}`",
+                    cell(run.get("build")),
+                    cell(run.get("gate")),
+                    cell(run.get("action")),
+                    cell(result),
+                    f"[link]({link})" if link else "—",
+                ]
+            )
+            + " |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _append(variable: str, text: str) -> None:
+    path = os.environ.get(variable)
+    if path:
+        with Path(path).open("a", encoding="utf-8") as out:
+            out.write(text)
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2 or not argv[1].lstrip("-").isdigit():
+        print("usage: summary.py REPORT STATUS", file=sys.stderr)
+        return 2
+    status = int(argv[1])
+    before, report = split_report(Path(argv[0]).read_text(encoding="utf-8", errors="replace"))
+    if before.strip():
+        print(before.rstrip("\n"))  # the resumed runs' own output stays in the log
+    values = outputs(report)
+    _append("GITHUB_OUTPUT", "".join(f"{name}={n}\n" for name, n in values.items()))
+    _append("GITHUB_STEP_SUMMARY", table(report, status, dict(os.environ)))
+    print(", ".join(f"{name}={n}" for name, n in values.items()))
+    if status != 0:
+        return status
+    return 1 if values["failed"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,153 @@
+"""The action and its example workflows, checked by real tools and by reading their YAML.
+
+SchemaStore's schemas (vendored in check-jsonschema) and zizmor's audit both run offline.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ruamel.yaml import YAML
+
+from tests.action.act_support import EXAMPLES, ROOT, STANDINS, pinned_uses
+
+ACTION = ROOT / "action" / "action.yml"
+WORKFLOWS = sorted(EXAMPLES.glob("*.yml"))
+ACTIONS = [ACTION, STANDINS / "setup-python" / "action.yml"]
+
+
+def _tool(name: str) -> str:
+    found = shutil.which(name) or shutil.which(name, path=str(Path(sys.executable).parent))
+    if found is None:
+        pytest.fail(f"{name} is not installed: pip install -e '.[test]'")
+    return found
+
+
+def _load(path: Path) -> Any:
+    return YAML(typ="safe").load(path.read_text())
+
+
+def _run_blocks(node: Any) -> Iterator[str]:
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "run" and isinstance(value, str):
+                yield value
+            else:
+                yield from _run_blocks(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from _run_blocks(item)
+
+
+def test_the_examples_are_the_three_workflows_the_readme_promises():
+    assert [p.name for p in WORKFLOWS] == ["e2e.yml", "release.yml", "sweep.yml"]
+
+
+@pytest.mark.parametrize("path", ACTIONS, ids=lambda p: p.parent.name)
+def test_the_action_passes_schemastores_github_actions_schema(path):
+    done = subprocess.run(
+        [_tool("check-jsonschema"), "--builtin-schema", "vendor.github-actions", str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
+def test_each_example_workflow_passes_schemastores_github_workflows_schema(path):
+    done = subprocess.run(
+        [_tool("check-jsonschema"), "--builtin-schema", "vendor.github-workflows", str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_zizmor_finds_nothing_of_medium_or_higher_severity():
+    # zizmor picks only action.yml out of a directory, so the workflows are named one by one
+    files = [str(p) for p in [*ACTIONS, *WORKFLOWS]]
+    done = subprocess.run(
+        [_tool("zizmor"), "--offline", "--min-severity", "medium", "--no-progress", *files],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "No findings to report" in done.stdout
+
+
+@pytest.mark.parametrize("path", [*ACTIONS, *WORKFLOWS], ids=lambda p: p.name)
+def test_no_run_script_interpolates_an_expression(path):
+    blocks = list(_run_blocks(_load(path)))
+    assert blocks, f"{path.name} has no run: step to check"
+    assert [b for b in blocks if "${{" in b] == []
+
+
+@pytest.mark.parametrize("path", [ACTION, *WORKFLOWS], ids=lambda p: p.name)
+def test_every_uses_is_pinned_by_full_sha_with_a_version_comment(path):
+    lines = [line for line in path.read_text().splitlines() if re.match(r"\s*-?\s*uses:", line)]
+    assert lines
+    assert len(pinned_uses(path)) == len(lines), lines
+    for line in lines:
+        assert re.search(r"@[0-9a-f]{40} # v\d", line), line
+
+
+@pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
+def test_permissions_are_set_at_workflow_and_job_level_and_checkout_keeps_no_credentials(path):
+    flow = _load(path)
+    assert flow["permissions"] in ({}, {"contents": "read"})
+    for job in flow["jobs"].values():
+        granted = job["permissions"]
+        assert set(granted) <= {"contents", "actions"}
+        for step in job["steps"]:
+            if str(step.get("uses", "")).startswith("actions/checkout@"):
+                assert step["with"]["persist-credentials"] is False
+
+
+def test_the_sweep_runs_on_a_schedule_on_dispatch_and_when_e2e_completes_never_overlapping():
+    flow = _load(EXAMPLES / "sweep.yml")
+    assert flow["on"]["schedule"] == [{"cron": "*/15 * * * *"}]
+    assert "workflow_dispatch" in flow["on"]
+    assert flow["on"]["workflow_run"] == {"workflows": ["e2e"], "types": ["completed"]}
+    assert flow["concurrency"] == {"group": "zuke-sweep", "cancel-in-progress": False}
+    assert flow["jobs"]["sweep"]["permissions"] == {"contents": "write", "actions": "write"}
+
+
+def test_the_e2e_workflow_declares_the_marker_and_is_titled_by_it():
+    flow = _load(EXAMPLES / "e2e.yml")
+    assert flow["run-name"] == "${{ inputs.zuke_marker }}"
+    assert flow["on"]["workflow_dispatch"]["inputs"]["zuke_marker"]["type"] == "string"
+
+
+def test_the_action_has_the_inputs_and_outputs_of_its_contract():
+    action = _load(ACTION)
+    assert set(action["inputs"]) == {
+        "build-file",
+        "python-version",
+        "zuke-version",
+        "state-branch",
+        "token",
+        "args",
+        "working-directory",
+    }
+    assert action["inputs"]["token"]["default"] == "${{ github.token }}"
+    assert action["inputs"]["zuke-version"]["default"] == ""
+    assert set(action["outputs"]) == {"checked", "resumed", "still-waiting", "failed"}
+    steps = action["runs"]["steps"]
+    assert steps[0]["uses"].startswith("actions/setup-python@")
+    assert "resume --check --json" in steps[2]["run"]
+
+
+@pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
+def test_the_action_readme_shows_each_example_workflow_verbatim(path):
+    readme = (ROOT / "action" / "README.md").read_text()
+    assert f"```yaml\n{path.read_text()}```" in readme
