@@ -48,14 +48,14 @@ def normalise_base_url(text: str) -> str:
         url = httpx.URL(base)
     except httpx.InvalidURL:
         url = httpx.URL("invalid:")
+    if url.userinfo or "@" in base:
+        raise GitHubError(
+            "GitHub API URL carries credentials: drop them from GITHUB_API_URL and pass a token."
+        )
     if url.scheme not in ("http", "https") or not url.host or url.query or url.fragment:
         raise GitHubError(
             f"GitHub API URL {base!r} is not an http(s) base URL: use https://api.github.com or, "
             "for GitHub Enterprise, https://HOST/api/v3 (GITHUB_API_URL)."
-        )
-    if url.userinfo:
-        raise GitHubError(
-            "GitHub API URL carries credentials: drop them from GITHUB_API_URL and pass a token."
         )
     if url.scheme == "http" and not (url.host in _LOOPBACK or url.host.startswith("127.")):
         raise GitHubError(

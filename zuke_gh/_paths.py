@@ -88,7 +88,7 @@ def expand(template: str, segments: Mapping[str, object]) -> str:
     letters, digits, ``/_.-`` and placeholders; every placeholder needs a
     value and every value a placeholder.
     """
-    literal = _PLACEHOLDER.sub("", template)
+    literal = _PLACEHOLDER.sub("x", template)
     if (
         not template.startswith("/")
         or template.startswith("//")

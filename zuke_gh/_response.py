@@ -59,12 +59,16 @@ class GitHubResponse:
 NOT_JSON: Any = object()
 
 
-def parse(response: httpx.Response) -> tuple[Any, str]:
-    """(parsed JSON, or {} when empty, or NOT_JSON; the text, for messages)."""
+def parse(response: httpx.Response, token: str | None) -> tuple[Any, str]:
+    """(parsed JSON, or {} when empty, or NOT_JSON; the text, for messages).
+
+    The token is taken out of the text before anything is parsed, so no body,
+    message or detail built from an answer can carry it, nor a prefix of it.
+    """
     content = response.content
     if not content.strip():
         return {}, ""
-    text = content.decode("utf-8", "replace")
+    text = scrub(content.decode("utf-8", "replace"), token)
     try:
         return jsonlib.loads(text), text
     except ValueError:
@@ -102,7 +106,7 @@ def answer_of(
     response: httpx.Response, method: str, display: str, token: str | None
 ) -> GitHubResponse:
     """The answer to return for a 2xx (or an expected status); a 2xx must be JSON."""
-    body, text = parse(response)
+    body, text = parse(response, token)
     if body is NOT_JSON and 200 <= response.status_code < 300:
         kind = response.headers.get("content-type", "no content type")
         raise GitHubError(
@@ -115,7 +119,7 @@ def answer_of(
         )
     return GitHubResponse(
         status=response.status_code,
-        body=scrub(text, token) if body is NOT_JSON else body,
+        body=text if body is NOT_JSON else body,
         headers=response.headers,
         server_time_ms=server_time_ms(response.headers),
         next_url=next_link(response.headers.get("link")),

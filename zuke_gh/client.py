@@ -311,8 +311,8 @@ class GitHubClient:
     ) -> tuple[GitHubError, float | None]:
         """The error a failed answer means, and the wait before retrying it (None: do not)."""
         status = response.status_code
-        body, text = parse(response)
-        detail = scrub(github_detail(body, text), token)
+        body, text = parse(response, token)
+        detail = github_detail(body, text)
         now = server_time_ms(response.headers) or self._clock.now_ms()
         limit_wait = rate_limit_wait_s(response, detail, now)
         retry_at: int | None = None
