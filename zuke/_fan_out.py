@@ -137,3 +137,37 @@ def split_sub_name(name: str) -> tuple[str, str, str] | None:
 def top_level(name: str) -> str:
     """The declared target a (possibly nested) sub-target belongs to."""
     return name.split("[", 1)[0]
+
+
+def grouped(names: Iterable[str]) -> list[str]:
+    """``names`` with each fan-out's sub-targets right after it, item by item (items and
+    stages in the order first seen), nested fan-outs likewise; others keep their order."""
+    order = list(dict.fromkeys(names))
+    children: dict[str, dict[str, list[str]]] = {}
+    top: list[str] = []
+    for name in order:
+        split = split_sub_name(name)
+        if split is None:
+            top.append(name)
+            continue
+        parent, key, _ = split
+        children.setdefault(parent, {}).setdefault(key, []).append(name)
+    out: list[str] = []
+    seen: set[str] = set()
+
+    def visit(name: str) -> None:
+        stack = [name]
+        while stack:
+            current = stack.pop()
+            if current in seen:
+                continue
+            seen.add(current)
+            out.append(current)
+            subs = [n for stages in children.get(current, {}).values() for n in stages]
+            stack.extend(reversed(subs))
+
+    for name in top:
+        visit(name)
+    for name in order:  # sub-targets whose fan-out has no row of its own
+        visit(name)
+    return out

@@ -162,7 +162,8 @@ class Batch:
                 continue
             self.result.failed_stage[item.key] = stage.name.rpartition(".")[2]
             await self._skip_rest(item, position + 1, f"{stage.name} did not succeed")
-            if not self.spec.fan_out or not self.spec.fan_out.continue_on_item_failure:
+            fan = self.spec.fan_out
+            if not self.s.cancel_requested.is_set() and not (fan and fan.continue_on_item_failure):
                 self.stop(f"{stage.name} failed")
             await self._progress()
             return "failed"

@@ -10,6 +10,11 @@ Pure engine logic over a run record, shared by every way a run is cancelled
 * **order** — reverse topological order of the run's plan, ordering edges
   (``extra_edges`` and ``order_with``) included: later work is unwound
   before what it was built on;
+* **fan-outs** — a fan-out's items are re-materialised from the recorded
+  parameters and matched to the record by sub-target name; every item that
+  succeeded *or was in flight* when the run stopped (``interrupted``) is
+  compensated, items in reverse order, each item's stages in reverse, nested
+  fan-outs inside out — all before the fan-out's own compensation;
 * **running one** — the compensation target's body, sync on a thread or
   async, with its own ``timeout`` and ``retry``; its ``ctx.state`` is the
   *original* target's recorded meta (writes stay in memory), and it is never
@@ -26,7 +31,10 @@ from typing import Any
 
 from zuke._engine.context import Context, RunState, StateHandle
 from zuke._engine.executor import BodyFailure, run_body
-from zuke._engine.plan import TargetSpec
+from zuke._engine.fan_out import SpecIndex
+from zuke._engine.plan import Plan, TargetSpec
+from zuke._errors import ZukeError
+from zuke._fan_out import split_sub_name
 from zuke._redact import Redactor
 from zuke.state.records import RunRecord
 
@@ -44,6 +52,10 @@ class Step:
 
     target: str
     compensation: str
+    #: the compensation's spec (``None``: resolved from the plan by name)
+    spec: TargetSpec | None = None
+    #: why it cannot run (an item list that cannot be re-materialised): recorded as failed
+    problem: str | None = None
 
 
 @dataclass(frozen=True)
@@ -64,6 +76,17 @@ def eligible(record: RunRecord, name: str) -> bool:
     return row is not None and row.status == "succeeded"
 
 
+def item_eligible(record: RunRecord, name: str) -> bool:
+    """A fan-out item's stage is compensated if it succeeded or was in flight when the run
+    stopped (its work may be partly done)."""
+    row = record.targets.get(name)
+    if row is None:
+        return False
+    if row.status in ("succeeded", "running") or (row.status == "failed" and row.interrupted):
+        return True
+    return record.degraded and row.status not in ("failed", "skipped")
+
+
 def done_steps(record: RunRecord) -> set[str]:
     """The targets whose compensation is recorded done (attempted, whatever it did)."""
     return {
@@ -72,18 +95,80 @@ def done_steps(record: RunRecord) -> set[str]:
 
 
 def plan_steps(
-    record: RunRecord, specs: Mapping[str, TargetSpec], order: Iterable[str]
+    record: RunRecord,
+    specs: Mapping[str, TargetSpec],
+    order: Iterable[str],
+    *,
+    fan_outs: bool = False,
 ) -> list[Step]:
-    """The compensations of the run, in walk order; ``order`` is the plan's topological order."""
+    """The compensations of the run, in walk order; ``order`` is the plan's topological order.
+
+    ``fan_outs``: also yield each fan-out as a step with no compensation (``""``) where
+    its items unwind (:func:`walk_steps` expands it).
+    """
     names = list(dict.fromkeys(order))
-    # Rows the plan does not know (a timed-out gate's rollback target) ran last: they go first.
-    extra = [n for n in record.targets if n not in names]
+    # Rows the plan does not know (a timed-out gate's rollback target) ran last: they go
+    # first; a fan-out's sub-targets are walked with their fan-out.
+    extra = [n for n in record.targets if n not in names and "[" not in n]
     steps = []
     for name in [*reversed(extra), *reversed(names)]:
         spec = specs.get(name)
-        if spec is None or spec.on_cancel is None or not eligible(record, name):
+        if spec is None:
+            continue
+        if fan_outs and spec.fan_out is not None:
+            steps.append(Step(name, ""))
+        if spec.on_cancel is None or not eligible(record, name):
             continue
         steps.append(Step(name, spec.on_cancel))
+    return steps
+
+
+async def walk_steps(record: RunRecord, plan: Plan) -> tuple[list[Step], list[str]]:
+    """Every compensation of the run in walk order, fan-out items included; and notes."""
+    index = SpecIndex({**plan.declared, **plan.specs})
+    notes: list[str] = []
+    steps: list[Step] = []
+    for step in plan_steps(record, plan.specs, plan.order, fan_outs=True):
+        if step.compensation:
+            steps.append(step)
+            continue
+        spec = index.known(step.target)
+        if spec is not None and spec.fan_out is not None:
+            steps += await _item_steps(record, spec, index, notes)
+    return steps, notes
+
+
+async def _item_steps(
+    record: RunRecord, spec: TargetSpec, index: SpecIndex, notes: list[str]
+) -> list[Step]:
+    recorded = [
+        n
+        for n in record.targets
+        if (split := split_sub_name(n)) is not None and split[0] == spec.name
+    ]
+    if not recorded:
+        return []
+    try:
+        items = await index.items(spec)
+    except ZukeError as exc:
+        problem = f"its items could not be re-materialised ({exc})"
+        return [Step(f"{spec.name}[*]", "its items' compensations", problem=problem)]
+    twins = {name for item in items for name in item.names}
+    for name in recorded:
+        if name not in twins:
+            notes.append(
+                f"{name} is recorded but has no twin in the re-materialised fan-out (is the "
+                "item list deterministic?); it is not compensated"
+            )
+    steps: list[Step] = []
+    for item in reversed(items):
+        for stage in reversed(item.stages):
+            if stage.fan_out is not None:
+                steps += await _item_steps(record, stage, index, notes)
+            if stage.on_cancel is None or not item_eligible(record, stage.name):
+                continue
+            comp = stage.compensation or index.known(stage.on_cancel)
+            steps.append(Step(stage.name, stage.on_cancel, spec=comp))
     return steps
 
 
@@ -126,7 +211,9 @@ async def run_step(
     notify: Callable[[str], None] = lambda message: None,
 ) -> StepOutcome:
     """Run one compensation; a failure is returned (redacted), never raised."""
-    spec = specs.get(step.compensation)
+    if step.problem is not None:
+        return StepOutcome(step, step.problem)
+    spec = step.spec or specs.get(step.compensation)
     if spec is None:
         return StepOutcome(
             step, f"compensation {step.compensation!r} is not a target of this build"

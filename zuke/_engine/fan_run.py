@@ -54,6 +54,11 @@ async def run_fan_out(s: Scheduler, spec: TargetSpec, held: Held | None) -> Gate
     except asyncio.CancelledError:
         raise
     result = work.result()
+    if s.cancel_requested.is_set():
+        done = result.count("succeeded")
+        return GateVerdict(
+            "failed", error=f"cancelled before its items finished ({done} of {len(items)} done)"
+        )
     waiting = result.count("waiting")
     error = result.error(len(items))
     if error is not None and (result.stopped_by or not waiting):

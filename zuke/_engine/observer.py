@@ -39,6 +39,8 @@ class Transition:
     reason: str | None = None
     #: a gate that suspends: what it waits for
     waiting_for: WaitingFor | None = None
+    #: a failure because the run was stopped while the body ran (its work may be partial)
+    interrupted: bool = False
 
 
 @dataclass(frozen=True)

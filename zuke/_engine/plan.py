@@ -191,6 +191,8 @@ class Plan:
     skipped: frozenset[str] = frozenset()
     #: the compensation targets (``on_cancel``) of planned targets, by name
     compensations: Mapping[str, TargetSpec] = field(default_factory=dict)
+    #: every target the build declares (a fan-out item's compensation may name any)
+    declared: Mapping[str, TargetSpec] = field(default_factory=dict)
 
     def dependents(self) -> dict[str, list[str]]:
         out: dict[str, list[str]] = {n: [] for n in self.order}
@@ -227,6 +229,7 @@ def make_plan(
         compensations={
             c: graph.specs[c] for n in order if (c := graph.specs[n].on_cancel) is not None
         },
+        declared=graph.specs,
     )
 
 

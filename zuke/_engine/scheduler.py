@@ -296,6 +296,7 @@ class Scheduler:
         detail: str | None = None,
         duration_ms: float | None = None,
         reason: str | None = None,
+        interrupted: bool = False,
     ) -> Outcome:
         # Redacted here, once: the outcome reaches the console, the record and the
         # caller of the programmatic API (RunResult) alike.
@@ -309,6 +310,7 @@ class Scheduler:
                 detail=redact(detail) if detail else detail,
                 duration_ms=duration_ms,
                 reason=reason,
+                interrupted=interrupted,
             )
         )
         return self.outcomes[name]
@@ -322,6 +324,7 @@ class Scheduler:
         await self._transition(Transition(target=name, status="running", at_ms=self.clock.now_ms()))
         ctx = Context(self.state, name)
         held: Held | None = None
+        started_body = False
 
         def elapsed() -> float:
             return (time.perf_counter() - started) * 1000
@@ -346,6 +349,7 @@ class Scheduler:
                 return await self._run_fan_out(spec, held, elapsed)
             if spec.body is None:  # an aggregate: its dependencies are the work
                 return await self._settle(name, "succeeded", duration_ms=elapsed())
+            started_body = True
             body = asyncio.ensure_future(run_body(spec, ctx, self.pool, self.notify))
             self._bodies[name] = body
             try:
@@ -360,14 +364,17 @@ class Scheduler:
                 await self.effects(spec, ctx)
         except BodyFailure as failure:
             return await self._settle(
-                name, "failed", error=failure.message, detail=failure.detail, duration_ms=elapsed()
-            )
+                name, "failed", error=failure.message, detail=failure.detail,
+                duration_ms=elapsed(), interrupted=started_body and self.cancel_requested.is_set(),
+            )  # fmt: skip
         except asyncio.CancelledError:
             task = asyncio.current_task()
             if task is not None and task.cancelling():
                 raise  # this task itself is being torn down, not just its body
             error = self.stop_reason or self.cancel_reason or "cancelled while running"
-            return await self._settle(name, "failed", error=error, duration_ms=elapsed())
+            return await self._settle(
+                name, "failed", error=error, duration_ms=elapsed(), interrupted=started_body
+            )
         except Exception as exc:  # a guard failure: a lock conflict, a store that is down
             message, detail = describe(exc)
             return await self._settle(

@@ -33,10 +33,11 @@ from zuke._engine.claims import Claim, acquire
 from zuke._engine.compensation import (
     COMPENSATE_EVENT,
     DEGRADED_NOTE,
+    Step,
     done_steps,
-    plan_steps,
     run_step,
     walk_state,
+    walk_steps,
 )
 from zuke._engine.plan import Plan
 from zuke._redact import Redactor
@@ -79,7 +80,7 @@ def ended_rows(record: RunRecord, reason: str, now: str) -> dict[str, TargetReco
     rows = {}
     for name, row in record.targets.items():
         if row.status == "running":
-            rows[name] = replace(row, status="failed", error=reason, ended_at=now)
+            rows[name] = replace(row, status="failed", error=reason, ended_at=now, interrupted=True)
         elif row.status in ("pending", "waiting"):
             rows[name] = replace(row, status="skipped", ended_at=now, waiting_for=None)
     return rows
@@ -192,7 +193,12 @@ async def _walk_held(
         result.notes.append(DEGRADED_NOTE)
         notify(f"Run {w.run_id}: {DEGRADED_NOTE}")
     rows = replace(record, targets=before["r"].targets) if "r" in before else record
-    steps = [] if plan is None else plan_steps(rows, plan.specs, plan.order)
+    steps: list[Step] = []
+    if plan is not None:
+        steps, more = await walk_steps(rows, plan)
+        result.notes.extend(more)
+        for note in more:
+            notify(f"Run {w.run_id}: {note}")
     done = done_steps(record)
     pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="zuke-compensate")
     state = walk_state(record, actor=w.actor, redactor=w.redactor)

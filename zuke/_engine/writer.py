@@ -197,7 +197,10 @@ class RunStateWriter(Observer):
         row = self._row(t.target)
         when = iso(t.at_ms)
         if t.status == "running":
-            row = replace(row, status="running", started_at=when, ended_at=None, error=None)
+            row = replace(
+                row, status="running", started_at=when, ended_at=None, error=None,
+                interrupted=False,
+            )  # fmt: skip
         else:
             row = replace(
                 row,
@@ -205,6 +208,7 @@ class RunStateWriter(Observer):
                 ended_at=when if t.status != "waiting" else row.ended_at,
                 error=self.redactor.text(t.error) if t.error else None,
                 waiting_for=t.waiting_for if t.status == "waiting" else None,
+                interrupted=t.interrupted,
             )
         if self.run_state is not None:
             row = replace(row, meta=self.run_state.meta(t.target))

@@ -12,11 +12,12 @@ from datetime import datetime
 from typing import TextIO
 
 from zuke._duration import format_duration
-from zuke._engine.observer import Observer, Transition
+from zuke._engine.observer import FanOutProgress, Observer, Transition
 from zuke._engine.plan import Plan
 from zuke._engine.result import RunResult
 from zuke._redact import Redactor
 from zuke.cli.hints import resume_commands
+from zuke.cli.progress import LiveFanOuts, end_line, start_line
 
 _LABELS = {
     "succeeded": "Succeeded",
@@ -67,22 +68,61 @@ class ConsoleReporter(Observer):
         out: TextIO | None = None,
         err: TextIO | None = None,
         redactor: Redactor | None = None,
+        live: bool | None = None,
     ) -> None:
         self.out = out or sys.stdout
         self.err = err or sys.stderr
         self.style = Style.for_stream(self.out)
         self.redactor = redactor or Redactor()
         self.plan: Plan | None = None
+        #: a terminal shows fan-outs as live progress lines (rich); piped output is plain
+        self.live_progress = self.style.enabled if live is None else live
+        self._live_view: LiveFanOuts | None = None
+        self._fanning: set[str] = set()
 
     def line(self, text: str = "", *, err: bool = False) -> None:
+        if self._live_view is not None and self._live_view.active:
+            self._live_view.log(self.redactor.text(text))  # above the live lines
+            return
         stream = self.err if err else self.out
         stream.write(self.redactor.text(text) + "\n")
 
     async def run_started(self, run_id: str, plan: Plan) -> None:
         self.plan = plan
 
+    async def fan_out(self, p: FanOutProgress) -> None:
+        started = p.total == 0 or (not p.finished and p.target not in self._fanning)
+        if self.live_progress:
+            if started:
+                self.line(start_line(p))
+            if p.total:
+                self._live().update(p)
+            self._fanning.add(p.target)
+            if p.finished:
+                self._fanning.discard(p.target)
+                if p.total:
+                    self.line(end_line(p))
+            return
+        if started:
+            self.line(start_line(p))
+            self._fanning.add(p.target)
+        elif p.finished and p.total:
+            self._fanning.discard(p.target)
+            self.line(end_line(p))
+
+    def _live(self) -> LiveFanOuts:
+        if self._live_view is None:
+            self._live_view = LiveFanOuts(self.out, self.redactor.text)
+        return self._live_view
+
+    def _quiet(self, t: Transition) -> bool:
+        """On a terminal a fan-out's stages show as its live line, not a line each."""
+        return self.live_progress and "[" in t.target and t.status in ("running", "succeeded")
+
     async def transition(self, t: Transition) -> None:
         s = self.style
+        if self._quiet(t):
+            return
         if t.status == "running":
             self.line(s.bold(f"══ {t.target} ══"))
             self.out.flush()
@@ -104,6 +144,8 @@ class ConsoleReporter(Observer):
             self.line(s.yellow(f"⏸ {t.target} waiting for {what}"))
 
     async def run_finished(self, result: RunResult) -> None:
+        if self._live_view is not None:
+            self._live_view.stop()
         self.summary(result)
 
     def summary(self, result: RunResult) -> None:

@@ -10,7 +10,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from zuke._engine.plan import BuildGraph
+from zuke._engine.plan import BuildGraph, TargetSpec
 from zuke._param_parse import UNSET
 from zuke._params import Parameter
 
@@ -39,9 +39,20 @@ def describe_parameters(params: Sequence[Parameter[Any]]) -> list[dict[str, Any]
 
 def describe_targets(graph: BuildGraph) -> list[dict[str, Any]]:
     return [
-        {"name": s.name, "description": s.description, "dependsOn": list(s.depends_on)}
+        {
+            "name": s.name,
+            "description": s.description,
+            "dependsOn": list(s.depends_on),
+            **({"fanOut": True} if s.fan_out is not None else {}),
+        }
         for s in graph.specs.values()
     ]
+
+
+def _label(spec: TargetSpec) -> str:
+    """A target's name as the static views show it: a fan-out is annotated (its items are
+    known only when it runs)."""
+    return f"{spec.name} [fan-out]" if spec.fan_out is not None else spec.name
 
 
 def list_json(graph: BuildGraph, params: Sequence[Parameter[Any]]) -> str:
@@ -63,11 +74,11 @@ def _param_line(p: Parameter[Any]) -> tuple[str, str]:
 
 def list_text(graph: BuildGraph, params: Sequence[Parameter[Any]]) -> str:
     lines = ["Targets:"]
-    width = max(len(n) for n in graph.specs)
+    width = max(len(_label(s)) for s in graph.specs.values())
     for spec in graph.specs.values():
         deps = f"  (depends on: {', '.join(spec.depends_on)})" if spec.depends_on else ""
         text = "  ".join(part for part in (spec.description, deps.strip()) if part)
-        lines.append(f"  {spec.name:<{width}}  {text}".rstrip())
+        lines.append(f"  {_label(spec):<{width}}  {text}".rstrip())
     if params:
         lines.append("")
         lines.append("Parameters:")
@@ -88,14 +99,15 @@ def graph_text(graph: BuildGraph, fmt: str) -> str:
     if fmt == "mermaid":
         lines = ["graph TD"]
         for s in specs:
-            lines.append(f'  {_mermaid_id(s.name)}["{s.name}"]')
+            lines.append(f'  {_mermaid_id(s.name)}["{_label(s)}"]')
         for s in specs:
             lines.extend(f"  {_mermaid_id(d)} --> {_mermaid_id(s.name)}" for d in s.depends_on)
         return "\n".join(lines)
     if fmt == "dot":
         lines = ["digraph zuke {", "  rankdir=LR;"]
         for s in specs:
-            lines.append(f"  {json.dumps(s.name)};")
+            label = f" [label={json.dumps(_label(s))}]" if s.fan_out is not None else ""
+            lines.append(f"  {json.dumps(s.name)}{label};")
         for s in specs:
             lines.extend(f"  {json.dumps(d)} -> {json.dumps(s.name)};" for d in s.depends_on)
         lines.append("}")
@@ -103,7 +115,7 @@ def graph_text(graph: BuildGraph, fmt: str) -> str:
     lines = ["Dependency graph:"]
     for s in specs:
         arrow = f" → {', '.join(s.depends_on)}" if s.depends_on else ""
-        lines.append(f"  {s.name}{arrow}")
+        lines.append(f"  {_label(s)}{arrow}")
     return "\n".join(lines)
 
 

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from zuke._clock import iso, parse_iso
 from zuke._duration import format_duration
+from zuke._fan_out import grouped
 from zuke.cli.hints import resume_commands
 from zuke.runs import RunCounts
 from zuke.state._protocol import LockEntry
@@ -147,7 +148,8 @@ def record_text(r: RunRecord, *, claims: Sequence[LockEntry] | None = None, now_
     lines.append("Targets:")
     names = {name: safe(name) for name in r.targets}
     width = max((len(n) for n in names.values()), default=0)
-    for name, t in r.targets.items():
+    for name in grouped(r.targets):  # a fan-out's items right after it
+        t = r.targets[name]
         if t.status == "waiting" and t.waiting_for is not None:
             deadline = f" (deadline {t.waiting_for.deadline})" if t.waiting_for.deadline else ""
             note = f"waiting for {t.waiting_for.trigger}{deadline}"

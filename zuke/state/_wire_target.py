@@ -53,11 +53,13 @@ def target_to_json(t: TargetRecord) -> dict[str, Any]:
         out["waitingFor"] = waiting_for_to_json(t.waiting_for)
     if t.effects:
         out["effects"] = {name: _effect_to_json(e) for name, e in t.effects.items()}
+    if t.interrupted:
+        out["interrupted"] = True
     return out
 
 
 _TARGET_KEYS = frozenset(
-    {"status", "meta", "startedAt", "endedAt", "error", "waitingFor", "effects"}
+    {"status", "meta", "startedAt", "endedAt", "error", "waitingFor", "effects", "interrupted"}
 )
 
 
@@ -147,5 +149,6 @@ def parse_target(raw: Any, where: str) -> TargetRecord:
         error=rd.opt_string(obj, "error"),
         waiting_for=None if waiting is None else _parse_waiting_for(rd, waiting),
         effects={} if obj.get("effects") is None else _parse_effects(rd, obj["effects"]),
+        interrupted=obj.get("interrupted") is True,
         extra={k: v for k, v in obj.items() if k not in _TARGET_KEYS},
     )

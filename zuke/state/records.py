@@ -87,6 +87,8 @@ class TargetRecord:
     waiting_for: WaitingFor | None = None
     effects: Mapping[str, EffectRecord] = field(default_factory=dict)
     extra: Mapping[str, Any] = field(default_factory=dict)
+    #: it was running when the run was stopped (cancelled): its work may be partly done
+    interrupted: bool = False
 
 
 @dataclass(frozen=True)

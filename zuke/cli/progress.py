@@ -1,0 +1,102 @@
+"""Live progress of fan-outs on a terminal (rich), and plain lines when output is piped.
+
+On a terminal, each running fan-out is one live line — items done, failed,
+running and waiting, and the slowest item in flight — drawn by ``rich``,
+which is imported only then. Piped, a fan-out prints a line when it starts
+and one when it ends, and every stage prints its own lines as any target
+does, so a log reads top to bottom.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, TextIO
+
+from zuke._duration import format_duration
+from zuke._engine.observer import FanOutProgress
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+
+def start_line(p: FanOutProgress) -> str:
+    if p.total == 0:
+        return f"{p.target}: fan-out over 0 items — nothing to run."
+    return f"{p.target}: fan-out over {p.total} item(s)."
+
+
+def end_line(p: FanOutProgress) -> str:
+    parts = [f"{p.succeeded} succeeded"]
+    if p.failed:
+        parts.append(f"{p.failed} failed")
+    if p.waiting:
+        parts.append(f"{p.waiting} waiting")
+    left = p.total - p.succeeded - p.failed - p.waiting
+    if left > 0:
+        parts.append(f"{left} not finished")
+    return f"{p.target}: {p.total} item(s): {', '.join(parts)}."
+
+
+def status_text(p: FanOutProgress) -> str:
+    """The live line's counters: ``12/300 done · 1 failed · 8 running · slowest api (4s)``."""
+    text = f"{p.succeeded + p.failed}/{p.total} done"
+    if p.failed:
+        text += f" · {p.failed} failed"
+    text += f" · {p.running} running"
+    if p.waiting:
+        text += f" · {p.waiting} waiting"
+    if p.slowest is not None:
+        key, ms = p.slowest
+        text += f" · slowest {key} ({format_duration(ms)})"
+    return text
+
+
+class LiveFanOuts:
+    """One rich progress line per fan-out, while any runs (a terminal only)."""
+
+    def __init__(self, out: TextIO, redact: Callable[[str], str]) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, Progress, TextColumn
+
+        self._redact = redact
+        self._console = Console(file=out)
+        self._progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TextColumn("{task.fields[status]}"),
+            console=self._console,
+            transient=True,
+        )
+        self._tasks: dict[str, Any] = {}
+        self._live = False
+
+    def update(self, p: FanOutProgress) -> None:
+        if p.target not in self._tasks:
+            if not self._live:
+                self._progress.start()
+                self._live = True
+            self._tasks[p.target] = self._progress.add_task(
+                self._redact(p.target), total=max(p.total, 1), status=""
+            )
+        task = self._tasks[p.target]
+        status = self._redact(status_text(p))
+        self._progress.update(task, completed=p.succeeded + p.failed, status=status)
+        if p.finished:
+            self._progress.remove_task(task)
+            del self._tasks[p.target]
+            if not self._tasks:
+                self.stop()
+
+    @property
+    def active(self) -> bool:
+        return self._live
+
+    def log(self, text: str) -> None:
+        """Print ``text`` (already styled) above the live lines."""
+        from rich.text import Text
+
+        self._console.print(Text.from_ansi(text), soft_wrap=True)
+
+    def stop(self) -> None:
+        if self._live:
+            self._progress.stop()
+            self._live = False
