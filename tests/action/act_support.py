@@ -232,12 +232,13 @@ def run_act(
     env: Mapping[str, str],
     secrets: Mapping[str, str] | None = None,
     payload: Mapping[str, object] | None = None,
+    inputs: Mapping[str, str] | None = None,
     cache: Path,
     timeout: float = 90,
 ) -> ActResult:
     """``act EVENT -W .github/workflows/WORKFLOW`` in ``repo`` on the host, within ``timeout``
     seconds (the whole process group is killed past it). ``cache`` is a directory of the
-    test's own for act's workspaces."""
+    test's own for act's workspaces; ``inputs`` are a ``workflow_dispatch``'s inputs."""
     assert ACT is not None, "act is not installed"
     command = [
         ACT,
@@ -255,6 +256,8 @@ def run_act(
         command += ["--env", f"{name}={value}"]
     for name, value in {"GITHUB_TOKEN": "ghs_act-test-token", **(secrets or {})}.items():
         command += ["-s", f"{name}={value}"]
+    for name, value in (inputs or {}).items():
+        command += ["--input", f"{name}={value}"]
     if payload is not None:
         event_file = cache / f"{event}-event.json"
         cache.mkdir(parents=True, exist_ok=True)

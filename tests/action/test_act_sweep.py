@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from tests.action.act_support import make_repo, requires_act, run_act, sweep_env, zuke
+from tests.action.act_support import EXAMPLES, make_repo, requires_act, run_act, sweep_env, zuke
 
 pytestmark = [pytest.mark.act, requires_act]
 
@@ -143,3 +143,60 @@ def test_a_completed_e2e_run_starts_a_sweep_only_if_it_was_dispatched(tmp_path, 
     else:  # the job's if: is false, so act runs nothing at all
         assert "Sweep suspended runs" not in result.log
         assert result.sweep_outputs() == {}
+
+
+RELEASE_BUILD = """
+from pathlib import Path
+
+from zuke import Build, parameter, resume_when, target
+
+APPROVED = Path({approved!r})
+
+
+class Release(Build):
+    service = parameter("the service to release").required()
+
+    @target
+    def staging(self, t):
+        return t.executes(lambda: print("staging", self.service.value))
+
+    @target
+    def qa(self, t):
+        return t.depends_on(self.staging).waits_for(lambda s: s.on(resume_when(APPROVED.exists)))
+
+    @target
+    def release(self, t):
+        return t.depends_on(self.qa).executes(lambda: print("released", self.service.value))
+"""
+
+
+def test_the_release_workflow_suspends_its_run_and_the_sweep_in_a_fresh_job_finishes_it(
+    tmp_path,
+):
+    approved, state = tmp_path / "approved", tmp_path / "state"
+    repo = make_repo(
+        tmp_path / "repo",
+        build_py=RELEASE_BUILD.format(approved=str(approved)),
+        workflows=[EXAMPLES / "release.yml", EXAMPLES / "sweep.yml"],
+    )
+    env = sweep_env(state_dir=state)
+
+    started = run_act(
+        repo,
+        "workflow_dispatch",
+        "release.yml",
+        env=env,
+        inputs={"service": "api"},
+        cache=tmp_path / "release",
+    )
+    assert started.job_succeeded(), started.log  # a suspended run is not a failed job
+    assert "staging api" in started.log and "released" not in started.log
+    [run_id] = _suspended(repo, {"ZUKE_STATE_DIR": str(state)})
+
+    approved.touch()
+    swept = run_act(repo, "schedule", "sweep.yml", env=env, cache=tmp_path / "sweep")
+    assert swept.job_succeeded(), swept.log
+    assert "released api" in swept.log
+    assert swept.sweep_outputs()["resumed"] == "1"
+    [row] = swept.summary_rows()
+    assert (row["Run"], row["Gate"], row["Result"]) == (f"`{run_id}`", "qa", "succeeded")

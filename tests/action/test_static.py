@@ -151,3 +151,11 @@ def test_the_action_has_the_inputs_and_outputs_of_its_contract():
 def test_the_action_readme_shows_each_example_workflow_verbatim(path):
     readme = (ROOT / "action" / "README.md").read_text()
     assert f"```yaml\n{path.read_text()}```" in readme
+
+
+def test_the_release_example_installs_the_zuke_version_of_this_checkout():
+    from importlib.metadata import version
+
+    steps = _load(EXAMPLES / "release.yml")["jobs"]["release"]["steps"]
+    [install] = [s for s in steps if s.get("name") == "Install zuke"]
+    assert install["env"]["ZUKE_SPEC"] == f"zuke=={version('zuke')}"
