@@ -284,10 +284,12 @@ class GitHubClient:
                     continue
                 if status == 304 and cached is not None:
                     return from_cache(cached, response)
-                if 200 <= status < 300 or status in expected:
+                if 200 <= status < 300:
                     return self._answer(response, method, display, token, etag)
                 why = f"{status} on {method} {display}"
                 error, wait = self._judge(response, method, display, token, resend, attempt)
+                if status in expected and error.retry_at_ms is None:
+                    return self._answer(response, method, display, token, etag)  # not a rate limit
             if wait is None or not self._fits(policy, attempt, waited, wait):
                 raise error
             _log.info(

@@ -225,3 +225,15 @@ def test_retries_are_logged_without_the_query(
 def test_a_bad_policy_is_refused() -> None:
     with pytest.raises(ValueError, match="max_attempts"):
         RetryPolicy(max_attempts=0)
+
+
+def test_a_rate_limit_is_waited_out_even_when_its_status_is_expected(
+    router: respx.Router, make_client: MakeClient, sleeps: Sleeps
+) -> None:
+    limited = httpx.Response(403, json={"message": "You have exceeded a secondary rate limit"})
+    route = router.get("/zen").mock(
+        side_effect=[limited, httpx.Response(403, json={"message": "Forbidden"})]
+    )
+    answer = make_client().get("/zen", expected=(403,))
+    assert route.call_count == 2 and sleeps.waits == [60.0]
+    assert answer.status == 403 and answer.body == {"message": "Forbidden"}
