@@ -82,6 +82,7 @@ def test_the_scheduled_sweep_resumes_the_satisfied_run_and_a_second_sweep_resume
     ]
     assert "2 checked, 1 resumed, 1 still-waiting, 0 failed" in first.summary()
     assert "checked=2 resumed=1 still-waiting=1" in first.log  # the outputs reached the next step
+    assert "ghs_act-test-token" not in first.log  # the token (a secret) stays out of the log
 
     second = run_act(repo, "schedule", "sweep.yml", env=env, cache=tmp_path / "act2")
     assert second.job_succeeded(), second.log
