@@ -44,7 +44,8 @@ def conforms(model: type[BaseModel], body: Any) -> Any:
 
 def conforms_list(model: type[BaseModel], body: Any) -> list[Any]:
     assert isinstance(body, list)
-    parsed = TypeAdapter(list[model]).validate_json(json.dumps(body), strict=True)  # type: ignore[valid-type]
+    adapter: TypeAdapter[list[BaseModel]] = TypeAdapter(list[model])  # type: ignore[valid-type]
+    parsed = adapter.validate_json(json.dumps(body), strict=True)
     for item, p in zip(body, parsed, strict=True):
         extra = unknown_keys(item, p.model_dump(mode="json", by_alias=True, exclude_unset=True))
         assert not extra, f"keys {model.__name__} does not document: {extra}"

@@ -8,6 +8,7 @@ fields enforced, no coercion, no key GitHub does not document).
 from __future__ import annotations
 
 import base64
+from typing import Any
 
 import httpx
 import pytest
@@ -35,7 +36,7 @@ def _run_id(api: httpx.Client) -> int:
 
 
 def test_the_checker_refuses_a_missing_required_field_and_an_undocumented_key() -> None:
-    body = {"ref": "refs/heads/main", "node_id": "n", "url": "u",
+    body: dict[str, Any] = {"ref": "refs/heads/main", "node_id": "n", "url": "u",
             "object": {"type": "commit", "sha": "a" * 40, "url": "u"}}  # fmt: skip
     conforms(v2022.GitRef, body)
     with pytest.raises(ValidationError):
@@ -110,10 +111,12 @@ def test_git_data_answers_match_the_schemas(api: httpx.Client) -> None:
     assert blob.status_code == 201
     blob_sha = conforms(v2022.ShortBlob, blob.json()).sha
     conforms(v2022.Blob, api.get(f"{GIT}/blobs/{blob_sha}").json())
-    tree = api.post(f"{GIT}/trees", json={"base_tree": api.get(f"{GIT}/commits/{parent}").json()
-                                          ["tree"]["sha"], "tree": [
+    base = api.get(f"{GIT}/commits/{parent}").json()["tree"]["sha"]
+    entries = [
         {"path": "state/runs/r1.json", "mode": "100644", "type": "blob", "sha": blob_sha},
-        {"path": "state/locks/l.json", "mode": "100644", "type": "blob", "content": "{}"}]})  # fmt: skip
+        {"path": "state/locks/l.json", "mode": "100644", "type": "blob", "content": "{}"},
+    ]
+    tree = api.post(f"{GIT}/trees", json={"base_tree": base, "tree": entries})
     assert tree.status_code == 201
     tree_sha = conforms(v2022.GitTree, tree.json()).sha
     conforms(v2022.GitTree, api.get(f"{GIT}/trees/{tree_sha}", params={"recursive": "1"}).json())
