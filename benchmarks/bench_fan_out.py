@@ -1,4 +1,4 @@
-"""Fan-out benchmark: a batch of N items × 3 stages, concurrency 8, on the filesystem store.
+"""Fan-out benchmark: a batch of N items x 3 stages, concurrency 8, on the filesystem store.
 
 Run it with the project's interpreter::
 
@@ -13,7 +13,7 @@ trivial, so what is measured is zuke: materialising the items, scheduling
 their stages, and writing 2 transitions per stage to the record.
 
 Sizes: 300 items (the target: under 0.8 s; the TypeScript original needs
-about 2–4 s and grows quadratically with the items) and 2,000 items, to show
+about 2-4 s and grows quadratically with the items) and 2,000 items, to show
 the growth is linear — the per-item cost is derived from the two.
 """
 
@@ -38,7 +38,7 @@ from _timing import (
 GOAL_S = 0.8
 SIZES = (1, 300, 2000)
 
-BUILD = '''\
+BUILD = """\
 from zuke import Build, parameter, target
 
 
@@ -56,7 +56,7 @@ class Fan(Build):
             },
             lambda s: s.concurrency(8),
         )
-'''
+"""
 
 
 def bench(runs: int) -> list[Timing]:
@@ -70,7 +70,7 @@ def bench(runs: int) -> list[Timing]:
         where.mkdir()
         (where / "build.py").write_text(BUILD)
         argv = [*zuke_command(), "batch", "--n", str(n)]
-        timings.append(measure(f"fan-out, {n} × 3, concurrency 8", argv, cwd=where, env=env,
+        timings.append(measure(f"fan-out, {n} x 3, concurrency 8", argv, cwd=where, env=env,
                                runs=runs))  # fmt: skip
     return timings
 
@@ -95,7 +95,7 @@ def markdown(timings: list[Timing], runs: int) -> str:
         "",
         markdown_table(timings),
         "",
-        f"- 300 × 3 at concurrency 8: {mid:.3f} s (goal < {GOAL_S} s: "
+        f"- 300 x 3 at concurrency 8: {mid:.3f} s (goal < {GOAL_S} s: "
         f"{'met' if mid < GOAL_S else 'NOT met'})",
         f"- per item (3 stages, 6 record transitions), over the 1-item run: "
         f"{d['per_item_ms_300']:.2f} ms at 300 items, {d['per_item_ms_2000']:.2f} ms at 2,000 "

@@ -73,14 +73,14 @@ def _check_fan_out(builder: TargetBuilder, name: str) -> None:
 
 def freeze(builder: TargetBuilder, name: str, *, stage: bool = False) -> TargetSpec:
     """Freeze a builder (``stage``: a fan-out stage, which may name a free compensation)."""
-    wait = None
-    if builder._wait is not None:
-        _check_gate(builder, name)
-        wait = freeze_wait(name, builder._wait)
     fan_out = None
     if builder._for_each is not None:
         _check_fan_out(builder, name)
         fan_out = freeze_fan_out(name, *builder._for_each)
+    wait = None
+    if builder._wait is not None:
+        _check_gate(builder, name)
+        wait = freeze_wait(name, builder._wait)
     on_cancel: str | None = None
     compensation: TargetSpec | None = None
     if isinstance(builder._on_cancel, TargetBuilder):
