@@ -77,3 +77,15 @@ def kill(proc: subprocess.Popen[str]) -> str:
         proc.kill()
     out, _ = proc.communicate(timeout=DEADLINE_S)
     return out
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` still runs (a zombie counts as gone)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        return "Z" not in Path(f"/proc/{pid}/stat").read_text().split(")")[1].split()[0]
+    except OSError:
+        return False
