@@ -45,6 +45,7 @@ from dataclasses import replace
 from zuke._clock import SYSTEM_CLOCK, Clock, iso
 from zuke._engine.context import RunState
 from zuke._engine.observer import Observer, Transition
+from zuke._engine.store_traits import CHECKPOINT_DEBOUNCE_S, checkpointed, describe_store
 from zuke._errors import StateError, ZukeError
 from zuke._redact import Redactor
 from zuke.state._protocol import Conflict, StateStore, StoredRun
@@ -70,15 +71,6 @@ _OURS: frozenset[RunStatus] = frozenset({"running", "suspended", "cancelling"})
 def _honest(status: RunStatus) -> RunStatus:
     """The status to record when the rows may be incomplete: never ``succeeded``."""
     return "failed" if status == "succeeded" else status
-
-
-def describe_store(store: StateStore) -> str:
-    """Where the record lives, for messages: a directory, a URL, or the store's repr."""
-    directory = getattr(store, "directory", None)
-    if isinstance(directory, str):
-        return directory
-    url = getattr(getattr(store, "_wire", None), "shown_url", None)  # HttpStateStore, redacted
-    return url if isinstance(url, str) else repr(store)
 
 
 class RunStateWriter(Observer):
@@ -131,6 +123,8 @@ class RunStateWriter(Observer):
         self._debounce: asyncio.TimerHandle | None = None
         self._background: asyncio.Future[None] | None = None
         self._loop = asyncio.get_running_loop()
+        #: the store writes at durability points only (see :func:`checkpointed`)
+        self.checkpointed = checkpointed(store)
         if run_state is not None:
             run_state.on_meta_change = self._meta_changed_from_any_thread
 
@@ -214,7 +208,7 @@ class RunStateWriter(Observer):
             row = replace(row, meta=self.run_state.meta(t.target))
             self._dirty_meta.discard(t.target)
         self._set_row(t.target, row)
-        if t.status == "running":
+        if t.status == "running" and not self.checkpointed:
             await self.flush()
         else:
             self._schedule_flush()
@@ -296,7 +290,8 @@ class RunStateWriter(Observer):
 
     def _schedule_flush(self) -> None:
         if self._debounce is None:
-            self._debounce = self._loop.call_later(SETTLE_DEBOUNCE_S, self._debounced_flush)
+            delay = CHECKPOINT_DEBOUNCE_S if self.checkpointed else SETTLE_DEBOUNCE_S
+            self._debounce = self._loop.call_later(delay, self._debounced_flush)
 
     def _debounced_flush(self) -> None:
         self._debounce = None
