@@ -78,6 +78,6 @@ def test_a_run_that_suspends_is_written_at_its_suspension_with_every_row() -> No
 
 def test_an_ordinary_store_still_records_running_before_each_body() -> None:
     store = CountingStore()
-    store.checkpointed = False  # type: ignore[misc]
+    store.checkpointed = False
     run(chain_build(10, state_store=lambda self: store), "t9")
     assert store.writes >= 10
