@@ -1,4 +1,7 @@
-"""A small release: build, test, deploy to staging, wait for QA, deploy to production.
+"""A small release: build, test, deploy to staging, wait for QA, roll out to production.
+
+Production is a fan-out over ``--regions`` (default ``eu-west,us-east``): each
+region is deployed under its own lock, then smoke-tested, two at a time.
 
 Run it from this directory::
 
@@ -16,6 +19,7 @@ from zuke import Build, Context, LockSettings, external_signal, parameter, run, 
 class Release(Build):
     service = parameter("service to release").required()
     replicas = parameter("how many replicas").integer().default(2)
+    regions = parameter("production regions").array().default(["eu-west", "us-east"])
 
     @target
     def compile(self, t):
@@ -59,11 +63,19 @@ class Release(Build):
     @target
     def release(self, t):
         return (
-            t.description("Deploy the approved image to production")
+            t.description("Roll the approved image out to production, region by region")
             .depends_on(self.qa_approval)
-            .lock(lambda s: self._one_deploy_at_a_time(s, "production"))
-            .timeout("5m")
-            .executes(lambda ctx: self._deploy(ctx, "production"))
+            .for_each(
+                lambda: self.regions.value,
+                lambda region, index: {
+                    "deploy": target()
+                    .lock(lambda s: self._one_deploy_at_a_time(s, f"production-{region}"))
+                    .timeout("5m")
+                    .executes(lambda ctx: self._deploy(ctx, f"production {region}")),
+                    "smoke": target().executes(lambda: print(f"smoke tests green in {region}")),
+                },
+                lambda s: s.concurrency(2),
+            )
         )
 
     def _one_deploy_at_a_time(self, s: LockSettings, environment: str) -> None:
@@ -72,7 +84,7 @@ class Release(Build):
     def _deploy(self, ctx: Context, environment: str) -> None:
         image = ctx.state_of(self.compile).get()["image"]
         assert ctx.lock is not None
-        if environment == "production":
+        if environment.startswith("production"):
             approval = ctx.signals["qa-approved"]
             print(f"approved by {approval.data.get('by', '?')} at {approval.received_at}")
         print(f"deploying {image} to {environment} x{self.replicas.value}")

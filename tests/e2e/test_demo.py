@@ -27,7 +27,12 @@ def test_the_demo_release_suspends_at_qa_resumes_with_a_signal_and_finishes(tmp_
     resume = ["resume", run["id"], "--signal", "qa-approved", "--data", '{"by": "qa"}']
     code, out = finish(spawn(resume, tmp_path))
     assert code == 0, out
-    assert "approved by qa" in out and "deploying api:1.4.3 to production" in out
+    assert "approved by qa" in out
+    # production is a fan-out over the regions, each deployed under its own lock
+    assert "release: fan-out over 2 item(s)." in out
+    assert "deploying api:1.4.3 to production eu-west" in out
+    assert "deploying api:1.4.3 to production us-east" in out
+    assert "release: 2 item(s): 2 succeeded." in out
     code, shown = finish(spawn(["runs", "show", run["id"], "--json"], tmp_path))
     record = json.loads(shown)
     assert record["status"] == "succeeded"
