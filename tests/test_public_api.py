@@ -15,6 +15,7 @@ EXPECTED = [
     "CorruptRecordError",
     "DegradedRecordError",
     "DurationError",
+    "ForEachSettings",
     "GateState",
     "GraphChangedError",
     "GraphError",

@@ -56,6 +56,7 @@ if TYPE_CHECKING:  # the lazy names, as type checkers and IDEs see them
     from zuke._engine.context import Context, LockInfo, StateHandle
     from zuke._engine.result import Outcome, RunResult
     from zuke._engine.run import execute
+    from zuke._fan_out import ForEachSettings
     from zuke._lock_settings import LockSettings, lock_key
     from zuke._main import run
     from zuke._params import Parameter, parameter
@@ -85,6 +86,7 @@ _LAZY = {
     "Outcome": "zuke._engine.result",
     "RunResult": "zuke._engine.result",
     "execute": "zuke._engine.run",
+    "ForEachSettings": "zuke._fan_out",
     "LockSettings": "zuke._lock_settings",
     "lock_key": "zuke._lock_settings",
     "run": "zuke._main",
@@ -133,6 +135,7 @@ __all__ = [
     "CorruptRecordError",
     "DegradedRecordError",
     "DurationError",
+    "ForEachSettings",
     "GateState",
     "GraphChangedError",
     "GraphError",
