@@ -255,7 +255,7 @@ def test_a_fan_out_with_gates_suspends_and_is_resumed_item_by_item_across_proces
     assert parked.status == "suspended" and parked.targets["batch"].status == "waiting"
     approvals = ("batch[a].approve", "batch[b].approve", "batch[c].approve")
     assert statuses(parked, *approvals) == ["waiting"] * 3
-    assert ran(markers) == ["build a", "build b", "build c"]
+    assert sorted(ran(markers)) == ["build a", "build b", "build c"]  # concurrently
 
     # Item a's signal resumes item a only: the others stay parked, the run suspends again.
     code, out = finish(spawn(["resume", run_id, "--signal", "ok-a"], tmp_path))
@@ -282,9 +282,8 @@ def test_a_fan_out_with_gates_suspends_and_is_resumed_item_by_item_across_proces
     assert done.status == "succeeded"
     assert {row.status for row in done.targets.values()} == {"succeeded"}
     # No stage a process settled ran again; the fan-out's dependent ran once, last.
-    assert ran(markers) == [
-        "build a", "build b", "build c", "deploy a", "deploy c", "deploy b", "announce",
-    ]  # fmt: skip
+    assert sorted(ran(markers)[:3]) == ["build a", "build b", "build c"]
+    assert ran(markers)[3:] == ["deploy a", "deploy c", "deploy b", "announce"]
 
 
 RACE_BUILD = GATE_BUILD.replace(
