@@ -140,6 +140,12 @@ class WaitTrigger(ABC):
         """The signal that satisfies this trigger, if it is a signal (for guidance)."""
         return None
 
+    async def on_timeout(self, ctx: WaitContext) -> None:  # noqa: B027 (optional: default no-op)
+        """Called once when the gate times out, under the run's lease, before its disposition
+        runs (``zuke_gh`` cancels the dispatched workflow run here). ``ctx.state`` reads the
+        gate's state; what it writes is not kept. A hook that raises is reported as a note of
+        the timeout, and the disposition runs regardless. The default does nothing."""
+
 
 async def ask(trigger: WaitTrigger, ctx: WaitContext) -> WaitResult:
     """Check ``trigger`` (sync or async) and normalise its answer (one that is not a result

@@ -5,11 +5,13 @@
   (``zuke_gh/client.py``; ``docs/github-client.md``).
 * :class:`AppTokenSource` — GitHub App installation tokens for the client
   (``zuke_gh/app_token.py``).
+* :func:`github_workflow` — a gate that dispatches a workflow and waits for its
+  run; :func:`read_workflow_result` reads how it ended (``zuke_gh/workflow.py``;
+  ``docs/github.md``).
 
-The ``github_workflow`` trigger and the branch-backed state store arrive with
-their own steps. This package depends on :mod:`zuke`; :mod:`zuke` never
-imports it. ``import zuke_gh`` does not import ``cryptography`` (only an App
-that signs does).
+The branch-backed state store arrives with its own step. This package depends
+on :mod:`zuke`; :mod:`zuke` never imports it. ``import zuke_gh`` does not
+import ``cryptography`` (only an App that signs does).
 """
 
 from zuke_gh._jwt import app_jwt
@@ -19,6 +21,14 @@ from zuke_gh._retry import RetryPolicy
 from zuke_gh.app_token import AppCredentials, AppTokenSource, InstallationToken
 from zuke_gh.client import GitHubClient
 from zuke_gh.errors import GitHubAppKeyError, GitHubError, GitHubPathError
+from zuke_gh.workflow import (
+    GitHubWorkflowTrigger,
+    WorkflowJob,
+    WorkflowResult,
+    WorkflowSettings,
+    github_workflow,
+    read_workflow_result,
+)
 
 __all__ = [
     "AppCredentials",
@@ -28,10 +38,16 @@ __all__ = [
     "GitHubError",
     "GitHubPathError",
     "GitHubResponse",
+    "GitHubWorkflowTrigger",
     "InstallationToken",
     "RetryPolicy",
     "StaticToken",
     "TokenSource",
+    "WorkflowJob",
+    "WorkflowResult",
+    "WorkflowSettings",
     "app_jwt",
+    "github_workflow",
+    "read_workflow_result",
     "repo_slug",
 ]

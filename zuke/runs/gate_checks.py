@@ -13,6 +13,7 @@ when the run was parked, which a resume credits to the run's deadline.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -99,6 +100,43 @@ async def check_gates(
         elif isinstance(check.result, WaitFailed):
             check.result = WaitFailed(loaded.redactor.text(check.result.reason))
     return checks
+
+
+#: how long a trigger's ``on_timeout`` hook may take before the disposition goes ahead
+TIMEOUT_HOOK_S = 60.0
+
+
+async def timeout_hook(loaded: LoadedBuild, record: RunRecord, gate: str, now: int) -> str | None:
+    """Call the timed-out gate's ``trigger.on_timeout`` (from the record alone); a note
+    saying why, if the hook raised or hung — never an exception: the disposition must run."""
+    spec = await loaded.index.get(gate)
+    if spec is None or spec.wait is None:
+        return None
+    row = record.targets[gate]
+    meta = dict(row.meta)
+
+    async def keep() -> None:
+        return None
+
+    deadline = row.waiting_for.deadline if row.waiting_for else None
+    ctx = WaitContext(
+        run_id=record.id,
+        target=gate,
+        params=loaded.public_params,
+        signals=record.signals,
+        state=GateState(lambda: dict(meta), lambda patch: None),
+        now_ms=now,
+        deadline_ms=parse_iso(deadline) if deadline else None,
+        persist=keep,
+    )
+    try:
+        await asyncio.wait_for(spec.wait.trigger.on_timeout(ctx), TIMEOUT_HOOK_S)
+    except Exception as exc:
+        what = "timed out" if isinstance(exc, TimeoutError) else f"raised {type(exc).__name__}"
+        return loaded.redactor.text(
+            f"gate {gate!r}: its trigger's on_timeout hook {what}: {exc}".rstrip(": ")
+        )
+    return None
 
 
 async def _persist_meta(store: StateStore, run_id: str, check: GateAnswer) -> None:

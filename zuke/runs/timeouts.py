@@ -33,6 +33,7 @@ from zuke._engine.record import ci_run_url
 from zuke._engine.resumed import Adoption, execute_resumed
 from zuke._engine.run import LoadedBuild, RunOptions, ordering_edges
 from zuke._errors import AlreadyResumedError, RunError
+from zuke.runs.gate_checks import timeout_hook
 from zuke.state._protocol import LockAcquired, LockHeld, LockHolder, StateStore, StoredRun
 from zuke.state.records import RunDelta, RunEvent, RunRecord, RunStatus, TargetRecord
 from zuke.state.update import GaveUp, Unchanged, update_run
@@ -185,6 +186,10 @@ async def settle_timeout(
         args={"gate": gate, "onTimeout": waiting.on_timeout},
     )
     try:
+        hooked = await timeout_hook(loaded, record, gate, run.clock.now_ms())
+        if hooked is not None:  # the hook's failure is news, never a reason to skip the rest
+            notes = [*notes, hooked]
+            run.on_warning(hooked)
         if waiting.on_timeout_is_target:
             try:
                 return await _run_rollback(
