@@ -17,11 +17,17 @@ def test_the_exported_names_are_pinned() -> None:
         "GitHubError",
         "GitHubPathError",
         "GitHubResponse",
+        "GitHubWorkflowTrigger",
         "InstallationToken",
         "RetryPolicy",
         "StaticToken",
         "TokenSource",
+        "WorkflowJob",
+        "WorkflowResult",
+        "WorkflowSettings",
         "app_jwt",
+        "github_workflow",
+        "read_workflow_result",
         "repo_slug",
     ]
     assert all(hasattr(zuke_gh, name) for name in zuke_gh.__all__)
