@@ -181,7 +181,9 @@ def test_the_token_reaches_neither_the_state_nor_a_reason(
         (lambda g: g.repo("acme/app"), "set the repository and the workflow"),
     ],
 )  # fmt: skip
-def test_bad_settings_fail_the_build_load_naming_what_is_wrong(configure: object, named: str) -> None:
+def test_bad_settings_fail_the_build_load_naming_what_is_wrong(
+    configure: object, named: str
+) -> None:
     with pytest.raises(BuildDefinitionError, match="github_workflow") as caught:
         github_workflow(configure)  # type: ignore[arg-type]
     assert named in str(caught.value)
