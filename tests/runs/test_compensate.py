@@ -112,3 +112,23 @@ def test_without_a_build_the_canceller_settles_the_run_without_compensations() -
     result = cancel_run(store, "run-1", actor="ops", clock=clock)
     assert result.status == "cancelled" and result.compensated == []
     assert any("without compensations" in n for n in result.notes)
+
+
+def test_a_dead_walkers_cancel_lock_is_taken_over_once_its_lease_has_lapsed() -> None:
+    clock, log = ManualClock(), list[Any]()
+    store = MemoryStateStore(clock=clock)
+    build = cd_build(store, log)
+    walker = LockHolder(actor="dead-walker", run_id="run-1", since=AT)
+    stale = store.acquire_lock("zuke-cancel-run-1", walker, 3_600_000)  # outlives its lease
+    assert isinstance(stale, LockAcquired)
+    dead_run(store, clock, status="cancelling")
+    warnings: list[str] = []
+    report = asyncio.run(
+        resume_check_async(
+            build, store, run=RunOptions(env={}, clock=clock, on_warning=warnings.append)
+        )
+    )
+    assert [(e.action, e.result) for e in report.entries] == [("reaped", "cancelled")]
+    assert log == ["unmigrate", ("undeploy", {"slot": "sit-7"})]
+    assert record_of(store).status == "cancelled"
+    assert store.list_locks() == []

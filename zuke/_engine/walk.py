@@ -8,7 +8,9 @@ caller holds the run's lease (a :class:`~zuke._engine.claims.Claim`, so it
 is renewed however long the walk takes); the walk then:
 
 1. takes the cancel lock ``zuke-cancel-<run id>`` (30 s TTL, heartbeat):
-   exactly one process walks a run;
+   exactly one process walks a run. A cancel lock held by another process
+   is broken and taken over: every walker holds the run's lease, which is
+   now the caller's, so its holder lost the run (a walker killed mid-walk);
 2. moves the record to ``cancelling`` with ``intendedTerminal`` (a record
    already ``cancelling`` keeps its own), ending rows still running;
 3. runs each compensation not yet recorded done, appending one
@@ -140,6 +142,16 @@ async def walk(
     key = cancel_lock_key(run_id)
     holder = LockHolder(actor=actor, run_id=run_id, since=w.now())
     taken = await acquire(store, key, holder, CANCEL_LOCK_TTL_MS)
+    if not isinstance(taken, LockAcquired) and not lease.lost.is_set():
+        # Every walker holds the run's lease, and the lease is ours: whoever holds the
+        # cancel lock lost its lease — a walker killed mid-walk, whose cancel lock would
+        # otherwise outlive it by up to its TTL. Take the walk over (the fence goes up).
+        await asyncio.to_thread(store.break_lock, key)
+        notify(
+            f"Run {run_id}: taking over the walk of {taken.holder.actor}, whose lease on the "
+            "run has lapsed"
+        )
+        taken = await acquire(store, key, holder, CANCEL_LOCK_TTL_MS)
     if not isinstance(taken, LockAcquired):
         found = store.get_run(run_id)
         status = found.record.status if found else "cancelling"
