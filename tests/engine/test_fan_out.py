@@ -380,3 +380,33 @@ def test_a_free_compensation_builder_is_refused_on_a_declared_target() -> None:
 
     with pytest.raises(BuildDefinitionError, match="only for fan-out stages"):
         load(Bad, {}, {})
+
+
+def test_each_stage_may_hold_a_lock_of_its_own_keyed_by_its_item() -> None:
+    store, held = MemoryStateStore(), dict[str, str]()
+
+    def stages(repo: Any, index: int) -> dict[str, TargetBuilder]:
+        def deploy(ctx: Any) -> None:
+            held[repo] = ctx.lock.key
+            assert ctx.lock.key in {e.key for e in store.list_locks()}
+
+        locked = target().lock(lambda s: s.lock_key("deploy", repo).with_ttl("5m"))
+        return {"deploy": locked.executes(deploy)}
+
+    assert run(fan_build(store, stages)).status == "succeeded"
+    assert held == {"a": "deploy-a", "b": "deploy-b", "c": "deploy-c"}
+    assert store.list_locks() == [] or all(
+        not e.key.startswith("deploy-") for e in store.list_locks()
+    )
+
+
+def test_a_stage_lock_with_a_bad_key_fails_the_fan_out_before_any_item_runs() -> None:
+    store, ran = MemoryStateStore(), list[str]()
+
+    def stages(repo: Any, index: int) -> dict[str, TargetBuilder]:
+        bad = target().lock(lambda s: s.key("has space").with_ttl("5m"))
+        return {"deploy": bad.executes(lambda: ran.append(repo))}
+
+    result = run(fan_build(store, stages))
+    assert result.status == "failed" and ran == []
+    assert "batch[a].deploy" in (result.outcomes["batch"].error or "")
