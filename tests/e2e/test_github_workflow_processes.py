@@ -1,0 +1,269 @@
+"""The ``github_workflow`` gate between real ``zuke`` processes and the fake GitHub.
+
+The fake serves from this test process on 127.0.0.1 (``GITHUB_API_URL`` points the children
+at it); the test drives the dispatched runs. Every wait is on an observable event: a
+process exiting, the fake receiving a request, a lease lapsing.
+"""
+
+from __future__ import annotations
+
+import http.client
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fixtures.fake_github import FakeGitHub
+from tests.e2e.resume_support import (
+    actions,
+    fs_store,
+    record_of,
+    suspend,
+    sweep,
+    wait_for_lease_to_lapse,
+)
+from tests.e2e.support import kill, spawn, wait_until, write_build
+
+pytestmark = pytest.mark.e2e
+
+REPO = "acme/app"
+DISPATCH = "POST /repos/{owner}/{repo}/actions/workflows/{workflow_id}/dispatches"
+BUILD = """
+    from zuke import Build, parameter, target
+    from zuke_gh import github_workflow, read_workflow_result
+
+    class Release(Build):
+        mode = parameter("correlation").default("marker")
+        discovery = parameter("discovery window").default("1m")
+
+        @target
+        def e2e(self, t):
+            return t.waits_for(lambda s: s.on(github_workflow(self._workflow)).timeout("2h"))
+
+        def _workflow(self, g):
+            g.repo("acme/app").workflow("e2e.yml").ref("main").input("suite", "smoke")
+            g.correlate(self.mode.value).discovery_timeout(self.discovery.value)
+
+        @target
+        def ship(self, t):
+            return t.depends_on(self.e2e).executes(self._ship)
+
+        def _ship(self, ctx):
+            result = read_workflow_result(ctx.state_of("e2e"))
+            if result is None or not result.passed:
+                raise RuntimeError(f"e2e suite failed: {result.conclusion if result else None}")
+            print(f"shipped after {result.url}: {[(j.name, j.conclusion) for j in result.jobs]}")
+"""
+
+
+@pytest.fixture
+def gh() -> Iterator[FakeGitHub]:
+    with FakeGitHub.start(repos=[REPO]) as fake:
+        yield fake
+
+
+def workflow(gh: FakeGitHub, *, run_name: str = "${{ inputs.zuke_marker }}",
+             marker: bool = True) -> None:  # fmt: skip
+    inputs: dict[str, dict[str, Any]] = {"suite": {"required": True}}
+    if marker:
+        inputs["zuke_marker"] = {"required": False}
+    gh.add_workflow(REPO, "e2e.yml", inputs=inputs, run_name=run_name, jobs=["unit", "e2e"])
+
+
+def env_for(gh: FakeGitHub, url: str | None = None) -> dict[str, str]:
+    return {"GITHUB_API_URL": url or gh.url, "GH_TOKEN": gh.token}
+
+
+def dispatches(gh: FakeGitHub) -> int:
+    return int(gh.stats()["endpoints"].get(DISPATCH, 0))
+
+
+def release(tmp_path: Path, gh: FakeGitHub, *args: str) -> str:
+    write_build(tmp_path, BUILD)
+    return suspend(tmp_path, ["ship", *args], env_for(gh))
+
+
+def test_a_release_dispatches_suspends_waits_out_a_queued_run_and_ships_when_it_passes(
+    tmp_path: Path, gh: FakeGitHub
+) -> None:
+    workflow(gh)
+    run_id = release(tmp_path, gh)
+    (dispatched,) = gh.dispatched(REPO)
+    assert dispatched["display_title"] == f"zuke:{run_id}:e2e"
+    assert dispatched["inputs"] == {"suite": "smoke", "zuke_marker": f"zuke:{run_id}:e2e"}
+    store = fs_store(tmp_path)
+    meta = record_of(store, run_id).targets["e2e"].meta
+    assert meta["runId"] == dispatched["id"]  # github.com answered with the run id
+    assert gh.token not in str(meta)
+
+    # Another process sweeps while the run is queued: the run stays suspended.
+    code, summary = sweep(tmp_path, env_for(gh))
+    assert code == 0, summary
+    assert actions(summary, run_id) == ["still-waiting"]
+    assert "is queued" in summary["runs"][0]["detail"]
+    assert record_of(store, run_id).status == "suspended"
+
+    gh.complete_run(dispatched["id"], "success", jobs=[("unit", "success"), ("e2e", "success")])
+    code, summary = sweep(tmp_path, env_for(gh))
+    assert code == 0, summary
+    assert actions(summary, run_id) == ["resumed"]
+    record = record_of(store, run_id)
+    assert record.status == "succeeded"
+    assert record.targets["ship"].status == "succeeded"
+    result = record.targets["e2e"].meta["result"]
+    assert result["passed"] is True and [j["name"] for j in result["jobs"]] == ["unit", "e2e"]
+    assert dispatches(gh) == 1
+
+
+def test_a_failed_suite_fails_ship(tmp_path: Path, gh: FakeGitHub) -> None:
+    workflow(gh)
+    run_id = release(tmp_path, gh)
+    (dispatched,) = gh.dispatched(REPO)
+    gh.complete_run(dispatched["id"], "failure", jobs=[("unit", "success"), ("e2e", "failure")])
+    code, summary = sweep(tmp_path, env_for(gh))
+    assert code == 1, summary
+    record = record_of(fs_store(tmp_path), run_id)
+    assert record.status == "failed"
+    assert record.targets["e2e"].status == "succeeded"  # the gate is over; the suite failed
+    assert "e2e suite failed: failure" in (record.targets["ship"].error or "")
+
+
+def test_on_ghes_the_refused_key_falls_back_to_a_plain_dispatch_and_marker_correlation(
+    tmp_path: Path, gh: FakeGitHub
+) -> None:
+    workflow(gh)
+    gh.set_ghes(REPO)
+    run_id = release(tmp_path, gh)
+    posts = [r for r in gh.requests if r["endpoint"] == DISPATCH]
+    assert [r["status"] for r in posts] == [400, 204]
+    (dispatched,) = gh.dispatched(REPO)
+    store = fs_store(tmp_path)
+    assert "runId" not in record_of(store, run_id).targets["e2e"].meta
+
+    code, summary = sweep(tmp_path, env_for(gh))
+    assert code == 0 and actions(summary, run_id) == ["still-waiting"], summary
+    assert record_of(store, run_id).targets["e2e"].meta["runId"] == dispatched["id"]
+    gh.complete_run(dispatched["id"], "success")
+    code, summary = sweep(tmp_path, env_for(gh))
+    assert code == 0 and record_of(store, run_id).status == "succeeded", summary
+
+
+def test_a_decorated_run_name_fails_fast_once_the_discovery_window_has_passed(
+    tmp_path: Path, gh: FakeGitHub
+) -> None:
+    workflow(gh, run_name="e2e ${{ inputs.zuke_marker }}")
+    gh.set_ghes(REPO)  # no run id in the answer: the title is all there is
+    run_id = release(tmp_path, gh, "--discovery", "1m")
+    code, summary = sweep(tmp_path, env_for(gh))
+    assert code == 0 and actions(summary, run_id) == ["still-waiting"], summary
+
+    gh.advance_clock(90)  # GitHub's clock: 90 s since the dispatch
+    code, summary = sweep(tmp_path, env_for(gh))
+    assert code == 1, summary
+    (entry,) = summary["runs"]
+    assert entry["action"] == "failed"
+    assert "run-name: ${{ inputs.zuke_marker }}" in entry["detail"]
+    record = record_of(fs_store(tmp_path), run_id)
+    assert record.status == "failed" and record.targets["ship"].status == "skipped"
+    assert "no run's title equals the marker" in (record.targets["e2e"].error or "")
+
+
+def test_created_window_with_two_candidates_fails_loudly(tmp_path: Path, gh: FakeGitHub) -> None:
+    workflow(gh, marker=False, run_name="E2E")  # a workflow nobody can change
+    gh.set_ghes(REPO)
+    run_id = release(tmp_path, gh, "--mode", "created-window")
+    (ours,) = gh.dispatched(REPO)
+    assert ours["inputs"] == {"suite": "smoke"}  # no marker input sent
+    (other,) = gh.add_run(REPO, "e2e.yml", event="workflow_dispatch", status="queued")
+    code, summary = sweep(tmp_path, env_for(gh))
+    assert code == 1, summary
+    detail = summary["runs"][0]["detail"]
+    assert "ambiguous" in detail
+    assert f"/actions/runs/{ours['id']}" in detail and f"/actions/runs/{other}" in detail
+    assert record_of(fs_store(tmp_path), run_id).status == "failed"
+
+
+class _HoldingProxy(ThreadingHTTPServer):
+    """Forwards to the fake; answers a dispatch only after the test says so (never, here)."""
+
+    daemon_threads = True
+
+    def __init__(self, upstream: FakeGitHub) -> None:
+        super().__init__(("127.0.0.1", 0), _ProxyHandler)
+        self.upstream = upstream
+        self.landed = threading.Event()
+        self.release = threading.Event()
+
+
+class _ProxyHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _HoldingProxy
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        body = self.rfile.read(int(self.headers.get("content-length") or 0))
+        conn = http.client.HTTPConnection("127.0.0.1", self.server.upstream.port, timeout=30)
+        skip = {"host", "connection", "content-length"}
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in skip}
+        conn.request(self.command, self.path, body=body or None, headers=headers)
+        answer = conn.getresponse()
+        data = answer.read()
+        conn.close()
+        if self.command == "POST" and self.path.endswith("/dispatches"):
+            self.server.landed.set()  # GitHub acted on it; its answer never reaches the client
+            self.server.release.wait(60)
+            self.close_connection = True
+            return
+        self.send_response_only(answer.status)
+        for name, value in answer.getheaders():
+            if name.lower() not in ("content-length", "connection", "transfer-encoding"):
+                self.send_header(name, value)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    do_POST = do_GET
+
+
+def test_a_process_killed_mid_dispatch_is_reaped_and_re_polls_without_dispatching_twice(
+    tmp_path: Path, gh: FakeGitHub
+) -> None:
+    workflow(gh)
+    proxy = _HoldingProxy(gh)
+    threading.Thread(target=proxy.serve_forever, args=(0.02,), daemon=True).start()
+    write_build(tmp_path, BUILD)
+    store = fs_store(tmp_path)
+    url = f"http://127.0.0.1:{proxy.server_address[1]}"
+    child = spawn(["ship"], tmp_path, {**env_for(gh, url), "ZUKE_RUN_LEASE_TTL": "1s"},
+                  output=tmp_path / "out.txt")  # fmt: skip
+    try:
+        wait_until(proxy.landed.is_set, "the dispatch to reach GitHub")
+        (run,) = store.list_runs()
+        # The marker was durable before the POST left: the record already has it.
+        assert record_of(store, run.id).targets["e2e"].meta["marker"] == f"zuke:{run.id}:e2e"
+        kill(child)  # mid-dispatch: the process never hears GitHub's answer
+    finally:
+        kill(child)
+        proxy.release.set()
+        proxy.shutdown()
+        proxy.server_close()
+    (dispatched,) = gh.dispatched(REPO)
+    wait_for_lease_to_lapse(store, run.id)
+
+    code, summary = sweep(tmp_path, env_for(gh))
+    assert code == 0, summary
+    assert actions(summary, run.id)[0] == "reaped", summary
+    record = record_of(store, run.id)
+    assert record.status == "suspended"
+    assert record.targets["e2e"].meta["runId"] == dispatched["id"]  # found by its marker
+    assert dispatches(gh) == 1
+
+    gh.complete_run(dispatched["id"], "success")
+    code, summary = sweep(tmp_path, env_for(gh))
+    assert code == 0 and record_of(store, run.id).status == "succeeded", summary
+    assert dispatches(gh) == 1 and len(gh.dispatched(REPO)) == 1
