@@ -132,3 +132,28 @@ def test_a_dead_walkers_cancel_lock_is_taken_over_once_its_lease_has_lapsed() ->
     assert log == ["unmigrate", ("undeploy", {"slot": "sit-7"})]
     assert record_of(store).status == "cancelled"
     assert store.list_locks() == []
+
+
+def test_a_degraded_walk_resumed_after_a_crash_still_widens_to_unproven_targets() -> None:
+    """The first walk ended notify's running row before it crashed; migrate was never
+    reached. A resumed walk on the degraded record compensates both, and deploy."""
+    from dataclasses import replace
+
+    clock, log = ManualClock(), list[Any]()
+    store = MemoryStateStore(clock=clock)
+    build = cd_build(store, log)
+    rows = {"deploy": "succeeded", "migrate": "pending", "notify": "failed", "flaky": "failed",
+            "after": "skipped"}  # fmt: skip
+    dead_run(store, clock, status="cancelling", rows=rows, degraded=True)
+    found = store.get_run("run-1")
+    assert found is not None
+    ended = replace(found.record.targets["notify"], interrupted=True)
+    store.put_run(
+        replace(found.record, targets={**found.record.targets, "notify": ended}),
+        expected_version=found.version,
+    )
+    asyncio.run(resume_check_async(build, store, run=RunOptions(env={}, clock=clock)))
+    assert log == ["unnotify", "unmigrate", ("undeploy", {"slot": "sit-7"})]
+    record = record_of(store)
+    assert record.status == "cancelled"
+    assert record.targets["migrate"].status == "skipped"  # skipped only once the run settled

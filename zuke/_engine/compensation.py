@@ -72,7 +72,8 @@ def eligible(record: RunRecord, name: str) -> bool:
     """Whether ``name``'s compensation runs: it succeeded (degraded: not failed or skipped)."""
     row = record.targets.get(name)
     if record.degraded:
-        return row is None or row.status not in ("failed", "skipped")
+        # A row the walk itself ended (interrupted) was running: its success may be lost.
+        return row is None or row.status not in ("failed", "skipped") or row.interrupted
     return row is not None and row.status == "succeeded"
 
 

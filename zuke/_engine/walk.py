@@ -12,11 +12,13 @@ is renewed however long the walk takes); the walk then:
    is broken and taken over: every walker holds the run's lease, which is
    now the caller's, so its holder lost the run (a walker killed mid-walk);
 2. moves the record to ``cancelling`` with ``intendedTerminal`` (a record
-   already ``cancelling`` keeps its own), ending rows still running;
+   already ``cancelling`` keeps its own), ending rows still running
+   (``failed``, ``interrupted``);
 3. runs each compensation not yet recorded done, appending one
    ``compensate`` event per compensation *after* it ran — so a crash in the
    middle resumes with the next one and never repeats one recorded done;
-4. settles the record ``intendedTerminal`` and clears its claims.
+4. settles the record ``intendedTerminal``, skips the rows never reached and
+   clears its claims.
 
 Every write is a compare-and-swap that checks the record still lists this
 process's lease token: a walk whose lease was taken over stops before its
@@ -78,14 +80,23 @@ class WalkResult:
 
 
 def ended_rows(record: RunRecord, reason: str, now: str) -> dict[str, TargetRecord]:
-    """Rows of a stopped run: running ones failed, unstarted or waiting ones skipped."""
-    rows = {}
-    for name, row in record.targets.items():
-        if row.status == "running":
-            rows[name] = replace(row, status="failed", error=reason, ended_at=now, interrupted=True)
-        elif row.status in ("pending", "waiting"):
-            rows[name] = replace(row, status="skipped", ended_at=now, waiting_for=None)
-    return rows
+    """Rows of a stopped run: running ones failed (and ``interrupted``)."""
+    return {
+        name: replace(row, status="failed", error=reason, ended_at=now, interrupted=True)
+        for name, row in record.targets.items()
+        if row.status == "running"
+    }
+
+
+def unreached_rows(record: RunRecord, now: str) -> dict[str, TargetRecord]:
+    """Rows a cancelled run never reached, skipped — only when the run is settled, so that
+    a walk resumed after a crash still sees them pending (a degraded record's walk
+    compensates those)."""
+    return {
+        name: replace(row, status="skipped", ended_at=now, waiting_for=None)
+        for name, row in record.targets.items()
+        if row.status in ("pending", "waiting")
+    }
 
 
 class _Walk:
@@ -258,7 +269,11 @@ async def _settle(w: _Walk, result: WalkResult, status: RunStatus) -> WalkResult
             return None
         result.claims = {k: v for k, v in fresh.locks.items() if k != lease_key(w.run_id)}
         return RunDelta(
-            updated_at=event.at, status=status, events=(event,), locks=dict.fromkeys(fresh.locks)
+            updated_at=event.at,
+            status=status,
+            events=(event,),
+            locks=dict.fromkeys(fresh.locks),
+            targets=unreached_rows(fresh, event.at),
         )
 
     record = await w.write(settle)
