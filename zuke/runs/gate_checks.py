@@ -20,7 +20,7 @@ from typing import Any
 
 from zuke._clock import iso, parse_iso
 from zuke._engine.run import LoadedBuild
-from zuke._errors import RunError
+from zuke._errors import RunError, ZukeError
 from zuke._waits import GateState, NotYet, WaitContext, WaitFailed, ask
 from zuke.state._protocol import StateStore
 from zuke.state.records import RunDelta, RunRecord, TargetRecord
@@ -109,7 +109,10 @@ TIMEOUT_HOOK_S = 60.0
 async def timeout_hook(loaded: LoadedBuild, record: RunRecord, gate: str, now: int) -> str | None:
     """Call the timed-out gate's ``trigger.on_timeout`` (from the record alone); a note
     saying why, if the hook raised or hung — never an exception: the disposition must run."""
-    spec = await loaded.index.get(gate)
+    try:
+        spec = await loaded.index.get(gate)
+    except ZukeError as exc:  # a fan-out's items that cannot be re-read: say so, go on
+        return loaded.redactor.text(f"gate {gate!r}: its trigger's on_timeout hook not run: {exc}")
     if spec is None or spec.wait is None:
         return None
     row = record.targets[gate]
