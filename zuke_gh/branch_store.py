@@ -124,6 +124,12 @@ class GitHubBranchStateStore:
     def close(self) -> None:
         self.client.close()
 
+    def __enter__(self) -> GitHubBranchStateStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     # -- runs --------------------------------------------------------------------------------
 
     def get_run(self, run_id: str) -> StoredRun | None:

@@ -33,3 +33,16 @@ class Cost:
         stats = self.fake.stats()
         self.fake.reset_stats()
         return int(stats["requests"]), int(stats["not_modified"]), int(stats["commits"])
+
+
+def add_main_branch(fake: FakeControl, repo: str = REPO) -> None:
+    """Give the repository a ``main`` branch (one empty commit), as a real one has."""
+    owner, name = repo.split("/")
+    where = {"owner": owner, "repo": name}
+    with GitHubClient(token=fake.token, base_url=fake.url) as client:
+        tree = client.post("/repos/{owner}/{repo}/git/trees", json={"tree": []}, **where)
+        body = {"message": "initial", "tree": tree.body["sha"], "parents": []}
+        commit = client.post("/repos/{owner}/{repo}/git/commits", json=body, **where)
+        ref = {"ref": "refs/heads/main", "sha": commit.body["sha"]}
+        client.post("/repos/{owner}/{repo}/git/refs", json=ref, **where)
+    fake.reset_stats()
