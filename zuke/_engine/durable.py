@@ -41,10 +41,19 @@ from zuke.state.records import RunStatus, WaitingFor
 from zuke.state.resolve import resolve_store
 
 
-def lease_ttl_ms(env: Mapping[str, str]) -> int:
-    """The run lease's TTL: 60 s, or ``ZUKE_RUN_LEASE_TTL`` (for tests and slow stores)."""
+def lease_ttl_ms(env: Mapping[str, str], store: StateStore | None = None) -> int:
+    """The run lease's TTL: ``ZUKE_RUN_LEASE_TTL``, else the store's own default, else 60 s.
+
+    A store whose every write is costly (the GitHub branch store: a renewal is
+    a commit) names its default in a positive int ``default_lease_ttl_ms``.
+    """
     raw = env.get("ZUKE_RUN_LEASE_TTL", "")
-    return parse_duration(raw, what="ZUKE_RUN_LEASE_TTL") if raw else LEASE_TTL_MS
+    if raw:
+        return parse_duration(raw, what="ZUKE_RUN_LEASE_TTL")
+    default = getattr(store, "default_lease_ttl_ms", None)
+    if isinstance(default, int) and not isinstance(default, bool) and default > 0:
+        return default
+    return LEASE_TTL_MS
 
 
 def needs_state(plan: Plan) -> bool:
@@ -164,7 +173,7 @@ class DurableRun:
             env=env,
             deadline=deadline_at(deadline, now),
         )
-        ttl = lease_ttl_ms(env)
+        ttl = lease_ttl_ms(env, store)
         poll_s = poll_interval_s(env)  # a bad value fails here, before the lease is taken
         holder = LockHolder(state.actor, state.run_id, iso(now), ci_run_url(env))
         taken = await acquire_lease(store, state.run_id, holder, ttl_ms=ttl)
@@ -202,7 +211,7 @@ class DurableRun:
         The resumer has taken the run's lease and moved the record to
         ``running``; from here this run owns both, as a fresh one would.
         """
-        ttl = lease_ttl_ms(env)
+        ttl = lease_ttl_ms(env, store)
         writer = RunStateWriter(
             store, found.record, version=found.version, run_state=state, clock=clock,
             redactor=state.redactor, warn=warn,

@@ -136,7 +136,7 @@ async def take_run_lease(
     """Take the run's lease for this resumer, or refuse: ``held`` is the refusal, with
     ``{actor}`` standing for the holder (a live process, or another resumer)."""
     holder = LockHolder(actor, record.id, iso(run.clock.now_ms()), ci_run_url(run.env))
-    taken = await acquire_lease(store, record.id, holder, ttl_ms=lease_ttl_ms(run.env))
+    taken = await acquire_lease(store, record.id, holder, ttl_ms=lease_ttl_ms(run.env, store))
     if isinstance(taken, LockHeld):
         raise AlreadyResumedError(
             held.format(actor=taken.holder.actor), run_id=record.id, by=taken.holder.actor
@@ -280,7 +280,7 @@ async def _cancel_run(
         store,
         marked.record,
         lease,
-        ttl_ms=lease_ttl_ms(run.env),
+        ttl_ms=lease_ttl_ms(run.env, store),
         build=type(loaded.build),
         env=run.env,
         actor=actor,
