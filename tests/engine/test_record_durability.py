@@ -11,6 +11,7 @@ that says ``succeeded`` with targets still pending.
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import os
 import types
@@ -23,6 +24,7 @@ from tests.conftest import CliResult, CliRunner
 from tests.engine.record_support import record_failure_line, record_failure_lines, the_record
 from zuke import Build, StateStore, target
 from zuke._engine import writer as writer_module
+from zuke._engine.run import RunOptions, execute_async
 from zuke.state import _files
 from zuke.state._protocol import Conflict, Written
 from zuke.state.filesystem import FileSystemStateStore
@@ -174,3 +176,40 @@ def test_without_a_store_nothing_is_said_about_a_record(cli: CliRunner) -> None:
     assert result.code == 0, result.text
     assert record_failure_lines(result) == []
     assert "Build succeeded" in result.out
+
+
+def test_a_triggers_persist_raises_when_the_gate_state_did_not_land_so_no_call_follows() -> None:
+    """``await ctx.persist()`` before an external call: if the write is only kept for later,
+    the trigger must not go on to make the call (it would not be recorded as made)."""
+    from zuke import NotYet, WaitContext, WaitTrigger
+
+    calls: list[str] = []
+
+    class Dispatching(WaitTrigger):
+        @property
+        def descriptor(self) -> str:
+            return "dispatch"
+
+        async def check(self, ctx: WaitContext) -> Any:
+            ctx.state.set({"marker": "m-1"})
+            await ctx.persist()
+            calls.append("dispatched")
+            return NotYet()
+
+    store = FailingFromNth(2, stay=True)  # the run's creation lands, nothing after it
+
+    class Gated(Build):
+        def state_store(self) -> StateStore:
+            return store
+
+        @target
+        def gate(self, t: Any) -> Any:
+            return t.waits_for(lambda s: s.on(Dispatching()))
+
+    warnings: list[str] = []
+    result = asyncio.run(
+        execute_async(Gated, RunOptions(targets=["gate"], env={}, on_warning=warnings.append))
+    )
+    assert calls == []
+    assert any("could not be made durable" in w for w in warnings)
+    assert not result.ok

@@ -31,6 +31,7 @@ from zuke._engine.executor import BodyFailure, call_body, describe
 from zuke._engine.plan import TargetSpec
 from zuke._engine.scheduler import GateVerdict
 from zuke._engine.writer import RunStateWriter
+from zuke._errors import StateError
 from zuke._waits import GateState, NotYet, Satisfied, WaitContext, WaitFailed, WaitSpec, ask
 from zuke.state.records import EffectRecord, WaitingFor
 
@@ -90,10 +91,17 @@ class GateKeeper:
             ),
             now_ms=now_ms,
             deadline_ms=gate_deadline_ms(spec.wait, prior, now_ms),
-            persist=self.writer.flush,
+            persist=self._persist,
             shared=self.shared,
             first_check=prior is None,
         )
+
+    async def _persist(self) -> None:
+        """``ctx.persist()``: the gate's state is durable when it returns, or it raises — a
+        trigger about to make an external call (a dispatch) must not make it otherwise."""
+        problem = await self.writer.persist()
+        if problem is not None:
+            raise StateError(f"the gate's state could not be made durable ({problem})")
 
     async def check(self, spec: TargetSpec, ctx: Context) -> GateVerdict:
         wait = spec.wait
