@@ -9,7 +9,11 @@
   run; :func:`read_workflow_result` reads how it ended (``zuke_gh/workflow.py``;
   ``docs/github.md``).
 
-The branch-backed state store arrives with its own step. This package depends
+* :class:`GitHubBranchStateStore` — zuke's run records and locks as files on a
+  branch of the repository (``ZUKE_STATE=github://OWNER/REPO?branch=zuke-state``;
+  ``zuke_gh/branch_store.py``; ``docs/github-state.md``).
+
+This package depends
 on :mod:`zuke`; :mod:`zuke` never imports it. ``import zuke_gh`` does not
 import ``cryptography`` (only an App that signs does).
 """
@@ -19,6 +23,7 @@ from zuke_gh._paths import repo_slug
 from zuke_gh._response import GitHubResponse, StaticToken, TokenSource
 from zuke_gh._retry import RetryPolicy
 from zuke_gh.app_token import AppCredentials, AppTokenSource, InstallationToken
+from zuke_gh.branch_store import GitHubBranchStateStore
 from zuke_gh.client import GitHubClient
 from zuke_gh.errors import GitHubAppKeyError, GitHubError, GitHubPathError
 from zuke_gh.workflow import (
@@ -34,6 +39,7 @@ __all__ = [
     "AppCredentials",
     "AppTokenSource",
     "GitHubAppKeyError",
+    "GitHubBranchStateStore",
     "GitHubClient",
     "GitHubError",
     "GitHubPathError",

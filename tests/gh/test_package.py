@@ -13,6 +13,7 @@ def test_the_exported_names_are_pinned() -> None:
         "AppCredentials",
         "AppTokenSource",
         "GitHubAppKeyError",
+        "GitHubBranchStateStore",
         "GitHubClient",
         "GitHubError",
         "GitHubPathError",
