@@ -5,6 +5,8 @@
 * :meth:`BranchGit.snapshot` — one GraphQL query naming the head's SHA in every
   expression (``<sha>:runs``, ``<sha>:locks.json``, …), so what it answers is
   exactly the tree at that commit, however the branch moves meanwhile.
+* :meth:`BranchGit.head_and_tree` — the head and its tree in one GraphQL query,
+  for a store that has no view of the branch yet (its first write).
 * :meth:`BranchGit.commit` — ``createCommitOnBranch`` with ``expectedHeadOid``:
   the compare-and-swap of the branch head. ``None`` means the head moved
   (``STALE_DATA``).
@@ -37,6 +39,21 @@ _SNAPSHOT_QUERY = """query($owner: String!, $name: String!, $runs: String!, $ind
     index: object(expression: $index) { ... on Blob { oid text } }
     locks: object(expression: $locks) { ... on Blob { oid text } }
     run: object(expression: $run) { ... on Blob { oid text } }
+  }
+}"""
+_HEAD_TREE_QUERY = """query($owner: String!, $name: String!, $ref: String!) {
+  repository(owner: $owner, name: $name) {
+    ref(qualifiedName: $ref) {
+      target {
+        oid
+        ... on Commit {
+          tree { entries { name oid object {
+            ... on Blob { oid text }
+            ... on Tree { entries { name oid } }
+          } } }
+        }
+      }
+    }
   }
 }"""
 _COMMIT_MUTATION = """mutation($input: CreateCommitOnBranchInput!) {
@@ -121,6 +138,40 @@ class BranchGit:
             locks=self._blob_text(repository.get("locks"), LOCKS_PATH),
             run=found,
         )
+
+    def head_and_tree(self) -> tuple[str | None, Tree | None]:
+        """The head and its tree in one query (the tree of the very commit the ref names, so
+        consistent): a store with no view of the branch yet pays one request, not two.
+        ``(None, None)``: no such branch."""
+        variables = {"owner": self.owner, "name": self.repo, "ref": f"refs/heads/{self.branch}"}
+        body = self._graphql(_HEAD_TREE_QUERY, variables, "read the state branch")
+        repository = _dig(body, "data", "repository")
+        if not isinstance(repository, dict):
+            raise self._graphql_failure(body, "read the state branch")
+        target = _dig(repository, "ref", "target")
+        if not isinstance(target, dict) or not isinstance(target.get("oid"), str):
+            return None, None
+        entries = {
+            e["name"]: e.get("object")
+            for e in _dig(target, "tree", "entries") or []
+            if isinstance(e, dict) and isinstance(e.get("name"), str)
+        }
+        runs_dir = entries.get(RUNS_DIR)
+        runs = {
+            e["name"][: -len(".json")]: e["oid"]
+            for e in (runs_dir.get("entries") or [] if isinstance(runs_dir, dict) else [])
+            if isinstance(e, dict)
+            and isinstance(e.get("name"), str)
+            and e["name"].endswith(".json")
+            and isinstance(e.get("oid"), str)
+        }
+        tree = Tree(
+            runs=runs,
+            index=self._blob_text(entries.get(INDEX_PATH), INDEX_PATH),
+            locks=self._blob_text(entries.get(LOCKS_PATH), LOCKS_PATH),
+            run=None,
+        )
+        return target["oid"], tree
 
     def read_file(self, path: str) -> tuple[str, str] | None:
         """(blob SHA, text) of ``path`` at the branch's head, or ``None`` when absent."""

@@ -15,7 +15,8 @@ Selected with ``ZUKE_STATE=github://OWNER/REPO?branch=zuke-state`` (the
 * **Locks** are judged by GitHub's clock: the ``Date`` of the answer that read
   the head (:mod:`zuke_gh._branch_locks`).
 * **Cost.** The store keeps its view of the branch, advanced by its own
-  commits, so an uncontended write is one request; reads are conditional
+  commits, so an uncontended write is one request (two for a process's first
+  write: the head and its tree in one query, then the commit); reads are conditional
   (ETags, a 304 is free): ``get_run`` reads the ref, a listing reads
   ``index.json`` through the contents API.
 * **Write budget.** ``checkpointed = True`` (the engine writes at durability
@@ -255,7 +256,9 @@ class GitHubBranchStateStore:
         """
         with self._mutex:
             view, fresh = self._view, False
-            if view is None or needs_clock:
+            if view is None and not needs_clock:
+                view, fresh = self._first_view(), True
+            elif view is None or needs_clock:
                 view, fresh = self._refresh(), True
             for attempt in range(MAX_ATTEMPTS):
                 step = decide(view)
@@ -318,6 +321,17 @@ class GitHubBranchStateStore:
                 locks=parse_locks(tree.locks),
                 server_ms=now,
             )
+        self._view = view
+        return view
+
+    def _first_view(self) -> View:
+        """The branch as it is now, in one request: a first write's decision needs no
+        clock, so the head's ``Date`` (lock expiry) is not read."""
+        head, tree = self._git.head_and_tree()
+        if head is None or tree is None:
+            view = View(head=None)
+        else:
+            view = View(head, tree.runs, parse_index(tree.index), parse_locks(tree.locks))
         self._view = view
         return view
 

@@ -72,6 +72,22 @@ def test_an_uncontended_write_costs_one_request_and_one_commit_and_reads_are_con
     assert cost.take() == (2, 1, 0)  # the ref moved once (our commit), then 304s: a free poll
 
 
+def test_a_processs_first_write_costs_two_requests_the_head_and_its_tree_in_one_query(
+    gh: FakeGitHub, store: GitHubBranchStateStore
+) -> None:
+    first = store.create_run(sample_record("r1"))
+    assert isinstance(first, Written)
+    with branch_store(gh) as fresh:  # another process: no view of the branch yet
+        cost = Cost(gh)
+        record = replace(sample_record("r1"), status="suspended")
+        assert isinstance(fresh.put_run(record, expected_version=first.version), Written)
+        assert cost.take() == (2, 0, 1)  # one query (head + tree), one commit
+        assert isinstance(fresh.create_run(sample_record("r2")), Written)
+        assert cost.take() == (1, 0, 1)
+    stored = store.get_run("r1")
+    assert stored is not None and stored.record.status == "suspended"
+
+
 def test_a_head_moved_by_another_record_is_retried_and_a_changed_record_conflicts(
     gh: FakeGitHub, store: GitHubBranchStateStore
 ) -> None:
@@ -180,7 +196,7 @@ def test_failures_are_one_line_naming_what_to_do_and_never_the_token(gh: FakeGit
     missing = GitHubBranchStateStore(
         GitHubClient(token=gh.token, base_url=gh.url, retry=no_retry), "acme/nope"
     )
-    with missing, pytest.raises(StoreUnavailableError, match="acme/nope was not found") as gone:
+    with missing, pytest.raises(StoreUnavailableError, match="'acme/nope'") as gone:
         missing.create_run(sample_record("r1"))
     bad = GitHubBranchStateStore(
         GitHubClient(token="ghp_wrongTOKEN123", base_url=gh.url, retry=no_retry), REPO
