@@ -28,10 +28,11 @@ from zuke._engine.cancel_watch import CancelWatch, poll_interval_s
 from zuke._engine.claims import LEASE_TTL_MS, Claim, acquire, acquire_lease, lease_key
 from zuke._engine.context import Context, LockInfo, RunState
 from zuke._engine.gates import EffectDriver, GateKeeper
+from zuke._engine.hooks import EffectRunner, GateCheck, Held
 from zuke._engine.plan import Plan, TargetSpec
 from zuke._engine.record import ci_run_url, deadline_at, new_record
 from zuke._engine.result import RunVerdict
-from zuke._engine.scheduler import EffectRunner, GateCheck, Held, Scheduler
+from zuke._engine.scheduler import Scheduler
 from zuke._engine.walk import WalkResult, walk
 from zuke._engine.writer import RunStateWriter
 from zuke._errors import LockConflictError, StateError
@@ -81,7 +82,7 @@ class Hooks:
 
 
 class TargetLock:
-    """A target's lock while its body runs (:class:`~zuke._engine.scheduler.Held`)."""
+    """A target's lock while its body runs (:class:`~zuke._engine.hooks.Held`)."""
 
     def __init__(self, claim: Claim, writer: RunStateWriter) -> None:
         self.claim = claim

@@ -22,6 +22,7 @@ from zuke._duration import format_duration
 from zuke._engine.batch import Batch, BatchResult
 from zuke._engine.executor import settle
 from zuke._engine.fan_out import Item, materialise
+from zuke._engine.hooks import GateVerdict
 from zuke._engine.observer import FanOutProgress
 from zuke._engine.plan import TargetSpec
 from zuke._engine.result import Outcome
@@ -29,12 +30,12 @@ from zuke._errors import ZukeError
 from zuke._lock_settings import check_lock
 
 if TYPE_CHECKING:
-    from zuke._engine.scheduler import GateVerdict, Held, Scheduler
+    from zuke._engine.hooks import Held
+    from zuke._engine.scheduler import Scheduler
 
 
 async def run_fan_out(s: Scheduler, spec: TargetSpec, held: Held | None) -> GateVerdict:
     """Run the fan-out ``spec``; its verdict: passed, waiting (items parked) or failed."""
-    from zuke._engine.scheduler import GateVerdict
 
     try:
         items = await materialise(spec)

@@ -28,8 +28,8 @@ from typing import Any
 from zuke._clock import Clock, iso, parse_iso
 from zuke._engine.context import Context, RunState
 from zuke._engine.executor import BodyFailure, call_body, describe
+from zuke._engine.hooks import GateVerdict
 from zuke._engine.plan import TargetSpec
-from zuke._engine.scheduler import GateVerdict
 from zuke._engine.writer import RunStateWriter
 from zuke._errors import StateError
 from zuke._waits import GateState, NotYet, Satisfied, WaitContext, WaitFailed, WaitSpec, ask

@@ -17,50 +17,21 @@ import asyncio
 import contextlib
 import heapq
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import Any, Literal, Protocol, cast
+from typing import Any, cast
 
 from zuke._clock import SYSTEM_CLOCK, Clock, iso
 from zuke._engine.context import Context, RunState
 from zuke._engine.executor import BodyFailure, describe, run_body, settle
+from zuke._engine.hooks import EffectRunner, GateCheck, GateVerdict, Held, TargetGuard
 from zuke._engine.observer import Observer, Transition
 from zuke._engine.plan import Plan, TargetSpec
 from zuke._engine.result import Outcome
-from zuke.state.records import TargetStatus, WaitingFor
+from zuke.state.records import TargetStatus
 
 #: How long a cancellation waits before saying which bodies it still waits for.
 _DRAIN_NOTICE_S = 0.5
-
-
-class Held(Protocol):
-    """What a guard holds while a body runs (a lock): lost if the store takes it back."""
-
-    lost: asyncio.Event
-
-    def loss_message(self) -> str: ...
-
-    async def release(self) -> None: ...
-
-
-#: Runs between a target's ``running`` transition and its body (takes its lock).
-TargetGuard = Callable[[TargetSpec, Context], Awaitable[Held | None]]
-
-
-@dataclass(frozen=True)
-class GateVerdict:
-    """What checking a gate decided: it passed, it waits (and for what), or it failed."""
-
-    status: Literal["passed", "waiting", "failed"]
-    waiting_for: WaitingFor | None = None
-    error: str | None = None
-
-
-#: Checks a gate when it is reached (the durable side: it needs the record).
-GateCheck = Callable[[TargetSpec, Context], Awaitable[GateVerdict]]
-#: Drives a target's crash-durable effects after its body; raises BodyFailure.
-EffectRunner = Callable[[TargetSpec, Context], Awaitable[None]]
 
 
 class Scheduler:
