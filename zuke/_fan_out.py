@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
+from zuke._configure import configured
 from zuke._errors import BuildDefinitionError
 
 _SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
@@ -69,15 +70,9 @@ def freeze_fan_out(
     configure: Callable[[ForEachSettings], Any],
 ) -> FanOutSpec:
     """Run ``configure`` (at load: a bad setting fails the load) and freeze the fan-out."""
-    settings = ForEachSettings(target)
-    try:
-        configure(settings)
-    except BuildDefinitionError:
-        raise
-    except Exception as exc:
-        raise BuildDefinitionError(
-            f"fan-out {target!r}: its for_each() settings raised: {exc}"
-        ) from exc
+    settings = configured(
+        ForEachSettings(target), configure, f"fan-out {target!r}: its for_each() settings"
+    )
     return settings.freeze(items, factory)
 
 

@@ -28,6 +28,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from zuke._configure import configured
 from zuke._duration import Duration, parse_duration
 from zuke._errors import BuildDefinitionError
 
@@ -282,13 +283,7 @@ class WaitSettings:
 
 def freeze_wait(target: str, configure: Callable[[WaitSettings], Any]) -> WaitSpec:
     """Run a gate's ``configure`` and freeze it (at load: a bad setting fails the load)."""
-    settings = WaitSettings(target)
-    try:
-        configure(settings)
-    except BuildDefinitionError:
-        raise
-    except Exception as exc:
-        raise BuildDefinitionError(
-            f"gate {target!r}: its waits_for() settings raised: {exc}"
-        ) from exc
+    settings = configured(
+        WaitSettings(target), configure, f"gate {target!r}: its waits_for() settings"
+    )
     return settings.freeze()
