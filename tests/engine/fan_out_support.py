@@ -52,12 +52,13 @@ def run(
     repos: Sequence[str] = ("a,b,c",),
     cancel: asyncio.Event | None = None,
     warnings: list[str] | None = None,
+    env: dict[str, str] | None = None,
     **options: Any,
 ) -> RunResult:
     opts = RunOptions(
         targets=list(targets or ["ship"]),
         params={"repos": list(repos)},
-        env={},
+        env=env or {},
         cancel=cancel,
         on_warning=(warnings if warnings is not None else []).append,
         **options,

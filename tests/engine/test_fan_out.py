@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from tests.engine.fan_out_support import fan_build, only, run, statuses
-from zuke import Build, target
+from zuke import Build, parameter, target
 from zuke._engine.run import load
 from zuke._errors import BuildDefinitionError
 from zuke._fan_out import ForEachSettings
@@ -410,3 +410,37 @@ def test_a_stage_lock_with_a_bad_key_fails_the_fan_out_before_any_item_runs() ->
     result = run(fan_build(store, stages))
     assert result.status == "failed" and ran == []
     assert "batch[a].deploy" in (result.outcomes["batch"].error or "")
+
+
+def off_build(locked: bool) -> type[Build]:
+    class Off(Build):
+        repos = parameter("unused").array()
+
+        @target
+        def batch(self, t: TargetBuilder) -> TargetBuilder:
+            def stages(repo: Any, index: int) -> dict[str, TargetBuilder]:
+                stage = target().executes(lambda: None)
+                if locked:
+                    stage = stage.lock(lambda s: s.lock_key("deploy", repo).with_ttl("5m"))
+                return {"deploy": stage}
+
+            return t.for_each(lambda: ["a", "b"], stages)
+
+    return Off
+
+
+def test_with_state_off_a_plain_fan_out_runs_unrecorded() -> None:
+    result = run(off_build(locked=False), "batch", env={"ZUKE_STATE": "off"})
+    assert result.status == "succeeded" and not result.recorded
+    assert statuses(result)["batch[b].deploy"] == "succeeded"
+
+
+def test_with_state_off_a_fan_out_whose_stages_lock_fails_before_any_item_runs() -> None:
+    result = run(off_build(locked=True), "batch", env={"ZUKE_STATE": "off"})
+    assert result.status == "failed"
+    error = result.outcomes["batch"].error or ""
+    assert "stage batch[a].deploy uses .lock()" in error and "ZUKE_STATE=off" in error
+    assert (
+        "batch[a].deploy" not in result.outcomes
+        or result.outcomes["batch[a].deploy"].status != "succeeded"
+    )

@@ -57,20 +57,22 @@ def lease_ttl_ms(env: Mapping[str, str], store: StateStore | None = None) -> int
     return LEASE_TTL_MS
 
 
+def requires_state(spec: TargetSpec) -> bool:
+    """Whether ``spec`` cannot run without a store: a lock, a gate, an effect, a compensation."""
+    return (
+        spec.lock is not None or spec.wait is not None or bool(spec.effects) or bool(spec.on_cancel)
+    )
+
+
 def needs_state(plan: Plan) -> bool:
     """Whether a feature of the plan needs a store even without ``--state``.
 
     A fan-out does: its items may hold gates, locks or compensations that are
     known only once it runs, and its per-item verdicts belong in the record.
+    (With ``ZUKE_STATE=off`` a fan-out still runs; one whose stages need a store
+    fails when its items are read, before any runs.)
     """
-    return any(
-        spec.lock is not None
-        or spec.wait is not None
-        or spec.effects
-        or spec.on_cancel
-        or spec.fan_out is not None
-        for spec in plan.specs.values()
-    )
+    return any(requires_state(spec) or spec.fan_out is not None for spec in plan.specs.values())
 
 
 @dataclass(frozen=True)
@@ -150,7 +152,7 @@ class DurableRun:
     ) -> DurableRun | None:
         """Take the lease, then write the first record; ``None`` for a stateless run."""
         if env.get("ZUKE_STATE", "") == "off" and override is None:
-            if needs_state(plan):
+            if any(requires_state(spec) for spec in plan.specs.values()):
                 raise StateError(
                     "this run needs a state store (a target uses .lock(), .waits_for(), "
                     ".effect() or .on_cancel()), but ZUKE_STATE=off disables it; "

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from zuke._duration import format_duration
 from zuke._engine.batch import Batch, BatchResult
 from zuke._engine.executor import settle
-from zuke._engine.fan_out import Item, materialise
+from zuke._engine.fan_out import FanOutError, Item, materialise
 from zuke._engine.hooks import GateVerdict
 from zuke._engine.observer import FanOutProgress
 from zuke._engine.plan import TargetSpec
@@ -40,6 +40,7 @@ async def run_fan_out(s: Scheduler, spec: TargetSpec, held: Held | None) -> Gate
     try:
         items = await materialise(spec)
         _check_locks(s, items)
+        _check_store(s, spec, items)
     except ZukeError as exc:
         return GateVerdict("failed", error=s.state.redactor.text(str(exc)))
     _register(s, spec, items)
@@ -74,6 +75,22 @@ def _check_locks(s: Scheduler, items: list[Item]) -> None:
         for stage in item.stages:
             if stage.lock is not None:
                 check_lock(stage.name, stage.lock, s.state.redactor)
+
+
+def _check_store(s: Scheduler, spec: TargetSpec, items: list[Item]) -> None:
+    """A run without a store (``ZUKE_STATE=off``) cannot hold a stage's lock or gate: say so
+    before any item runs — never run a locked stage unlocked."""
+    if s.guard is not None:
+        return
+    from zuke._engine.durable import requires_state
+
+    stage = next((st for item in items for st in item.stages if requires_state(st)), None)
+    if stage is not None:
+        raise FanOutError(
+            f"fan-out {spec.name!r}: stage {stage.name} uses .lock(), .waits_for(), .effect() "
+            "or .on_cancel(), which need a state store, but this run has none "
+            "(ZUKE_STATE=off); unset ZUKE_STATE to run it"
+        )
 
 
 def _register(s: Scheduler, spec: TargetSpec, items: list[Item]) -> None:
