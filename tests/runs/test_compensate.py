@@ -157,3 +157,27 @@ def test_a_degraded_walk_resumed_after_a_crash_still_widens_to_unproven_targets(
     record = record_of(store)
     assert record.status == "cancelled"
     assert record.targets["migrate"].status == "skipped"  # skipped only once the run settled
+
+
+def test_a_walk_the_sweep_cannot_take_is_reported_with_whose_it_is_not_left_out() -> None:
+    from zuke import LockHeld
+
+    clock, log = ManualClock(), list[Any]()
+
+    class Contended(MemoryStateStore):
+        """Another walker always gets the cancel lock first (a race the sweep loses)."""
+
+        def acquire_lock(self, key: str, holder: LockHolder, ttl_ms: int) -> Any:
+            if key.startswith("zuke-cancel-"):
+                return LockHeld(LockHolder(actor="other-walker", run_id="run-1", since=AT))
+            return super().acquire_lock(key, holder, ttl_ms)
+
+    store = Contended(clock=clock)
+    dead_run(store, clock, status="cancelling")
+    report = asyncio.run(
+        resume_check_async(cd_build(store, log), store, run=RunOptions(env={}, clock=clock))
+    )
+    (entry,) = report.entries
+    assert (entry.action, entry.result) == ("left-alone", "cancelling")
+    assert entry.detail == "being cancelled by other-walker"
+    assert log == [] and report.ok

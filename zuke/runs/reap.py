@@ -42,7 +42,9 @@ if TYPE_CHECKING:
 #: How long the sweep holds a dead run's lease while it reaps it.
 REAP_TTL_MS = 60_000
 
-ReapAction = Literal["returned", "settled", "finished", "live", "unchanged"]
+#: ``stopped``: the run's walk could not go on (another process holds it); ``unchanged``: a
+#: lost race (the run moved meanwhile), which a sweep does not report
+ReapAction = Literal["returned", "settled", "finished", "live", "stopped", "unchanged"]
 
 
 @dataclass(frozen=True)
@@ -143,7 +145,7 @@ def _walk_if_due(
                    first=(event,))
     )  # fmt: skip
     if result.stopped is not None:
-        return Reaped(record.id, "unchanged", result.status, result.stopped)
+        return Reaped(record.id, "stopped", result.status, result.stopped)
     return Reaped(record.id, action, result.status, why)
 
 

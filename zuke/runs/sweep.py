@@ -164,6 +164,10 @@ async def resume_check_async(
                 entries.append(
                     SweepEntry(summary, name, "reaped", reaped.status, detail=reaped.detail)
                 )
+            elif reaped.action == "stopped":  # its walk is another process's: say whose
+                entries.append(
+                    SweepEntry(summary, name, "left-alone", reaped.status, detail=reaped.detail)
+                )
             elif reaped.action == "live" and run_id is not None:
                 entries.append(
                     SweepEntry(summary, name, "left-alone", status, detail=reaped.detail)
