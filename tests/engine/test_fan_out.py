@@ -444,3 +444,21 @@ def test_with_state_off_a_fan_out_whose_stages_lock_fails_before_any_item_runs()
         "batch[a].deploy" not in result.outcomes
         or result.outcomes["batch[a].deploy"].status != "succeeded"
     )
+
+
+def test_a_wide_fan_out_of_sync_bodies_gets_a_thread_for_each_item_it_runs_at_once() -> None:
+    """60 items at concurrency 60: every body runs at once (none waits for a thread)."""
+    import threading
+
+    store = MemoryStateStore()
+    everyone = threading.Barrier(60, timeout=30)
+
+    def stages(repo: Any, index: int) -> dict[str, TargetBuilder]:
+        return {"meet": target().executes(lambda: everyone.wait())}
+
+    build = fan_build(
+        store, stages, items=lambda b: list(range(60)), configure=lambda s: s.concurrency(60)
+    )
+    result = run(build)
+    assert result.status == "succeeded"
+    assert not everyone.broken

@@ -64,8 +64,11 @@ async def drive(
     writer = durable.writer if durable else None
     observer = Observers(options.observers, writer=writer, warn=options.on_warning)
     # Threads start lazily; the headroom keeps a few timed-out bodies (whose threads
-    # cannot be stopped) from starving the targets after them.
-    workers = max(32, options.parallel * 4)
+    # cannot be stopped) from starving the targets after them. A fan-out runs up to its
+    # concurrency of sync bodies at once beside the rest: a body must never wait for a
+    # thread (its timeout would be spent queueing).
+    fanning = sum(s.fan_out.concurrency for s in plan.specs.values() if s.fan_out is not None)
+    workers = max(32, options.parallel * 4 + 2 * fanning)
     # Not a `with` block: its exit would wait for timed-out bodies still running on threads.
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="zuke-body")
     existing = frozenset(children.descendants()) if options.handle_signals else frozenset()
