@@ -21,7 +21,11 @@ from zuke_gh.errors import GitHubError, one_line
 
 @runtime_checkable
 class TokenSource(Protocol):
-    """Where the client gets its token before each request (None: unauthenticated)."""
+    """Where the client gets its token before each request (None: unauthenticated).
+
+    A source may also have ``refresh()``: the client calls it once when GitHub
+    answers 401 (the token was revoked or expired early), then tries again.
+    """
 
     def token(self) -> str | None: ...
 

@@ -140,6 +140,11 @@ class AppTokenSource:
         with self._lock:
             return self._mint_locked()
 
+    def refresh(self) -> None:
+        """The token was refused (401: revoked, or expired early): mint a new one now.
+        The client calls this once when GitHub answers 401, then tries again."""
+        self.mint()
+
     def installation_id(self) -> int:
         """The installation's id (looked up once)."""
         if self._installation_id is None:

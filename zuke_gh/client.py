@@ -256,6 +256,7 @@ class GitHubClient:
     ) -> GitHubResponse:
         resend = method in _IDEMPOTENT if idempotent is None else idempotent
         policy, waited, attempt, hops = self._retry, 0.0, 0, 0
+        refreshed = False  # a token refused with 401 is renewed (an App token) once
         while True:
             attempt += 1
             token = self._tokens.token() if self._tokens is not None else None
@@ -287,6 +288,9 @@ class GitHubClient:
                 if 200 <= status < 300:
                     return self._answer(response, method, display, token, etag)
                 why = f"{status} on {method} {display}"
+                if status == 401 and not refreshed and self._refresh_token():
+                    refreshed, attempt = True, attempt - 1
+                    continue  # a 401 changed nothing on GitHub's side: any method may go again
                 error, wait = self._judge(response, method, display, token, resend, attempt)
                 if status in expected and error.retry_at_ms is None:
                     return self._answer(response, method, display, token, etag)  # not a rate limit
@@ -301,6 +305,14 @@ class GitHubClient:
             )
             self._sleep(wait)
             waited += wait
+
+    def _refresh_token(self) -> bool:
+        """Renew a refused token if its source can (``refresh()``, as App tokens have)."""
+        refresh = getattr(self._tokens, "refresh", None)
+        if not callable(refresh):
+            return False
+        refresh()
+        return True
 
     def _judge(
         self,

@@ -339,6 +339,41 @@ def test_the_client_sends_the_installation_token(
     assert "PRIVATE" not in repr(source)
 
 
+def test_a_refused_installation_token_is_minted_again_once_and_the_call_retried(
+    app: FakeApp, router: respx.Router, source_for: Any
+) -> None:
+    refused = {f"Bearer ghs_minted{1:030d}"}  # the first token was revoked
+
+    def api(request: httpx.Request) -> httpx.Response:
+        app.api_auth.append(request.headers["authorization"])
+        if request.headers["authorization"] in refused:
+            return httpx.Response(401, json={"message": "Bad credentials"})
+        return httpx.Response(200, json={"id": 1})
+
+    app.api.mock(side_effect=api)
+    source = source_for()
+    with GitHubClient(token=source, transport=httpx.MockTransport(router.handler)) as client:
+        assert client.get("/repos/{owner}/{repo}", owner="acme", repo="app").status == 200
+        assert app.api_auth == [f"Bearer ghs_minted{1:030d}", f"Bearer ghs_minted{2:030d}"]
+        refused.add(f"Bearer ghs_minted{2:030d}")
+        refused.add(f"Bearer ghs_minted{3:030d}")
+        with pytest.raises(GitHubError, match="401"):  # refreshed once per call, not forever
+            client.get("/repos/{owner}/{repo}", owner="acme", repo="app")
+    assert len(app.mints) == 3
+
+
+def test_a_fixed_token_refused_with_401_is_an_error_at_once(router: respx.Router) -> None:
+    route = router.get("/repos/acme/app").respond(401, json={"message": "Bad credentials"})
+    with (
+        GitHubClient(
+            token="ghp_fixedTOKEN1234", transport=httpx.MockTransport(router.handler)
+        ) as client,
+        pytest.raises(GitHubError, match="401"),
+    ):
+        client.get("/repos/{owner}/{repo}", owner="acme", repo="app")
+    assert route.call_count == 1
+
+
 def test_from_env_uses_an_app_over_a_token_with_the_owner_from_github_repository(
     app: FakeApp, router: respx.Router, clock: ManualClock, pkcs1: str, tmp_path: Path
 ) -> None:
