@@ -32,9 +32,10 @@ from typing import Any
 
 import httpx
 
-from zuke._clock import SYSTEM_CLOCK, Clock, iso
+from zuke._clock import SYSTEM_CLOCK, Clock
 from zuke_gh import _env
 from zuke_gh._etags import CachedAnswer, EtagCache
+from zuke_gh._judge import judge
 from zuke_gh._paths import expand, redirect_target, same_origin
 from zuke_gh._response import (
     GitHubResponse,
@@ -43,17 +44,13 @@ from zuke_gh._response import (
     answer_of,
     from_cache,
     items_of,
-    parse,
     scrub,
 )
 from zuke_gh._retry import (
     RetryPolicy,
-    rate_limit_wait_s,
     safe_to_resend,
-    server_time_ms,
-    transient_status,
 )
-from zuke_gh.errors import GitHubError, answered, github_detail, one_line, status_hint
+from zuke_gh.errors import GitHubError, one_line
 
 DEFAULT_API_VERSION = "2022-11-28"
 DEFAULT_USER_AGENT = "zuke-gh/0.1"
@@ -291,7 +288,10 @@ class GitHubClient:
                 if status == 401 and not refreshed and self._refresh_token():
                     refreshed, attempt = True, attempt - 1
                     continue  # a 401 changed nothing on GitHub's side: any method may go again
-                error, wait = self._judge(response, method, display, token, resend, attempt)
+                error, wait = judge(
+                    response, method, display, token, resend=resend, attempt=attempt,
+                    policy=self._retry, rand=self._rand(), now_ms=self._clock.now_ms(),
+                )  # fmt: skip
                 if status in expected and error.retry_at_ms is None:
                     return self._answer(response, method, display, token, etag)  # not a rate limit
             if wait is None or not self._fits(policy, attempt, waited, wait):
@@ -313,49 +313,6 @@ class GitHubClient:
             return False
         refresh()
         return True
-
-    def _judge(
-        self,
-        response: httpx.Response,
-        method: str,
-        display: str,
-        token: str | None,
-        resend: bool,
-        attempt: int,
-    ) -> tuple[GitHubError, float | None]:
-        """The error a failed answer means, and the wait before retrying it (None: do not)."""
-        status = response.status_code
-        body, text = parse(response, token)
-        detail = github_detail(body, text)
-        now = server_time_ms(response.headers) or self._clock.now_ms()
-        limit_wait = rate_limit_wait_s(response, detail, now)
-        retry_at: int | None = None
-        wait: float | None = None
-        if limit_wait is not None:
-            wait, retry_at = limit_wait, now + int(limit_wait * 1000)
-            hint = (
-                f"GitHub's rate limit: retry after {iso(retry_at)} (in {limit_wait:.0f} s; "
-                f"this client waits at most {self._retry.max_wait_s:.0f} s in all)."
-            )
-        elif transient_status(status) and resend:
-            wait = self._retry.backoff_s(attempt, self._rand())
-            hint = f"GitHub is failing: try again later (tried {attempt} times)."
-        elif transient_status(status):
-            hint = (
-                f"Not retried: the {method} may already have taken effect; "
-                "check before repeating it."
-            )
-        else:
-            hint = status_hint(status, authenticated=token is not None)
-        error = GitHubError(
-            answered(method, display, status, detail, hint),
-            status=status,
-            method=method,
-            path=display,
-            detail=detail,
-            retry_at_ms=retry_at,
-        )
-        return error, wait
 
     def _build(
         self,
