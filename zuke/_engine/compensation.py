@@ -24,7 +24,7 @@ Pure engine logic over a run record, shared by every way a run is cancelled
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -95,47 +95,27 @@ def done_steps(record: RunRecord) -> set[str]:
     }
 
 
-def plan_steps(
-    record: RunRecord,
-    specs: Mapping[str, TargetSpec],
-    order: Iterable[str],
-    *,
-    fan_outs: bool = False,
-) -> list[Step]:
-    """The compensations of the run, in walk order; ``order`` is the plan's topological order.
-
-    ``fan_outs``: also yield each fan-out as a step with no compensation (``""``) where
-    its items unwind (:func:`walk_steps` expands it).
-    """
-    names = list(dict.fromkeys(order))
-    # Rows the plan does not know (a timed-out gate's rollback target) ran last: they go
-    # first; a fan-out's sub-targets are walked with their fan-out.
-    extra = [n for n in record.targets if n not in names and "[" not in n]
-    steps = []
-    for name in [*reversed(extra), *reversed(names)]:
-        spec = specs.get(name)
-        if spec is None:
-            continue
-        if fan_outs and spec.fan_out is not None:
-            steps.append(Step(name, ""))
-        if spec.on_cancel is None or not eligible(record, name):
-            continue
-        steps.append(Step(name, spec.on_cancel))
-    return steps
-
-
 async def walk_steps(record: RunRecord, plan: Plan) -> tuple[list[Step], list[str]]:
-    """Every compensation of the run in walk order, fan-out items included; and notes."""
+    """Every compensation of the run in walk order, fan-out items included; and notes.
+
+    The order is the reverse of the plan's topological order; a fan-out's items
+    unwind just before the fan-out's own compensation.
+    """
     index = SpecIndex({**plan.declared, **plan.specs})
     notes: list[str] = []
     steps: list[Step] = []
-    for step in plan_steps(record, plan.specs, plan.order, fan_outs=True):
-        if step.compensation:
-            steps.append(step)
+    names = list(dict.fromkeys(plan.order))
+    # Rows the plan does not know (a timed-out gate's rollback target) ran last: they go
+    # first; a fan-out's sub-targets are walked with their fan-out.
+    extra = [n for n in record.targets if n not in names and "[" not in n]
+    for name in [*reversed(extra), *reversed(names)]:
+        spec = plan.specs.get(name)
+        if spec is None:
             continue
-        spec = index.known(step.target)
-        if spec is not None and spec.fan_out is not None:
+        if spec.fan_out is not None:
             steps += await _item_steps(record, spec, index, notes)
+        if spec.on_cancel is not None and eligible(record, name):
+            steps.append(Step(name, spec.on_cancel))
     return steps, notes
 
 
