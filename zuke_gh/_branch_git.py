@@ -119,15 +119,7 @@ class BranchGit:
         repository = _dig(body, "data", "repository")
         if not isinstance(repository, dict):
             raise self._graphql_failure(body, "read the state branch")
-        entries = _dig(repository, "runs", "entries") or []
-        runs = {
-            e["name"][: -len(".json")]: e["oid"]
-            for e in entries
-            if isinstance(e, dict)
-            and isinstance(e.get("name"), str)
-            and e["name"].endswith(".json")
-            and isinstance(e.get("oid"), str)
-        }
+        runs = _run_files(_dig(repository, "runs", "entries"))
         run = repository.get("run")
         found = None
         if isinstance(run, dict) and isinstance(run.get("oid"), str):
@@ -156,15 +148,7 @@ class BranchGit:
             for e in _dig(target, "tree", "entries") or []
             if isinstance(e, dict) and isinstance(e.get("name"), str)
         }
-        runs_dir = entries.get(RUNS_DIR)
-        runs = {
-            e["name"][: -len(".json")]: e["oid"]
-            for e in (runs_dir.get("entries") or [] if isinstance(runs_dir, dict) else [])
-            if isinstance(e, dict)
-            and isinstance(e.get("name"), str)
-            and e["name"].endswith(".json")
-            and isinstance(e.get("oid"), str)
-        }
+        runs = _run_files(_dig(entries, RUNS_DIR, "entries"))
         tree = Tree(
             runs=runs,
             index=self._blob_text(entries.get(INDEX_PATH), INDEX_PATH),
@@ -307,6 +291,18 @@ class BranchGit:
 
     def _unavailable(self, why: str) -> StoreUnavailableError:
         return StoreUnavailableError(f"state: {self.where}: {why.rstrip('.')}")
+
+
+def _run_files(entries: Any) -> dict[str, str]:
+    """The ``runs/`` tree's entries as run id -> blob SHA (anything malformed left out)."""
+    return {
+        e["name"][: -len(".json")]: e["oid"]
+        for e in entries or []
+        if isinstance(e, dict)
+        and isinstance(e.get("name"), str)
+        and e["name"].endswith(".json")
+        and isinstance(e.get("oid"), str)
+    }
 
 
 def _dig(value: Any, *keys: str) -> Any:
