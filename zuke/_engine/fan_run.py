@@ -36,11 +36,9 @@ if TYPE_CHECKING:
 
 async def run_fan_out(s: Scheduler, spec: TargetSpec, held: Held | None) -> GateVerdict:
     """Run the fan-out ``spec``; its verdict: passed, waiting (items parked) or failed."""
-
     try:
         items = await materialise(spec)
-        _check_locks(s, items)
-        _check_store(s, spec, items)
+        _check_stages(s, spec, items)
     except ZukeError as exc:
         return GateVerdict("failed", error=s.state.redactor.text(str(exc)))
     _register(s, spec, items)
@@ -48,13 +46,10 @@ async def run_fan_out(s: Scheduler, spec: TargetSpec, held: Held | None) -> Gate
         await s.observer.fan_out(FanOutProgress(spec.name, 0, 0, 0, 0, finished=True))
         return GateVerdict("passed")
     work = asyncio.ensure_future(_attempts(s, spec, items))
-    try:
-        if held is None:
-            await settle(work)
-        else:
-            await _while_held(s, work, held)
-    except asyncio.CancelledError:
-        raise
+    if held is None:
+        await settle(work)
+    else:
+        await _while_held(s, work, held)
     result = work.result()
     if s.cancel_requested.is_set():
         done = result.count("succeeded")
@@ -70,27 +65,22 @@ async def run_fan_out(s: Scheduler, spec: TargetSpec, held: Held | None) -> Gate
     return GateVerdict("passed")
 
 
-def _check_locks(s: Scheduler, items: list[Item]) -> None:
+def _check_stages(s: Scheduler, spec: TargetSpec, items: list[Item]) -> None:
+    """Before any item runs: every stage's lock settings are valid, and a run without a
+    store (``ZUKE_STATE=off``) has no stage that needs one — a locked stage never runs
+    unlocked."""
+    from zuke._engine.durable import requires_state
+
     for item in items:
         for stage in item.stages:
             if stage.lock is not None:
                 check_lock(stage.name, stage.lock, s.state.redactor)
-
-
-def _check_store(s: Scheduler, spec: TargetSpec, items: list[Item]) -> None:
-    """A run without a store (``ZUKE_STATE=off``) cannot hold a stage's lock or gate: say so
-    before any item runs — never run a locked stage unlocked."""
-    if s.guard is not None:
-        return
-    from zuke._engine.durable import requires_state
-
-    stage = next((st for item in items for st in item.stages if requires_state(st)), None)
-    if stage is not None:
-        raise FanOutError(
-            f"fan-out {spec.name!r}: stage {stage.name} uses .lock(), .waits_for(), .effect() "
-            "or .on_cancel(), which need a state store, but this run has none "
-            "(ZUKE_STATE=off); unset ZUKE_STATE to run it"
-        )
+            if s.guard is None and requires_state(stage):
+                raise FanOutError(
+                    f"fan-out {spec.name!r}: stage {stage.name} uses .lock(), .waits_for(), "
+                    ".effect() or .on_cancel(), which need a state store, but this run has "
+                    "none (ZUKE_STATE=off); unset ZUKE_STATE to run it"
+                )
 
 
 def _register(s: Scheduler, spec: TargetSpec, items: list[Item]) -> None:
