@@ -41,7 +41,7 @@ async def run_fan_out(s: Scheduler, spec: TargetSpec, held: Held | None) -> Gate
         _check_stages(s, spec, items)
     except ZukeError as exc:
         return GateVerdict("failed", error=s.state.redactor.text(str(exc)))
-    _register(s, spec, items)
+    _register(s, items)
     if not items:
         await s.observer.fan_out(FanOutProgress(spec.name, 0, 0, 0, 0, finished=True))
         return GateVerdict("passed")
@@ -83,13 +83,10 @@ def _check_stages(s: Scheduler, spec: TargetSpec, items: list[Item]) -> None:
                 )
 
 
-def _register(s: Scheduler, spec: TargetSpec, items: list[Item]) -> None:
-    names: list[str] = []
+def _register(s: Scheduler, items: list[Item]) -> None:
     for item in items:
         for stage in item.stages:
             s.specs[stage.name] = stage
-            names.append(stage.name)
-    s.children[spec.name] = names
 
 
 async def _attempts(s: Scheduler, spec: TargetSpec, items: list[Item]) -> BatchResult:

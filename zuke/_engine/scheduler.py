@@ -28,6 +28,7 @@ from zuke._engine.hooks import EffectRunner, GateCheck, GateVerdict, Held, Targe
 from zuke._engine.observer import Observer, Transition
 from zuke._engine.plan import Plan, TargetSpec
 from zuke._engine.result import Outcome
+from zuke._fan_out import grouped
 from zuke.state.records import TargetStatus
 
 #: How long a cancellation waits before saying which bodies it still waits for.
@@ -60,8 +61,6 @@ class Scheduler:
         self.plan = plan
         #: every target's spec: the plan's, and the sub-targets of fan-outs once they run
         self.specs: dict[str, TargetSpec] = dict(plan.specs)
-        #: the sub-targets each fan-out materialised, in order (for results and views)
-        self.children: dict[str, list[str]] = {}
         #: what earlier processes of this run settled (a resumed fan-out does not redo it)
         self.earlier: Mapping[str, Outcome] = dict(earlier or done or {})
         self.state = state
@@ -168,14 +167,9 @@ class Scheduler:
         return {n: self.outcomes[n] for n in self.names()}
 
     def names(self) -> list[str]:
-        """Every target of the run in plan order, each fan-out followed by its sub-targets."""
-        out: list[str] = []
-        stack = list(reversed(self.plan.order))
-        while stack:
-            name = stack.pop()
-            out.append(name)
-            stack.extend(reversed(self.children.get(name, ())))
-        return out
+        """Every target of the run in plan order, each fan-out followed by its sub-targets
+        (item by item, as they were materialised)."""
+        return grouped(self.specs)
 
     def suspends(self) -> bool:
         """Whether the run ends suspended: a gate waits and nothing failed or stopped it."""
