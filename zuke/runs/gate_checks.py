@@ -14,7 +14,7 @@ when the run was parked, which a resume credits to the run's deadline.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -76,18 +76,7 @@ async def check_gates(
         async def persist(check: GateAnswer = check) -> None:
             await _persist_meta(store, record.id, check)
 
-        deadline = row.waiting_for.deadline if row.waiting_for else None
-        ctx = WaitContext(
-            run_id=record.id,
-            target=name,
-            params=loaded.public_params,
-            signals=record.signals,
-            state=GateState(read, write),
-            now_ms=now,
-            deadline_ms=parse_iso(deadline) if deadline else None,
-            persist=persist,
-            shared=shared,
-        )
+        ctx = record_context(loaded, record, name, GateState(read, write), now, persist, shared)
         try:
             check.result = await ask(trigger, ctx)
         except Exception as exc:
@@ -121,17 +110,8 @@ async def timeout_hook(loaded: LoadedBuild, record: RunRecord, gate: str, now: i
     async def keep() -> None:
         return None
 
-    deadline = row.waiting_for.deadline if row.waiting_for else None
-    ctx = WaitContext(
-        run_id=record.id,
-        target=gate,
-        params=loaded.public_params,
-        signals=record.signals,
-        state=GateState(lambda: dict(meta), lambda patch: None),
-        now_ms=now,
-        deadline_ms=parse_iso(deadline) if deadline else None,
-        persist=keep,
-    )
+    state = GateState(lambda: dict(meta), lambda patch: None)
+    ctx = record_context(loaded, record, gate, state, now, keep)
     try:
         await asyncio.wait_for(spec.wait.trigger.on_timeout(ctx), TIMEOUT_HOOK_S)
     except Exception as exc:
@@ -140,6 +120,31 @@ async def timeout_hook(loaded: LoadedBuild, record: RunRecord, gate: str, now: i
             f"gate {gate!r}: its trigger's on_timeout hook {what}: {exc}".rstrip(": ")
         )
     return None
+
+
+def record_context(
+    loaded: LoadedBuild,
+    record: RunRecord,
+    gate: str,
+    state: GateState,
+    now: int,
+    persist: Callable[[], Awaitable[None]],
+    shared: dict[str, Any] | None = None,
+) -> WaitContext:
+    """A trigger's context built from the record alone (a sweep, a timeout's hook)."""
+    row = record.targets[gate]
+    deadline = row.waiting_for.deadline if row.waiting_for else None
+    return WaitContext(
+        run_id=record.id,
+        target=gate,
+        params=loaded.public_params,
+        signals=record.signals,
+        state=state,
+        now_ms=now,
+        deadline_ms=parse_iso(deadline) if deadline else None,
+        persist=persist,
+        shared=shared,
+    )
 
 
 async def _persist_meta(store: StateStore, run_id: str, check: GateAnswer) -> None:
