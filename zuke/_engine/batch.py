@@ -43,6 +43,8 @@ class BatchResult:
     ends: dict[str, ItemEnd] = field(default_factory=dict)
     failed_stage: dict[str, str] = field(default_factory=dict)
     stopped_by: str | None = None
+    #: items whose failure an earlier process recorded: final, never retried here
+    settled_before: set[str] = field(default_factory=set)
 
     def count(self, end: ItemEnd) -> int:
         return sum(1 for e in self.ends.values() if e == end)
@@ -139,8 +141,10 @@ class Batch:
                 self.s.outcomes[stage.name] = earlier
                 continue
             if earlier is not None and earlier.status in ("failed", "skipped"):
-                # Settled by an earlier process: the item ended there, it is not run again.
+                # Settled by an earlier process: the item ended there, it is not run again
+                # (nor retried: that process's retries were its own).
                 self.s.outcomes[stage.name] = earlier
+                self.result.settled_before.add(item.key)
                 for later in item.stages[position + 1 :]:
                     if later.name in self.prior:
                         self.s.outcomes[later.name] = self.prior[later.name]

@@ -8,7 +8,8 @@ to the batch as a whole (the original ignores them):
 * ``timeout(d)`` bounds the whole batch: when it passes, no item starts, the
   stages in flight are told to stop (and waited for), and the fan-out fails;
 * ``retry(n, delay)`` runs the failed items again, from their failed stage —
-  items that succeeded are not repeated;
+  items that succeeded are not repeated, and an item an earlier process of the
+  run recorded failed stays failed (the retries were that process's);
 * ``proceed_after_failure()`` lets the run pass although items failed.
 """
 
@@ -105,7 +106,11 @@ async def _attempts(s: Scheduler, spec: TargetSpec, items: list[Item]) -> BatchR
         result.ends.update(got.ends)
         result.failed_stage.update(got.failed_stage)
         result.stopped_by = got.stopped_by
-        failed = [i for i in todo if got.ends.get(i.key) in ("failed", "skipped")]
+        failed = [
+            i
+            for i in todo
+            if got.ends.get(i.key) in ("failed", "skipped") and i.key not in got.settled_before
+        ]
         if not failed or attempt == spec.retries or s.cancel_requested.is_set() or batch.timed_out:
             break
         s.notify(
