@@ -18,7 +18,7 @@ from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from tests.e2e.support import ZUKE, clean_env, finish, kill, spawn, wait_until, write_build
-from tests.mcp.support import BUILD, SECRET
+from tests.mcp.support import BUILD, COMPENSATED_BUILD, SECRET
 from zuke.state.filesystem import FileSystemStateStore
 from zuke.state.records import RunRecord
 
@@ -36,13 +36,15 @@ ALL_TOOLS = [
 
 
 @asynccontextmanager
-async def session(workdir: Path, *flags: str) -> AsyncIterator[ClientSession]:
+async def session(
+    workdir: Path, *flags: str, env: dict[str, str] | None = None
+) -> AsyncIterator[ClientSession]:
     """A client session with ``zuke mcp FLAGS`` started in ``workdir``; stderr to a file."""
     server = StdioServerParameters(
         command=ZUKE,
         args=["mcp", *flags],
         cwd=str(workdir),
-        env=clean_env({"ZUKE_ACTOR": "agent-7"}),
+        env=clean_env({"ZUKE_ACTOR": "agent-7", **(env or {})}),
     )
     with (workdir / "server.err").open("a") as errlog:
         async with (
@@ -232,3 +234,35 @@ def test_a_run_the_server_is_running_can_be_listed_and_cancelled_from_the_same_c
         ("mcp:cancel_run", "agent-7", "ok"),
         ("mcp:run_target", "agent-7", "ok"),
     ]
+
+
+def test_cancel_run_over_stdio_runs_the_compensation_a_suspended_run_owes(
+    tmp_path: Path,
+) -> None:
+    """The server settles the run itself (nobody owns it): with the build and its secret."""
+    write_build(tmp_path, COMPENSATED_BUILD)
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    answers: dict[str, Any] = {}
+
+    async def scenario() -> None:
+        async with session(tmp_path, env={"TOKEN": SECRET}) as client:
+            gated = await call(
+                client, "run_target", targets=["approve"], params={"markers": str(markers)}
+            )
+            assert gated["status"] == "suspended"
+            answers["cancel"] = await call(client, "cancel_run", run_id=gated["runId"], wait="0s")
+
+    drive(scenario)
+    cancelled = answers["cancel"]
+    assert (cancelled["status"], cancelled["owner"]) == ("cancelled", None)
+    assert cancelled["compensated"] == ["deploy → rollback"]
+    assert (markers / "rolled-back").read_text() == "sit-7"
+    settled = record(tmp_path, cancelled["runId"])
+    assert settled.status == "cancelled"
+    compensations = [(e.outcome, dict(e.args)) for e in settled.events if e.tool == "compensate"]
+    assert compensations == [("ok", {"target": "deploy", "compensation": "rollback"})]
+    assert mcp_events(tmp_path, cancelled["runId"])[-1][:3] == ("mcp:cancel_run", "agent-7", "ok")
+    state = b"".join(p.read_bytes() for p in (tmp_path / ".zuke").rglob("*") if p.is_file())
+    assert SECRET.encode() not in state
+    assert SECRET not in (tmp_path / "server.err").read_text()

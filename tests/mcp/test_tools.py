@@ -2,56 +2,23 @@
 
 from __future__ import annotations
 
-import asyncio
-import textwrap
-from collections.abc import Coroutine
 from pathlib import Path
-from typing import Any, TypeVar
 
 import pytest
 
-from tests.mcp.support import BUILD, SECRET
+from tests.mcp.support import (
+    COMPENSATED_BUILD,
+    SECRET,
+    all_state_bytes,
+    build_from,
+    events,
+    run,
+    store_of,
+    tools_for,
+)
 from zuke._build import Build
-from zuke._loader import load_build_class
-from zuke.cli.mcp_cmd import describe
-from zuke.mcp.tools import BuildTools, ToolFailure
-from zuke.state.filesystem import FileSystemStateStore
-from zuke.state.records import RunEvent
-
-T = TypeVar("T")
-
-
-def run(coro: Coroutine[Any, Any, T]) -> T:
-    return asyncio.run(coro)
-
-
-@pytest.fixture
-def build(tmp_path: Path) -> type[Build]:
-    path = tmp_path / "build.py"
-    path.write_text(textwrap.dedent(BUILD))
-    return load_build_class(path)
-
-
-def tools_for(build: type[Build], tmp_path: Path, **flags: Any) -> BuildTools:
-    env = {"ZUKE_STATE_DIR": str(tmp_path / "state"), "TOKEN": SECRET}
-    warnings: list[str] = []
-    tools = BuildTools(build=build, env=env, actor="agent", describe=describe, **flags)
-    tools.warn = warnings.append
-    return tools
-
-
-def store_of(tmp_path: Path) -> FileSystemStateStore:
-    return FileSystemStateStore(tmp_path / "state")
-
-
-def events(tmp_path: Path, run_id: str) -> list[RunEvent]:
-    found = store_of(tmp_path).get_run(run_id)
-    assert found is not None
-    return [e for e in found.record.events if e.tool.startswith("mcp:")]
-
-
-def all_state_bytes(tmp_path: Path) -> bytes:
-    return b"".join(p.read_bytes() for p in (tmp_path / "state").rglob("*") if p.is_file())
+from zuke._clock import ManualClock, iso, parse_iso
+from zuke.mcp.tools import ToolFailure
 
 
 def test_list_targets_gives_targets_dependencies_and_parameters_but_no_secret(
@@ -156,6 +123,26 @@ def test_cancel_run_settles_a_suspended_run_and_records_the_call(
     )
 
 
+def test_cancel_run_walks_the_compensations_a_suspended_run_owes(tmp_path: Path) -> None:
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    tools = tools_for(build_from(tmp_path, COMPENSATED_BUILD), tmp_path)
+    run_id = run(tools.run_target(["approve"], {"markers": str(markers)}))["runId"]
+    cancelled = run(tools.cancel_run(run_id, "0s"))
+    assert (cancelled["status"], cancelled["owner"]) == ("cancelled", None)
+    assert (cancelled["compensated"], cancelled["failures"]) == (["deploy → rollback"], [])
+    assert "Ran 1 compensation(s)." in cancelled["summary"]
+    assert (markers / "rolled-back").read_text() == "sit-7"  # deploy's recorded state
+    found = store_of(tmp_path).get_run(run_id)
+    assert found is not None and found.record.status == "cancelled"
+    compensations = [e for e in found.record.events if e.tool == "compensate"]
+    assert [(e.outcome, dict(e.args)) for e in compensations] == [
+        ("ok", {"target": "deploy", "compensation": "rollback"})
+    ]
+    assert found.record.events[-1].tool == "mcp:cancel_run"
+    assert SECRET.encode() not in all_state_bytes(tmp_path)
+
+
 def test_no_cancel_hides_cancel_run_and_refuses_it_as_denied(
     build: type[Build], tmp_path: Path
 ) -> None:
@@ -208,3 +195,24 @@ def test_resume_check_gives_the_sweeps_summary(build: type[Build], tmp_path: Pat
     assert report["counts"]["checked"] == 1 and report["counts"]["still_waiting"] == 1
     assert [r["id"] for r in report["runs"]] == [run_id]
     assert events(tmp_path, run_id)[-1].tool == "mcp:resume_check"
+
+
+def test_a_look_at_a_run_is_on_its_trail_but_does_not_move_its_updated_at(
+    build: type[Build], tmp_path: Path
+) -> None:
+    tools = tools_for(build, tmp_path)
+    run_id = run(tools.run_target(["promote"]))["runId"]
+    before = store_of(tmp_path).get_run(run_id)
+    assert before is not None
+    parked_ms = parse_iso(before.record.updated_at)
+    assert parked_ms is not None
+    tools.clock = ManualClock(start_ms=parked_ms + 30 * 60_000)  # half-way to the gate's 1h
+    shown = run(tools.show_run(run_id))
+    run(tools.resume_check(run_id))  # nothing due: a look too
+    after = store_of(tmp_path).get_run(run_id)
+    assert after is not None
+    assert after.record.updated_at == before.record.updated_at == shown["updatedAt"]
+    assert after.record.status == "suspended"
+    looks = [(e.tool, e.at) for e in after.record.events if e.tool.startswith("mcp:")][1:]
+    look_at = iso(parked_ms + 30 * 60_000)
+    assert looks == [("mcp:show_run", look_at), ("mcp:resume_check", look_at)]

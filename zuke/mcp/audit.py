@@ -5,6 +5,9 @@ Each call that names a run (show, run, resume, cancel) appends a
 with the caller's actor, the outcome (``ok``, ``denied``, ``error``) and its
 arguments as text, secret values replaced by ``[redacted]``. A run that is not
 in the store has no trail to append to; recording never fails the call.
+
+An event leaves the record's ``updatedAt`` as it was: one ``show_run`` of a run
+parked at a gate must not reset how long it has been parked.
 """
 
 from __future__ import annotations
@@ -59,11 +62,16 @@ def record_call(
     """Append the call to ``run_id``'s trail; a missing run or a failing store only warns."""
 
     def append(record: RunRecord) -> RunDelta:
-        now = iso(clock.now_ms())
         event = RunEvent(
-            at=now, tool=f"mcp:{tool}", actor=actor, outcome=outcome, args=args, detail=detail
+            at=iso(clock.now_ms()),
+            tool=f"mcp:{tool}",
+            actor=actor,
+            outcome=outcome,
+            args=args,
+            detail=detail,
         )
-        return RunDelta(updated_at=now, events=(event,))
+        # A look is not a change: the run's clock (how long it has been parked) stays.
+        return RunDelta(updated_at=record.updated_at, events=(event,))
 
     try:
         written = update_run(store, run_id, append)

@@ -138,7 +138,8 @@ def build_server(tools: BuildTools) -> MCPServer:
             str, Field(description="how long to wait for a live owner to stop it (e.g. 30s)")
         ] = "1m",
     ) -> dict[str, Any]:
-        """Cancel a run: a live owner is asked to stop; a dead owner's run is settled here."""
+        """Cancel a run: a live owner is asked to stop; a run nobody owns is settled here,
+        its compensations (on_cancel) run in this server."""
         return await _call(tools.cancel_run(run_id, wait))  # type: ignore[no-any-return]
 
     return server

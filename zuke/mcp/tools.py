@@ -12,7 +12,6 @@ is the MCP channel, so runs have no console observer and warnings go to
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -21,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from zuke._clock import SYSTEM_CLOCK, Clock
 from zuke._duration import parse_duration
-from zuke._errors import ParameterError, ZukeError
+from zuke._errors import ZukeError
 from zuke._redact import Redactor
 from zuke.mcp.audit import record_call, redacted_args
 from zuke.state._ids import check_id
@@ -87,13 +86,11 @@ class BuildTools:
 
     def __post_init__(self) -> None:
         from zuke._build import parameters
-        from zuke._params import resolve
 
         self._secret_names = frozenset(p.name for p in parameters(self.build) if p.is_secret)
         # The secrets the environment supplies: never in a result or an event (a bad
         # value there is the run's to report).
-        with contextlib.suppress(ParameterError):
-            self._redactor.add(*resolve(parameters(self.build), {}, self.env, lenient=True).secrets)
+        self._redactor.add(*self._accepted_secrets({}))
 
     def enabled(self) -> list[str]:
         return [name for name in TOOLS if self.allows(name)]
@@ -256,6 +253,8 @@ class BuildTools:
                 build_name=self.build.__name__,
                 clock=self.clock,
                 wait_ms=wait_ms,
+                build=self.build,  # a run nobody owns is settled here: its compensations too
+                env=self.env,  # the secrets they need
             )
             return {
                 "runId": result.run_id,
@@ -265,6 +264,9 @@ class BuildTools:
                 "released": list(result.released),
                 "left": list(result.left),
                 "warnings": list(result.warnings),
+                "compensated": list(result.compensated),
+                "failures": list(result.failures),
+                "notes": list(result.notes),
                 "summary": result.summary(),
             }
 
@@ -330,17 +332,29 @@ class BuildTools:
         )
 
     def _with_supplied(self, supplied: Mapping[str, Sequence[str]]) -> Redactor:
-        """This server's redactor plus the secret values a call supplies."""
+        """This server's redactor plus the secret values a call supplies that are accepted.
+
+        A refused value (too short, or not of its parameter's kind) is the run's to
+        report and is masked nowhere: masking a short one garbles every later result,
+        JSON keys included, and by doing so reveals it.
+        """
+        self._redactor.add(*self._accepted_secrets(supplied))  # later calls never echo them
+        return self._redactor
+
+    def _accepted_secrets(self, supplied: Mapping[str, Sequence[str]]) -> list[str]:
+        """Every form the run masks (numbers' spellings, array elements) of each secret
+        parameter whose value, from ``supplied`` or the environment, resolves."""
         from zuke._build import parameters
         from zuke._params import resolve
 
-        secrets = [v for k, vs in supplied.items() if k in self._secret_names for v in vs]
-        # Every form the run redacts (numbers' spellings, elements of arrays); a bad
-        # value is the run's to report, and its raw form is registered already.
-        with contextlib.suppress(ParameterError):
-            secrets += resolve(parameters(self.build), supplied, self.env, lenient=True).secrets
-        self._redactor.add(*secrets)  # later calls never echo it either
-        return self._redactor
+        found: list[str] = []
+        for param in parameters(self.build):
+            if not param.is_secret:
+                continue
+            resolution = resolve([param], supplied, self.env, lenient=True)
+            if not resolution.errors:
+                found += resolution.secrets
+        return found
 
     def _run_options(self, **overrides: Any) -> RunOptions:
         from zuke._engine.run import RunOptions
