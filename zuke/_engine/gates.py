@@ -16,6 +16,12 @@ fsynced *before* the body runs, and ``done`` after. An effect recorded done
 is skipped when the target is driven again (a resume after a crash), so an
 effect whose process died mid-way is re-driven at least once and one that
 completed never again; ``ctx.redriven`` tells a body it may be repeating.
+
+**A run taken over calls nothing.** The intent (an effect's ``pending`` row,
+a trigger's ``ctx.persist()``) must land under the run's lease, which this
+process still holds; if the run is someone else's now the writer raises
+:class:`~zuke._engine.writer.RunTakenOverError` and the effect's body or the
+trigger's call is not made: the new owner makes it, once.
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ from zuke._engine.context import Context, RunState
 from zuke._engine.executor import BodyFailure, call_body, describe
 from zuke._engine.hooks import GateVerdict
 from zuke._engine.plan import TargetSpec
-from zuke._engine.writer import RunStateWriter
+from zuke._engine.writer import RunStateWriter, RunTakenOverError
 from zuke._errors import StateError
 from zuke._waits import GateState, NotYet, Satisfied, WaitContext, WaitFailed, WaitSpec, ask
 from zuke.state.records import EffectRecord, WaitingFor
@@ -99,9 +105,12 @@ class GateKeeper:
     async def _persist(self) -> None:
         """``ctx.persist()``: the gate's state is durable when it returns, or it raises — a
         trigger about to make an external call (a dispatch) must not make it otherwise."""
-        problem = await self.writer.persist()
-        if problem is not None:
-            raise StateError(f"the gate's state could not be made durable ({problem})")
+        try:
+            await self.writer.persist_intent()
+        except RunTakenOverError:
+            raise
+        except StateError as exc:
+            raise StateError(f"the gate's state could not be made durable ({exc})") from None
 
     async def check(self, spec: TargetSpec, ctx: Context) -> GateVerdict:
         wait = spec.wait
@@ -110,6 +119,8 @@ class GateKeeper:
         wctx = self.context(spec, now)
         try:
             result = await ask(wait.trigger, wctx)
+        except RunTakenOverError as exc:  # not a flaky trigger: this process must stop
+            raise BodyFailure(f"gate {spec.name!r} was not checked further: {exc}") from None
         except Exception as exc:
             message, _ = describe(exc)
             detail = self.state.redactor.text(f"the trigger raised {message}")
@@ -145,12 +156,16 @@ class EffectDriver:
                 attempts=attempts,
             )
             self.writer.set_effect(spec.name, name, intent)
-            # The intent is durable (fsynced) before the body runs, or the body does not run.
-            problem = await self.writer.persist()
-            if problem is not None:
+            # The intent is durable (fsynced) under the run's lease before the body runs, or
+            # the body does not run.
+            try:
+                await self.writer.persist_intent()
+            except RunTakenOverError as exc:
+                raise BodyFailure(f"effect {name!r} was not run: {exc}") from None
+            except StateError as exc:
                 raise BodyFailure(
-                    f"effect {name!r} was not run: its intent could not be recorded ({problem})"
-                )
+                    f"effect {name!r} was not run: its intent could not be recorded ({exc})"
+                ) from None
             try:
                 await call_body(body, ctx, self.pool)
             except Exception as exc:

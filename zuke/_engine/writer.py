@@ -33,7 +33,12 @@ Failures, and what becomes of them:
 * the run's end must land: if it cannot, a small write marks the record
   ``degraded`` (and never ``succeeded``) where any write can still land, and
   :attr:`RunStateWriter.record_error` says what could not be recorded — the
-  CLI prints it and exits non-zero.
+  CLI prints it and exits non-zero;
+* a run that is no longer this process's (its lease taken over, or settled by
+  another process) is never written again, and never reported as written:
+  :meth:`RunStateWriter.persist_intent`, the durability point before an
+  external call (an effect, a dispatch), raises :class:`RunTakenOverError`
+  then, so the call is not made — the new owner makes it.
 """
 
 from __future__ import annotations
@@ -66,6 +71,11 @@ BACKOFF_S: tuple[float, ...] = (0.1, 0.2, 0.5, 1.0, 2.0)
 #: Statuses in which the run is still this process's to write. ``cancelling`` is:
 #: another process asked it to stop, and it records the outcome itself.
 _OURS: frozenset[RunStatus] = frozenset({"running", "suspended", "cancelling"})
+
+
+class RunTakenOverError(StateError):
+    """The run is no longer this process's: nothing was recorded, and the external call that
+    was to follow its intent was not made (the run's new owner makes it)."""
 
 
 def _honest(status: RunStatus) -> RunStatus:
@@ -157,8 +167,39 @@ class RunStateWriter(Observer):
         self._set_row(target, replace(row, effects={**row.effects, effect: record}))
 
     async def persist(self) -> str | None:
-        """Write everything queued now; what could not be recorded, or ``None`` once it landed."""
-        return await self._flush(persist=False)
+        """Write everything queued now; what could not be recorded, or ``None`` once it landed
+        under this run's lease (a run taken over or settled elsewhere never counts as landed)."""
+        problem = await self._flush(persist=False)
+        if problem is None and not self.owns_run():
+            return self._not_ours()
+        return problem
+
+    async def persist_intent(self) -> None:
+        """The durability point before an external call: return only once everything queued
+        (the call's intent) landed under the run's lease, which this process still holds.
+
+        Raises :class:`RunTakenOverError` when the run is someone else's now (the call must
+        not be made: the new owner makes it), :class:`StateError` when the store failed.
+        """
+        if not self.owns_run():
+            raise RunTakenOverError(self._not_ours())
+        problem = await self._flush(persist=False, complete=True)
+        if not self.owns_run():  # the write found another holder, or the lease was lost
+            raise RunTakenOverError(self._not_ours())
+        if problem is not None:
+            raise StateError(problem)
+
+    def owns_run(self) -> bool:
+        """Whether this process may still write the run (and act on what it wrote)."""
+        return not self._disowned and self.holds_lease()
+
+    def _not_ours(self) -> str:
+        settled = self.settled_elsewhere
+        if settled is not None and settled not in _OURS:
+            why = f"another process settled it {settled}"
+        else:
+            why = "it was taken over by another process (its lease is no longer this one's)"
+        return f"{self.where}: {why}; nothing more is recorded here, and no call is made"
 
     def _set_row(self, name: str, row: TargetRecord) -> None:
         self._rows[name] = row
@@ -301,17 +342,21 @@ class RunStateWriter(Observer):
         """Write everything queued so far; return once it landed (or was kept for later)."""
         await self._flush(persist=False)
 
-    async def _flush(self, *, persist: bool) -> str | None:
+    async def _flush(self, *, persist: bool, complete: bool = False) -> str | None:
         """One write of everything queued; the reason it did not land, or ``None``.
 
         The first failure of a streak is retried with backoff; later writes of
         the same streak try once (a dead store must not stall every
         transition), except the run's end (``persist``), which always retries.
+        ``complete``: an earlier write lost to conflicts may have carried part of
+        what the caller queued, so every row goes again (only once something was lost).
         """
         async with self._write_lock:
             if self._disowned:
                 return None
             self._take_meta()
+            if complete and self._loss is not None:
+                self._queue(RunDelta(updated_at=self._now(), targets=dict(self._rows)))
             delta = self._pending
             if delta is None:
                 return None
