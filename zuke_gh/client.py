@@ -27,6 +27,7 @@ import os
 import random
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping
+from contextlib import contextmanager
 from types import TracebackType
 from typing import Any
 
@@ -46,10 +47,7 @@ from zuke_gh._response import (
     items_of,
     scrub,
 )
-from zuke_gh._retry import (
-    RetryPolicy,
-    safe_to_resend,
-)
+from zuke_gh._retry import RetryPolicy, safe_to_resend, transient_status
 from zuke_gh.errors import GitHubError, one_line
 
 DEFAULT_API_VERSION = "2022-11-28"
@@ -59,6 +57,17 @@ _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 _log = logging.getLogger("zuke_gh")
 
 __all__ = ["GitHubClient", "GitHubResponse", "StaticToken", "TokenSource"]
+
+
+@contextmanager
+def _not_sent(reached: bool) -> Iterator[None]:
+    """A token that cannot be had stops the call before it goes out: it is unsent, unless an
+    earlier attempt reached GitHub."""
+    try:
+        yield
+    except GitHubError as exc:
+        exc.unsent = not reached
+        raise
 
 
 class GitHubClient:
@@ -254,9 +263,11 @@ class GitHubClient:
         resend = method in _IDEMPOTENT if idempotent is None else idempotent
         policy, waited, attempt, hops = self._retry, 0.0, 0, 0
         refreshed = False  # a token refused with 401 is renewed (an App token) once
+        reached = False  # an attempt reached GitHub and may have acted (a 5xx, a lost answer)
         while True:
             attempt += 1
-            token = self._tokens.token() if self._tokens is not None else None
+            with _not_sent(reached):
+                token = self._tokens.token() if self._tokens is not None else None
             request = self._build(method, url, params, json, headers, token)
             cached = self._etags.get(str(request.url)) if etag and method == "GET" else None
             if cached is not None:
@@ -264,11 +275,13 @@ class GitHubClient:
             response, why, unsent = self._send(request, token)
             wait: float | None = None
             if response is None:
+                reached = reached or not unsent
                 error = GitHubError(
                     f"could not reach GitHub at {self._base_text}: {why}. "
                     "Check GITHUB_API_URL and the network.",
                     method=method,
                     path=display,
+                    unsent=not reached,
                 )
                 if resend or unsent:
                     wait = policy.backoff_s(attempt, self._rand())
@@ -285,9 +298,12 @@ class GitHubClient:
                 if 200 <= status < 300:
                     return self._answer(response, method, display, token, etag)
                 why = f"{status} on {method} {display}"
-                if status == 401 and not refreshed and self._refresh_token():
+                with _not_sent(reached):  # a 401 changed nothing on GitHub's side
+                    renewed = status == 401 and not refreshed and self._refresh_token()
+                if renewed:
                     refreshed, attempt = True, attempt - 1
-                    continue  # a 401 changed nothing on GitHub's side: any method may go again
+                    continue  # so any method may go again
+                reached = reached or transient_status(status)
                 error, wait = judge(
                     response, method, display, token, resend=resend, attempt=attempt,
                     policy=self._retry, rand=self._rand(), now_ms=self._clock.now_ms(),

@@ -21,7 +21,8 @@ DETAIL_LIMIT = 300
 
 
 class GitHubError(ZukeError):
-    """A GitHub call failed. ``status`` is None when no HTTP answer came (or none was sent)."""
+    """A GitHub call failed. ``status`` is None when no HTTP answer came (or none was sent);
+    ``unsent`` says the call certainly never reached GitHub (even a POST did nothing)."""
 
     def __init__(
         self,
@@ -32,6 +33,7 @@ class GitHubError(ZukeError):
         path: str | None = None,
         detail: str = "",
         retry_at_ms: int | None = None,
+        unsent: bool = False,
     ) -> None:
         super().__init__(message)
         self.status = status
@@ -41,6 +43,10 @@ class GitHubError(ZukeError):
         self.detail = detail
         #: When a rate limit lifts (epoch ms, GitHub's clock), if GitHub said.
         self.retry_at_ms = retry_at_ms
+        #: True when no attempt of the call reached GitHub: the connection was refused, its
+        #: name did not resolve, connecting timed out, or its token could not be had. A
+        #: request that was sent and then lost its answer (a read timeout) is not unsent.
+        self.unsent = unsent
 
 
 class GitHubPathError(GitHubError, ValueError):

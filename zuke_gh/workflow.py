@@ -9,9 +9,12 @@ whole of ``docs/github.md`` describes it for users. The decisions that matter:
   says "dispatched, maybe": every later check, in any process, polls and never
   dispatches again. The price is the mirror case — a dispatch that never
   landed is reported when the discovery window ends, not at once.
-* **The dispatch is never resent.** The client does not retry a POST after a
-  5xx or a read timeout (it may have landed); a rate-limited dispatch, which
-  GitHub certainly did not act on, is undone and tried at a later check.
+* **The dispatch is never resent once it may have landed.** The client does
+  not retry a POST after a 5xx or a read timeout (it may have landed). A
+  dispatch GitHub certainly did not act on is owed, not made: one that never
+  left the machine (connection refused, a name that does not resolve, a
+  connect timeout) is retried within the client's budget, and past it — like
+  a rate-limited one — undone, so a later check dispatches it (same marker).
 * **Ask for the run id** (``return_run_details``); a server that refuses the
   key (an older GHES answers 400) gets the dispatch again without it, and the
   run is found by correlation (:mod:`zuke_gh._correlate`).
@@ -160,11 +163,14 @@ class GitHubWorkflowTrigger(WaitTrigger):
         return NotYet(f"{self._where}: dispatched; looking for its run ({spec.correlate})")
 
     async def _dispatch_failed(self, ctx: WaitContext, exc: GitHubError) -> WaitResult:
-        if exc.retry_at_ms is not None or exc.status == 429:
-            # A rate limit: GitHub did not act on it, so the dispatch is owed, not made.
+        if exc.unsent or exc.retry_at_ms is not None or exc.status == 429:
+            # Never sent, or rate limited: GitHub did not act on it, so the dispatch is owed.
             undo = dict.fromkeys(("marker", "dispatchedAt", "githubDispatchedAt", "baselineIds"))
             ctx.state.set(undo)
             await ctx.persist()
+            if exc.unsent:
+                return NotYet(f"{self._where}: the dispatch never reached GitHub ({exc}); it is "
+                              "tried again at the next check")  # fmt: skip
             when = f" after {iso(exc.retry_at_ms)}" if exc.retry_at_ms else ""
             return NotYet(f"{self._where}: the dispatch was rate limited; it is tried again at a "
                           f"later check{when}")  # fmt: skip
