@@ -9,6 +9,12 @@ made safe by percent-encoding every byte outside ``[A-Za-z0-9._-]``
 number or a boolean is keyed by its index; an empty key becomes ``#index``
 and a repeated one ``key#index``, so every name is unique (``#`` itself is
 always encoded in an item's text).
+
+A secret never names anything: an item whose text holds the value of a secret
+parameter (any form the run's :class:`~zuke._redact.Redactor` knows) is keyed
+``#index`` like an empty one, which says nothing about it and is the same in
+every process that resolves the same secrets (a resume, a sweep, a cancel's
+walk), so its sub-targets keep their names across processes.
 """
 
 from __future__ import annotations
@@ -16,12 +22,13 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote
 
 from zuke._configure import configured
 from zuke._errors import BuildDefinitionError
+from zuke._redact import Redactor
 
 _SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
 STAGE_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -61,6 +68,8 @@ class FanOutSpec:
     factory: Callable[[Any, int], Any]
     concurrency: int
     continue_on_item_failure: bool
+    #: the run's secrets: an item holding one is keyed by its index (set when the build loads)
+    secrets: Redactor = field(default_factory=Redactor, repr=False, compare=False)
 
 
 def freeze_fan_out(
@@ -83,32 +92,41 @@ def encode_key(text: str) -> str:
     return "".join(c if c in _SAFE else "".join(f"%{b:02X}" for b in c.encode()) for c in text)
 
 
-def decode_key(key: str) -> str:
-    """The item text an encoded key stands for (a ``#index`` suffix is dropped)."""
+def decode_key(key: str) -> str | None:
+    """The item text an encoded key stands for (a ``#index`` suffix is dropped); ``None``
+    for a key that is an index alone (``#2``: an empty item, or one holding a secret)."""
     text = key.split("#", 1)[0]
+    if not text and key:
+        return None
     return unquote(text, errors="strict")
 
 
-def item_keys(items: Iterable[Any]) -> list[str]:
-    """The keys of ``items``, in order: unique, readable, safe."""
+def item_keys(items: Iterable[Any], secrets: Redactor | None = None) -> list[str]:
+    """The keys of ``items``, in order: unique, readable, safe, and never a secret's value
+    (an item whose text holds one of ``secrets`` is keyed ``#index``)."""
     keys: list[str] = []
     seen: set[str] = set()
     for index, item in enumerate(items):
+        text: str | None = None
         if isinstance(item, str):
-            key = encode_key(item)
+            text = item
         elif isinstance(item, bool):
-            key = "true" if item else "false"
+            text = "true" if item else "false"
         elif isinstance(item, (int, float)):
-            key = encode_key(str(item))
-        else:
-            key = str(index)
-        if not key:
+            text = str(item)
+        key = str(index) if text is None else encode_key(text)
+        if not key or (text is not None and secrets and _reveals(secrets, text, key)):
             key = f"#{index}"
         elif key in seen:
             key = f"{key}#{index}"
         seen.add(key)
         keys.append(key)
     return keys
+
+
+def _reveals(secrets: Redactor, text: str, key: str) -> bool:
+    """Whether an item's text or its key holds a secret (raw or percent-encoded)."""
+    return secrets.reveals(text) or secrets.reveals(key, normalise=encode_key)
 
 
 def sub_name(parent: str, key: str, stage: str) -> str:

@@ -7,6 +7,10 @@ a gate inside an item, a resume, the compensation walk of a cancel — asks a
 parameters and finds the sub-target by name. The items function must give
 the same items for the same parameters; a sub-target with no twin is
 reported as such by whoever looked it up.
+
+Every process keys items alike because the secrets that hide an item's text
+travel with the fan-out's spec (:func:`with_secrets`, when the build loads),
+not with whoever asks.
 """
 
 from __future__ import annotations
@@ -16,9 +20,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from zuke._engine.plan import TargetSpec, freeze
+from zuke._engine.plan import BuildGraph, TargetSpec, freeze
 from zuke._errors import BuildDefinitionError, ZukeError
 from zuke._fan_out import STAGE_NAME, item_keys, split_sub_name, sub_name
+from zuke._redact import Redactor
 from zuke._target import TargetBuilder
 
 
@@ -50,11 +55,10 @@ async def read_items(spec: TargetSpec) -> list[Any]:
     except ZukeError:
         raise
     except Exception as exc:
-        raise FanOutError(f"fan-out {spec.name!r}: its items function raised: {exc}") from exc
+        raise _error(spec, f"its items function raised: {exc}") from exc
     if isinstance(values, (str, bytes, Mapping)) or not _iterable(values):
-        raise FanOutError(
-            f"fan-out {spec.name!r}: its items function must return a list of items, "
-            f"got {type(values).__name__}"
+        raise _error(
+            spec, f"its items function must return a list of items, got {type(values).__name__}"
         )
     return list(values)
 
@@ -67,51 +71,77 @@ def _iterable(value: object) -> bool:
     return True
 
 
+def _error(spec: TargetSpec, message: str) -> FanOutError:
+    """A fan-out's error, with the run's secrets taken out (it may quote an item)."""
+    secrets = spec.fan_out.secrets if spec.fan_out is not None else Redactor()
+    return FanOutError(secrets.text(f"fan-out {spec.name!r}: {message}"))
+
+
 def stages_of(spec: TargetSpec, value: Any, index: int, key: str) -> tuple[TargetSpec, ...]:
     """Freeze the stages ``factory(value, index)`` returns; each depends on the one before."""
     fan = spec.fan_out
     assert fan is not None
-    where = f"fan-out {spec.name!r}"
     try:
         stages = fan.factory(value, index)
     except ZukeError:
         raise
     except Exception as exc:
-        raise FanOutError(f"{where}: its factory raised for item {key!r}: {exc}") from exc
+        raise _error(spec, f"its factory raised for item {key!r}: {exc}") from exc
     if not isinstance(stages, Mapping) or not stages:
-        raise FanOutError(
-            f"{where}: the factory must return a dict of stage name → target() builder "
-            f"(in order), got {type(stages).__name__ if stages is not None else 'None'}"
+        raise _error(
+            spec,
+            "the factory must return a dict of stage name → target() builder "
+            f"(in order), got {type(stages).__name__ if stages is not None else 'None'}",
         )
     frozen: list[TargetSpec] = []
     for stage, builder in stages.items():
         if not isinstance(stage, str) or not STAGE_NAME.fullmatch(stage):
-            raise FanOutError(
-                f"{where}: stage name {stage!r} must be 1-64 characters from [A-Za-z0-9_-]"
+            raise _error(spec, f"stage name {stage!r} must be 1-64 characters from [A-Za-z0-9_-]")
+        if fan.secrets.reveals(stage):
+            raise _error(
+                spec,
+                "a stage name contains the value of a secret parameter; names are recorded "
+                "and shown in the clear, so name stages from non-secret values",
             )
         if not isinstance(builder, TargetBuilder) or builder.name is not None:
-            raise FanOutError(
-                f"{where}: stage {stage!r} must be a free target() builder, got {builder!r}"
-            )
+            raise _error(spec, f"stage {stage!r} must be a free target() builder, got {builder!r}")
         if builder._depends_on:
-            raise FanOutError(
-                f"{where}: stage {stage!r} declares depends_on(); a stage depends on the stage "
-                "before it — put other dependencies on the fan-out target"
+            raise _error(
+                spec,
+                f"stage {stage!r} declares depends_on(); a stage depends on the stage "
+                "before it — put other dependencies on the fan-out target",
             )
         name = sub_name(spec.name, key, stage)
         try:
             frozen_stage = freeze(builder, name, stage=True)
         except BuildDefinitionError as exc:
-            raise FanOutError(str(exc)) from exc
+            raise FanOutError(fan.secrets.text(str(exc))) from exc
         before = (frozen[-1].name,) if frozen else ()
-        frozen.append(replace(frozen_stage, depends_on=before))
+        frozen.append(replace(_inherit(frozen_stage, fan.secrets), depends_on=before))
     return tuple(frozen)
+
+
+def _inherit(spec: TargetSpec, secrets: Redactor) -> TargetSpec:
+    """``spec`` (a stage) keying its own items, if it fans out, by the run's secrets."""
+    if spec.fan_out is None:
+        return spec
+    return replace(spec, fan_out=replace(spec.fan_out, secrets=secrets))
+
+
+def with_secrets(graph: BuildGraph, secrets: Redactor) -> BuildGraph:
+    """``graph`` with its fan-outs keying items by ``secrets`` (the run's): called once, when
+    the build loads, so a run, its resume, a sweep and a cancel's walk name items alike."""
+    if not secrets:
+        return graph
+    return BuildGraph({name: _inherit(spec, secrets) for name, spec in graph.specs.items()})
 
 
 async def materialise(spec: TargetSpec) -> list[Item]:
     """Read the fan-out's items and freeze every item's stages."""
+    fan = spec.fan_out
+    assert fan is not None
     values = await read_items(spec)
-    keys = item_keys(values)
+    keys = item_keys(values, fan.secrets)
     return [
         Item(key, index, stages_of(spec, value, index, key))
         for index, (value, key) in enumerate(zip(values, keys, strict=True))

@@ -25,7 +25,7 @@ from zuke._duration import parse_duration
 from zuke._engine.context import RunState
 from zuke._engine.drive import drive
 from zuke._engine.durable import DurableRun
-from zuke._engine.fan_out import SpecIndex
+from zuke._engine.fan_out import SpecIndex, with_secrets
 from zuke._engine.observer import Observer
 from zuke._engine.plan import BuildGraph, make_plan
 from zuke._engine.preflight import preflight
@@ -119,7 +119,8 @@ def load(
             raise BuildDefinitionError(
                 f"defining the targets of {build_cls.__name__} failed: {exc}"
             ) from exc
-        graph = BuildGraph.from_builders(builders)
+        # a secret never names a fan-out item, in this process or any that resumes the run
+        graph = with_secrets(BuildGraph.from_builders(builders), loaded_redactor)
         for spec in graph.specs.values():
             if spec.lock is not None:
                 check_lock(spec.name, spec.lock, loaded_redactor)
