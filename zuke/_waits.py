@@ -118,7 +118,11 @@ class WaitContext:
         self._persist = persist
 
     async def persist(self) -> None:
-        """Make what was ``state.set()`` so far durable before going on (an external call)."""
+        """Make what was ``state.set()`` so far durable before going on (an external call).
+
+        It raises when the write did not land, or landed for a run that is no longer this
+        process's (taken over, settled elsewhere): then do not make the call.
+        """
         await self._persist()
 
 
