@@ -146,6 +146,23 @@ def test_a_stage_named_after_a_secret_fails_the_fan_out_without_quoting_it() -> 
     assert SECRET not in error and not any(SECRET in name for name in result.outcomes)
 
 
+def test_a_gate_whose_signal_is_named_after_a_secret_fails_the_fan_out_before_it_waits() -> None:
+    store = MemoryStateStore()
+
+    def stages(token: Any, index: int) -> dict[str, TargetBuilder]:
+        return {"approve": target().waits_for(lambda s: s.on(external_signal(f"ok-{token}")))}
+
+    result = asyncio.run(
+        execute_async(secret_items(store, stages), RunOptions(targets=["ship"], env=ENV))
+    )
+    assert result.status == "failed"
+    error = result.outcomes["batch"].error or ""
+    assert "stage 'approve' waits for a trigger whose name contains the value of a secret" in error
+    (summary,) = store.list_runs()
+    found = store.get_run(summary.id)
+    assert found is not None and SECRET not in dumps_record(found.record)
+
+
 def test_an_items_error_that_quotes_a_secret_is_clean_wherever_the_items_are_read() -> None:
     """Not only the run's own row: a sweep, a resume or a cancel's walk reads them too."""
     store = MemoryStateStore()

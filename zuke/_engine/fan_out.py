@@ -116,6 +116,14 @@ def stages_of(spec: TargetSpec, value: Any, index: int, key: str) -> tuple[Targe
             frozen_stage = freeze(builder, name, stage=True)
         except BuildDefinitionError as exc:
             raise FanOutError(fan.secrets.text(str(exc))) from exc
+        wait = frozen_stage.wait
+        if wait is not None and fan.secrets.reveals(wait.trigger.descriptor):
+            raise _error(
+                spec,
+                f"stage {stage!r} waits for a trigger whose name contains the value of a secret "
+                "parameter; it is recorded and typed in the clear (zuke resume --signal), so "
+                "name it from non-secret values (the item's index)",
+            )
         before = (frozen[-1].name,) if frozen else ()
         frozen.append(replace(_inherit(frozen_stage, fan.secrets), depends_on=before))
     return tuple(frozen)
