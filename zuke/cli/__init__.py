@@ -3,8 +3,10 @@
 The pipeline is load → parse → dispatch → render. Run-management commands
 (``runs``, ``resume``, ``cancel``, ``serve``) live in :mod:`zuke.cli.manage`
 (click, imported only when one of them is used, so ``zuke --list`` stays light);
-everything about a build (running targets, ``--list``, ``graph``, ``--help``)
-is parsed here against the loaded build's targets and parameters.
+everything about a build (running targets, ``--list``, ``graph``) is parsed
+here against the loaded build's targets and parameters. ``--help`` or ``-h``
+anywhere, on any command, is decided first and only prints help
+(:mod:`zuke.cli.help_cmd`).
 
 Start-up is most of what a management command costs, so this module imports
 only the light parts at the top: the engine, asyncio and the console load
@@ -71,6 +73,10 @@ def main(
     err = err or sys.stderr
     try:
         argv = cli_args.command_first(argv)
+        if cli_args.help_requested(argv):  # before any command parses or acts: help only
+            from zuke.cli.help_cmd import show_help
+
+            return show_help(argv, build=build, env=env, out=out)
         if argv and argv[0] == "resume":  # takes the build's parameter flags: not click
             from zuke.cli.resume_cmd import run_resume
 
@@ -112,23 +118,15 @@ def _build_command(
     from zuke._loader import find_build_file, load_build_class
     from zuke.cli import listing
 
-    file, wants_help = cli_args.prescan(argv)
+    file, _ = cli_args.prescan(argv)
     if build is None:
-        try:
-            build = load_build_class(find_build_file(file, env))
-        except UsageError as exc:
-            if wants_help:
-                out.write(listing.help_text(None, [], note=f"({exc})") + "\n")
-                return EXIT_OK
-            raise
+        build = load_build_class(find_build_file(file, env))
     params = parameters(build)
     parsed = cli_args.parse(argv, params)
     is_graph = bool(parsed.targets) and parsed.targets[0] == "graph"
-    if parsed.help or parsed.list or is_graph:
+    if parsed.list or is_graph:
         loaded = load(build, parsed.params, env, lenient=True)
-        if parsed.help:
-            text = listing.help_text(loaded.graph, params)
-        elif is_graph:
+        if is_graph:
             if parsed.format not in listing.GRAPH_FORMATS:
                 raise UsageError(
                     f"--format {parsed.format}: expected one of {', '.join(listing.GRAPH_FORMATS)}"

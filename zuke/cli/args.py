@@ -2,7 +2,9 @@
 
 Targets and parameters come from the loaded build, so this is a small parser
 of its own rather than a static click signature. ``--name value`` and
-``--name=value`` both work; a boolean parameter's bare ``--flag`` means true.
+``--name=value`` both work; a boolean parameter's bare ``--flag`` means true;
+``--`` ends the options (what follows are targets). :func:`help_requested` is
+the one rule for ``--help`` that :func:`zuke.cli.main` applies to every command.
 """
 
 from __future__ import annotations
@@ -24,6 +26,9 @@ COMMANDS = ("graph", "runs", "resume", "cancel", "locks", "serve", "mcp")
 MANAGEMENT_COMMANDS = ("runs", "resume", "cancel", "locks", "serve", "mcp")
 _VALUE_FLAGS = {"--skip", "--actor", "--file", "-f", "--format"}
 _SWITCHES = {"--list", "-l", "--json", "--state", "--help", "-h"}
+HELP_FLAGS = ("--help", "-h")
+#: ``--``: every token after it is an operand (a target, a run id), never an option.
+END_OF_OPTIONS = "--"
 
 
 @dataclass
@@ -44,32 +49,63 @@ class RunArgs:
 
 
 def prescan(argv: Sequence[str]) -> tuple[str | None, bool]:
-    """The ``--file`` value and whether help was asked for, before the build is loaded."""
+    """The ``--file`` value and whether help was asked for, before the build is loaded.
+
+    Both stop at ``--``. A help flag is never taken as the value of ``--file``.
+    """
     file: str | None = None
     wants_help = False
-    it = iter(argv)
-    for token in it:
-        if token in ("--help", "-h"):
+    tokens = list(argv)
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        i += 1
+        if token == END_OF_OPTIONS:
+            break
+        if token in HELP_FLAGS:
             wants_help = True
         elif token in ("--file", "-f"):
-            file = next(it, None)
+            if i < len(tokens) and tokens[i] not in (*HELP_FLAGS, END_OF_OPTIONS):
+                file = tokens[i]
+                i += 1
         elif token.startswith("--file="):
             file = token.split("=", 1)[1]
     return file, wants_help
+
+
+def help_requested(argv: Sequence[str]) -> bool:
+    """Whether ``argv`` asks for help, decided before anything else is parsed, for every command.
+
+    The rule is one and the same for the build's commands, ``resume``, ``mcp``,
+    ``serve`` and the click commands: a token that is exactly ``--help`` or
+    ``-h``, anywhere before ``--``, is a help request, even where an option
+    expects its value (``--service --help`` asks for help; a value that is
+    literally ``--help`` is written ``--service=--help``). After ``--`` it is an
+    operand like any other. So whatever else the line says, help acts on nothing.
+    """
+    return prescan(argv)[1]
+
+
+def without_help(argv: Sequence[str]) -> list[str]:
+    """``argv`` without its help flags (those before ``--``)."""
+    tokens = list(argv)
+    end = tokens.index(END_OF_OPTIONS) if END_OF_OPTIONS in tokens else len(tokens)
+    return [t for t in tokens[:end] if t not in HELP_FLAGS] + tokens[end:]
 
 
 def command_first(argv: Sequence[str]) -> list[str]:
     """``zuke --file x.py runs list`` as ``zuke runs list --file x.py``.
 
     Only ``--file`` may come before a management command: it says which build
-    the command is about, wherever it is written.
+    the command is about, wherever it is written. So may a help flag:
+    ``zuke -h runs list`` is the help of ``zuke runs list``.
     """
     tokens = list(argv)
     i = 0
     while i < len(tokens):
         if tokens[i] in ("--file", "-f") and i + 1 < len(tokens):
             i += 2
-        elif tokens[i].startswith("--file="):
+        elif tokens[i].startswith("--file=") or tokens[i] in HELP_FLAGS:
             i += 1
         else:
             break
@@ -103,8 +139,9 @@ def parse(argv: Sequence[str], params: Sequence[Parameter[Any]]) -> RunArgs:
     while i < len(tokens):
         token = tokens[i]
         i += 1
-        if token == "--":
-            continue
+        if token == END_OF_OPTIONS:
+            out.targets.extend(tokens[i:])
+            break
         if not token.startswith("-") or token == "-":
             out.targets.append(token)
             continue

@@ -314,6 +314,30 @@ def _take_file_flag(argv: Sequence[str]) -> tuple[str | None, list[str]]:
     return file, rest
 
 
+def command_help(argv: Sequence[str]) -> str:
+    """The help of the command ``argv`` names (``runs show`` in ``runs show X --help``).
+
+    Built from the command tree alone: nothing is parsed for action, no
+    callback runs, no store is opened (``zuke.cli.help_cmd``).
+    """
+    ctx = click.Context(app, info_name="zuke", **app.context_settings)
+    command: click.Command = app
+    tokens = iter(argv)
+    for token in tokens:
+        if token == "--" or not isinstance(command, click.Group):
+            break
+        if token in ("--file", "-f"):
+            next(tokens, None)
+        if token.startswith("-"):
+            continue
+        sub = command.get_command(ctx, token)
+        if sub is None:  # not one of its commands: the group's own help lists them
+            break
+        command = sub
+        ctx = click.Context(sub, info_name=token, parent=ctx, **sub.context_settings)
+    return ctx.get_help() + "\n"
+
+
 def run_command(
     argv: Sequence[str],
     *,

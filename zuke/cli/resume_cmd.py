@@ -22,11 +22,34 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, TextIO
 
 from zuke._errors import UsageError
+from zuke._jsondepth import check_json_text_depth
 from zuke.cli import args as cli_args
 
 if TYPE_CHECKING:
     from zuke._build import Build
     from zuke.runs.sweep import SweepReport
+
+USAGE = """\
+Usage: zuke resume RUN_ID [--signal NAME [--data JSON] [--signal-id ID]]
+                   [--force-graph] [--resume-degraded] [--actor NAME] [--PARAM VALUE ...]
+       zuke resume --check [RUN_ID] [--json] [--force-graph] [--resume-degraded] [--actor NAME]
+
+Deliver a signal to a suspended run and resume it; or, with --check, re-check
+the gates of this build's suspended runs (a sweep). See docs/orchestration.md.
+
+Options:
+  --signal NAME       the signal to deliver (a gate's external_signal name)
+  --data JSON         its payload: JSON of at most 64 KiB, nested at most 64 levels
+  --signal-id ID      the delivery's id (default: a hash of the name and the data)
+  --force-graph       resume although the build's targets changed since the run
+  --resume-degraded   resume although the run's record lost writes
+  --actor NAME        who is resuming (recorded on the run)
+  --PARAM VALUE       override a non-secret parameter of the build (zuke --help lists them)
+  --check             sweep: every suspended run of this build, or just RUN_ID
+  --json              with --check: the sweep's report as JSON
+  -f, --file PATH     the build file (default build.py, or ZUKE_FILE)
+  -h, --help          show this help
+"""
 
 _VALUE = {"--signal", "--data", "--signal-id"}
 _SWITCH = {"--force-graph", "--resume-degraded", "--check", "--json"}
@@ -39,6 +62,9 @@ def _split(argv: list[str]) -> tuple[dict[str, str], set[str], list[str]]:
     rest: list[str] = []
     i = 0
     while i < len(argv):
+        if argv[i] == cli_args.END_OF_OPTIONS:  # the rest are operands: the parser's to read
+            rest.extend(argv[i:])
+            break
         flag, has_inline, inline = argv[i].partition("=")
         i += 1
         if flag in _SWITCH:
@@ -59,7 +85,7 @@ def _split(argv: list[str]) -> tuple[dict[str, str], set[str], list[str]]:
 
 
 def parse_data(text: str | None) -> Any:
-    """``--data``: JSON of at most 64 KiB; the payload itself is never echoed back."""
+    """``--data``: JSON of at most 64 KiB and 64 levels; the payload is never echoed back."""
     from zuke.runs.resume import MAX_SIGNAL_BYTES
 
     if text is None:
@@ -69,6 +95,7 @@ def parse_data(text: str | None) -> Any:
             f"--data is {len(text.encode())} bytes; the limit is {MAX_SIGNAL_BYTES} (64 KiB). "
             "Send a reference (a URL, an id) instead"
         )
+    check_json_text_depth(text, what="--data")  # before json.loads, which recurses per level
     try:
         return json.loads(text, parse_constant=_no_constant)
     except ValueError as exc:
