@@ -23,9 +23,11 @@
     │   ├── RunNotSuspendedError    resume of a run that is not suspended (``.status``)
     │   ├── AlreadyResumedError     another resumer won the compare-and-swap (``.by``)
     │   ├── SignalRefusedError      a signal that cannot be delivered (after a timeout, bad data)
+    │   │   └── UnknownSignalError  no gate of the run waits for it (also a UsageError: exit 2)
     │   ├── GraphChangedError       resume of a run whose graph the build no longer has
     │   ├── DegradedRecordError     resume of a record with lost writes (``--resume-degraded``)
-    │   └── ForeignRunError         the run belongs to another build (runs/cancel)
+    │   ├── ForeignRunError         the run belongs to another build (runs/lifecycle)
+    │   └── LeaseLostError          a transition could not prove it holds the run's lease
     └── ServeStartError             a zuke serve process did not start (testing/serve)
 
 A lock lost while its target runs is an outcome, not an exception: the target
@@ -141,6 +143,19 @@ class AlreadyResumedError(RunError):
 
 class SignalRefusedError(RunError):
     """A signal that cannot be delivered: its gate timed out, or its payload is invalid."""
+
+
+class UnknownSignalError(SignalRefusedError, UsageError):
+    """No gate of the run waits for this signal (a typo): refused, nothing stored."""
+
+
+class ForeignRunError(RunError):
+    """The run belongs to another build."""
+
+
+class LeaseLostError(RunError):
+    """A transition could not prove it still holds the run's lease: it stopped before
+    writing or calling anything more (another process may own the run now)."""
 
 
 class GraphChangedError(RunError):

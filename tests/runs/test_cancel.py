@@ -46,7 +46,7 @@ def test_a_run_whose_owner_is_gone_is_settled_cancelled_and_its_claims_released(
     store = MemoryStateStore(clock=clock)
     running_run(store, lease_ttl_ms=1_000)
     clock.advance(1_001)  # the owner stopped renewing: its lease can be taken
-    result = cancel_run(store, "run-1", actor="ops", clock=clock)
+    result = cancel_run(store, "run-1", actor="ops", clock=clock, compensations="skip")
     assert (result.status, result.noop, result.owner) == ("cancelled", False, None)
     assert result.released == ["deploy-api"] and result.left == []
     assert "its owner was gone. Released 1 claim(s) (deploy-api)." in result.summary()
@@ -66,7 +66,7 @@ def test_a_run_whose_owner_is_gone_is_settled_cancelled_and_its_claims_released(
 def test_a_live_owner_is_only_asked_to_stop_and_keeps_its_claims() -> None:
     store = MemoryStateStore()
     running_run(store)
-    result = cancel_run(store, "run-1", actor="ops")
+    result = cancel_run(store, "run-1", actor="ops", compensations="skip")
     assert (result.status, result.noop, result.owner) == ("cancelling", False, "owner")
     assert result.released == []
     assert "marked cancelling; its owner (owner) is stopping it" in result.summary()
@@ -93,7 +93,9 @@ def test_cancel_waits_for_the_live_owner_to_finish_stopping() -> None:
         done = replace(found.record, status="cancelled", locks={})
         assert isinstance(store.put_run(done, expected_version=found.version), Written)
 
-    result = cancel_run(store, "run-1", actor="ops", wait_ms=30_000, sleep=owner_finishes)
+    result = cancel_run(
+        store, "run-1", actor="ops", wait_ms=30_000, sleep=owner_finishes, compensations="skip"
+    )
     assert (result.status, result.owner, len(polls)) == ("cancelled", "owner", 1)
     assert "cancelled by its owner (owner)" in result.summary()
 
@@ -103,7 +105,7 @@ def test_claims_missing_from_the_record_are_found_through_the_store() -> None:
     store = MemoryStateStore(clock=clock)
     running_run(store, lease_ttl_ms=1_000, locks={})  # a client that dropped the locks field
     clock.advance(1_001)
-    result = cancel_run(store, "run-1", actor="ops", clock=clock)
+    result = cancel_run(store, "run-1", actor="ops", clock=clock, compensations="skip")
     assert result.status == "cancelled" and result.released == []
     assert result.left == ["deploy-api"]  # no token here: named, and left to its TTL
     assert "Left to lapse at their TTL: deploy-api." in result.summary()
@@ -112,7 +114,7 @@ def test_claims_missing_from_the_record_are_found_through_the_store() -> None:
 def test_cancelling_a_finished_run_is_a_noop_that_adds_nothing() -> None:
     store = MemoryStateStore()
     running_run(store, status="succeeded")
-    result = cancel_run(store, "run-1", actor="ops")
+    result = cancel_run(store, "run-1", actor="ops", compensations="skip")
     assert (result.status, result.noop, result.released) == ("succeeded", True, [])
     found = store.get_run("run-1")
     assert found is not None and found.record.events == ()
@@ -131,9 +133,9 @@ def test_a_run_of_another_build_is_refused() -> None:
     store = MemoryStateStore()
     running_run(store)
     with pytest.raises(ForeignRunError, match='belongs to build "acme/app", not "acme/web"'):
-        cancel_run(store, "run-1", actor="ops", origin="acme/web")
+        cancel_run(store, "run-1", actor="ops", origin="acme/web", compensations="skip")
     with pytest.raises(ForeignRunError, match="is a run of Release, not of Deploy"):
-        cancel_run(store, "run-1", actor="ops", build_name="Deploy")
+        cancel_run(store, "run-1", actor="ops", build_name="Deploy", compensations="skip")
     found = store.get_run("run-1")
     assert found is not None and found.record.status == "running"
 
@@ -141,7 +143,10 @@ def test_a_run_of_another_build_is_refused() -> None:
 def test_a_missing_origin_on_either_side_does_not_decide() -> None:
     store = MemoryStateStore()
     running_run(store, build_id=None)
-    assert cancel_run(store, "run-1", actor="ops", origin="acme/web").status == "cancelling"
+    assert (
+        cancel_run(store, "run-1", actor="ops", origin="acme/web", compensations="skip").status
+        == "cancelling"
+    )
 
 
 class RacingStore(MemoryStateStore):
@@ -171,7 +176,7 @@ def test_a_conflicting_write_is_retried_on_the_fresh_record() -> None:
     store = RacingStore(clock)
     running_run(store, lease_ttl_ms=1_000)
     clock.advance(1_001)
-    result = cancel_run(store, "run-1", actor="ops", clock=clock)
+    result = cancel_run(store, "run-1", actor="ops", clock=clock, compensations="skip")
     found = store.get_run("run-1")
     assert result.status == "cancelled" and found is not None and store.raced
     # the owner's settlement landed first and is kept, not overwritten as "failed"
@@ -186,7 +191,15 @@ def test_an_owner_that_dies_while_asked_to_stop_is_taken_over() -> None:
     def owner_dies(seconds: float) -> None:
         clock.advance(5_001)  # no more renewals: its lease lapses
 
-    result = cancel_run(store, "run-1", actor="ops", clock=clock, wait_ms=60_000, sleep=owner_dies)
+    result = cancel_run(
+        store,
+        "run-1",
+        actor="ops",
+        clock=clock,
+        wait_ms=60_000,
+        sleep=owner_dies,
+        compensations="skip",
+    )
     assert (result.status, result.owner, result.released) == ("cancelled", None, ["deploy-api"])
     found = store.get_run("run-1")
     assert found is not None and found.record.status == "cancelled"

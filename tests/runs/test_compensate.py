@@ -5,11 +5,14 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 from tests.engine.test_compensation import cd_build
 from zuke import LockAcquired, LockHolder
 from zuke._clock import ManualClock
 from zuke._engine.compensation import DEGRADED_NOTE
 from zuke._engine.run import RunOptions
+from zuke._errors import RunError
 from zuke.runs import cancel_run
 from zuke.runs.sweep import resume_check_async
 from zuke.state.memory import MemoryStateStore
@@ -105,11 +108,15 @@ def test_a_degraded_record_widens_the_walk_to_every_target_not_failed_or_skipped
     assert record_of(store).status == "cancelled"
 
 
-def test_without_a_build_the_canceller_settles_the_run_without_compensations() -> None:
+def test_without_a_build_owed_compensations_are_never_skipped_silently() -> None:
     clock = ManualClock()
     store = MemoryStateStore(clock=clock)
     dead_run(store, clock)
-    result = cancel_run(store, "run-1", actor="ops", clock=clock)
+    before = store.get_run("run-1")
+    with pytest.raises(RunError, match=r"may owe compensations .*--skip-compensations"):
+        cancel_run(store, "run-1", actor="ops", clock=clock)
+    assert store.get_run("run-1") == before and store.list_locks() == []
+    result = cancel_run(store, "run-1", actor="ops", clock=clock, compensations="skip")
     assert result.status == "cancelled" and result.compensated == []
     assert any("without compensations" in n for n in result.notes)
 

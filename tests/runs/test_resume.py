@@ -93,15 +93,15 @@ def test_the_same_signal_delivered_twice_without_an_id_is_a_no_op_the_second_tim
         h.resume(run_id, "approved", {"by": "ops"})  # other data: another signal
 
 
-def test_a_signal_the_run_does_not_wait_for_is_stored_and_said_so() -> None:
+def test_a_signal_no_gate_waits_for_is_refused_naming_the_awaited_ones_and_not_stored() -> None:
+    from zuke._errors import UnknownSignalError, UsageError
+
     h, calls, run_id = suspended()
-    outcome = h.resume(run_id, "typo", {"x": 1})
-    assert outcome.status == "suspended" and outcome.ok
-    assert "not waiting for the signal 'typo'" in outcome.notes[0]
-    assert "approve (signal 'approved')" in outcome.notes[0]
-    record = h.record(run_id)
-    assert record.status == "suspended" and record.signals["typo"].data == {"x": 1}
-    assert calls == []
+    before = h.store.get_run(run_id)
+    with pytest.raises(UnknownSignalError, match="its gates wait for 'approved'") as caught:
+        h.resume(run_id, "typo", {"x": 1})
+    assert isinstance(caught.value, UsageError)  # exit 2: a typo, not a failure
+    assert h.store.get_run(run_id) == before and calls == []
 
 
 def test_signal_data_that_is_not_json_or_too_big_is_refused_before_anything_is_read() -> None:
@@ -133,7 +133,16 @@ def test_a_running_run_is_already_resumed() -> None:
     h, _, run_id = suspended()
     update_run(h.store, run_id, lambda r: RunDelta(updated_at=r.updated_at, status="running"))
     with pytest.raises(AlreadyResumedError, match="is running"):
-        h.resume(run_id, "approved")
+        h.resume(run_id)
+
+
+def test_a_signal_for_a_running_run_is_stored_for_its_owner_and_answers_delivered() -> None:
+    h, _, run_id = suspended()
+    update_run(h.store, run_id, lambda r: RunDelta(updated_at=r.updated_at, status="running"))
+    outcome = h.resume(run_id, "approved", {"by": "qa"}, delivery_wait_s=0)
+    assert outcome.action == "delivered" and outcome.ok
+    assert "takes the stored signal" in outcome.notes[-1]
+    assert h.record(run_id).signals["approved"].data == {"by": "qa"}
 
 
 def test_a_resumer_that_finds_the_lease_held_gets_already_resumed_and_changes_nothing() -> None:
@@ -142,9 +151,20 @@ def test_a_resumer_that_finds_the_lease_held_gets_already_resumed_and_changes_no
     h.store.acquire_lock(f"zuke-run-{run_id}", other, 60_000)
     before = h.store.get_run(run_id)
     with pytest.raises(AlreadyResumedError, match="being resumed by bob") as caught:
-        h.resume(run_id, "approved")
+        h.resume(run_id)
     assert caught.value.by == "bob"
     assert h.store.get_run(run_id) == before and calls == []
+
+
+def test_a_signal_whose_run_is_held_is_stored_and_left_to_the_holder() -> None:
+    h, calls, run_id = suspended()
+    other = LockHolder("bob", run_id, iso(h.clock.now_ms()))
+    h.store.acquire_lock(f"zuke-run-{run_id}", other, 60_000)
+    outcome = h.resume(run_id, "approved", delivery_wait_s=0)
+    assert outcome.action == "delivered" and outcome.ok
+    assert "being resumed by bob" in outcome.notes[-1]
+    record = h.record(run_id)
+    assert record.status == "suspended" and "approved" in record.signals and calls == []
 
 
 class LosingStore(RecordingStore):
@@ -165,8 +185,8 @@ class LosingStore(RecordingStore):
 def test_the_loser_of_the_compare_and_swap_gets_already_resumed_and_gives_the_lease_back() -> None:
     h, calls, run_id = suspended()
     losing = LosingStore(h.store)
-    with pytest.raises(AlreadyResumedError, match="was resumed by bob"):
-        Harness(h.build, losing, h.clock).resume(run_id, "approved")
+    with pytest.raises(AlreadyResumedError, match="by bob"):
+        Harness(h.build, losing, h.clock).resume(run_id)
     assert [c for c in losing.calls if c[0] != "sneak"] == [
         ("acquire", f"zuke-run-{run_id}:LockAcquired"),
         ("release", f"zuke-run-{run_id}"),
@@ -367,7 +387,9 @@ def test_the_resumer_is_recorded_as_the_actor() -> None:
     record = h.record(run_id)
     assert record.actor == "qa-lead"
     [event] = [e for e in record.events if e.tool == "resume"]
-    assert event.actor == "qa-lead" and event.args["signal"] == "approved"
+    [signal] = [e for e in record.events if e.tool == "signal"]
+    assert event.actor == "qa-lead" and signal.actor == "qa-lead"
+    assert signal.args["signal"] == "approved"
 
 
 def test_the_run_deadline_is_pushed_forward_by_the_time_it_was_parked() -> None:

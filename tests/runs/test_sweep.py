@@ -278,7 +278,7 @@ def test_two_sweeps_at_once_resume_a_run_exactly_once() -> None:
     meeting = MeetsAnotherSweep(h.store, lambda: h.sweep())
     report = Harness(h.build, meeting, h.clock).sweep()
     assert [(e.action, e.result) for e in report.entries] == [("resumed", "succeeded")]
-    assert [(e.action, e.result) for e in meeting.report.entries] == [("skipped-held", "running")]
+    assert [(e.action, e.result) for e in meeting.report.entries] == [("skipped-held", "suspended")]
     assert calls == [("promote", None, "api")]
 
 

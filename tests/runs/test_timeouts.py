@@ -141,8 +141,10 @@ def test_a_rollback_the_build_no_longer_has_is_refused_and_the_lease_given_back(
     recording = RecordingStore(h.store)
     with pytest.raises(RunError, match="no longer has; restore that target"):
         Harness(renamed, recording, h.clock).resume(run_id)
-    assert h.store.list_locks() == [] and recording.calls == []  # refused before the lease
-    assert h.record(run_id).status == "suspended"
+    # decided under the lease (on the record read then), and the lease given back
+    assert recording.calls == [("acquire", f"zuke-run-{run_id}:LockAcquired"),
+                               ("release", f"zuke-run-{run_id}")]  # fmt: skip
+    assert h.store.list_locks() == [] and h.record(run_id).status == "suspended"
 
 
 def test_the_lease_is_taken_before_a_timeout_is_settled_and_released_after() -> None:
@@ -214,7 +216,7 @@ def test_a_signal_received_before_the_deadline_wins_even_when_the_sweep_comes_la
 def test_the_gates_deadline_is_kept_when_the_run_suspends_there_again() -> None:
     h, _, run_id, deadline = parked()
     h.clock.advance(HOUR // 2)
-    outcome: ResumeOutcome = h.resume(run_id, "typo")
+    outcome: ResumeOutcome = h.resume(run_id)
     assert outcome.status == "suspended"
     waiting = h.record(run_id).targets["approve"].waiting_for
     assert waiting is not None and waiting.deadline == iso(deadline)

@@ -20,7 +20,15 @@ Who owns the run decides what the canceller may do, and the run's lease
 
 Either way the compensations (``on_cancel``) run: the live owner walks them
 itself once its bodies stopped; a canceller that took the lease walks them
-here (:mod:`zuke.runs.compensate`) under the cancel lock.
+here (:mod:`zuke.runs.compensate`) under the cancel lock. A canceller with no
+build to run them with refuses a run that may owe some (a target succeeded),
+unless told ``compensations="skip"``: owed compensations are never skipped
+silently.
+
+A ``suspended`` run whose lease is held is being moved by a resumer or a
+sweep, not run: it is not marked (that would pull it out of ``suspended``
+under its holder); the canceller waits for the holder to let go or to move
+it to ``running``, and acts then.
 """
 
 from __future__ import annotations
@@ -28,12 +36,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from zuke._clock import SYSTEM_CLOCK, Clock, iso
-from zuke._errors import RunError, RunNotFoundError, StateError
+from zuke._errors import ForeignRunError, RunError, RunNotFoundError, StateError
+from zuke.runs.ownership import check_ownership, run_lease_ttl_ms, take_sync
 from zuke.state._ids import check_id
-from zuke.state._protocol import LockAcquired, LockHolder, StateStore, lease_key
+from zuke.state._protocol import LockAcquired, StateStore, lease_key
 from zuke.state.records import (
     TERMINAL_STATUSES,
     RunDelta,
@@ -43,16 +52,14 @@ from zuke.state.records import (
 )
 from zuke.state.update import GaveUp, update_run
 
+__all__ = ["CancelResult", "ForeignRunError", "cancel_run", "check_ownership"]
+
 if TYPE_CHECKING:
     from zuke._build import Build
 
-#: The canceller's hold on a dead owner's lease while it settles the record.
-TAKEOVER_TTL_MS = 60_000
 POLL_S = 0.2
 
-
-class ForeignRunError(RunError):
-    """The run belongs to another build."""
+Compensations = Literal["run", "skip"]
 
 
 @dataclass(frozen=True)
@@ -103,20 +110,6 @@ class CancelResult:
         return line
 
 
-def check_ownership(record: RunRecord, *, origin: str | None, build_name: str | None) -> None:
-    """Refuse a run of another build. A missing origin on either side does not decide."""
-    if origin and record.build_id and origin != record.build_id:
-        raise ForeignRunError(
-            f'run {record.id} belongs to build "{record.build_id}", not "{origin}"; '
-            "set ZUKE_BUILD_ID to the same value everywhere this build runs",
-            run_id=record.id,
-        )
-    if build_name and record.build != build_name:
-        raise ForeignRunError(
-            f"run {record.id} is a run of {record.build}, not of {build_name}", run_id=record.id
-        )
-
-
 def cancel_run(
     store: StateStore,
     run_id: str,
@@ -129,13 +122,15 @@ def cancel_run(
     sleep: Callable[[float], None] = time.sleep,
     build: type[Build] | None = None,
     env: Mapping[str, str] | None = None,
+    compensations: Compensations = "run",
 ) -> CancelResult:
     """Cancel ``run_id``; a run that already ended is a no-op.
 
     With a live owner, waits up to ``wait_ms`` for it to unwind itself (its
     compensations included). With the owner gone, this call walks the run's
     compensations itself — with ``build`` (loaded with the run's recorded
-    parameters; ``env`` supplies secrets); without one, none run.
+    parameters; ``env`` supplies secrets). Without a build, a run that may owe
+    compensations is refused unless ``compensations="skip"``.
     """
     check_id(run_id)
     found = store.get_run(run_id)
@@ -144,24 +139,34 @@ def cancel_run(
     check_ownership(found.record, origin=origin, build_name=build_name)
     if found.record.status in TERMINAL_STATUSES:
         return CancelResult(run_id=run_id, status=found.record.status, noop=True)
+    environ = env or {}
     owner: str | None = None
     deadline = time.monotonic() + wait_ms / 1000
+    # A resumer or sweep holding a suspended run lets go (or moves it) within its lease TTL.
+    patience = time.monotonic() + max(wait_ms, run_lease_ttl_ms(environ, store)) / 1000
     while True:
-        holder = LockHolder(actor=actor, run_id=run_id, since=iso(clock.now_ms()))
-        taken = store.acquire_lock(lease_key(run_id), holder, TAKEOVER_TTL_MS)
+        taken = take_sync(store, run_id, actor=actor, clock=clock, env=environ)
         if isinstance(taken, LockAcquired):  # nobody holds the run (or its owner just died)
             try:
                 return _settle_abandoned(store, run_id, taken, actor=actor, clock=clock,
-                                         asked=owner, build=build, env=env or {})  # fmt: skip
+                                         asked=owner, build=build, env=environ,
+                                         compensations=compensations)  # fmt: skip
             finally:
                 store.release_lock(lease_key(run_id), taken.token)
-        if owner is None:
+        status = _mark_cancelling(store, run_id, owner=taken.holder.actor, actor=actor,
+                                  clock=clock)  # fmt: skip
+        if status == "cancelling" and owner is None:
             owner = taken.holder.actor
-            status = _mark_cancelling(store, run_id, owner=owner, actor=actor, clock=clock)
-        else:
-            status = _status(store, run_id)
-        if status in TERMINAL_STATUSES or time.monotonic() >= deadline:
+        if status in TERMINAL_STATUSES:
             return CancelResult(run_id=run_id, status=status, noop=False, owner=owner)
+        waiting = status == "suspended" and time.monotonic() < patience
+        if owner is not None and time.monotonic() >= deadline and not waiting:
+            return CancelResult(run_id=run_id, status=status, noop=False, owner=owner)
+        if owner is None and not waiting:
+            raise RunError(
+                f"run {run_id} stayed suspended under {taken.holder.actor}'s lease; try again",
+                run_id=run_id,
+            )
         sleep(POLL_S)
 
 
@@ -175,10 +180,14 @@ def _status(store: StateStore, run_id: str) -> RunStatus:
 def _mark_cancelling(
     store: StateStore, run_id: str, *, owner: str, actor: str, clock: Clock
 ) -> RunStatus:
-    """Ask the live owner to stop: ``cancelling`` with an audit event. The status after."""
+    """Ask the live owner to stop: ``cancelling`` with an audit event. The status after.
+
+    A ``suspended`` run is not marked: its lease holder is a resumer or a sweep about to
+    move it, and a mark would pull the run out of ``suspended`` under them.
+    """
 
     def mark(record: RunRecord) -> RunDelta | None:
-        if record.status in TERMINAL_STATUSES or record.status == "cancelling":
+        if record.status in (*TERMINAL_STATUSES, "cancelling", "suspended"):
             return None
         now = iso(clock.now_ms())
         event = RunEvent(
@@ -210,6 +219,7 @@ def _settle_abandoned(
     asked: str | None,
     build: type[Build] | None,
     env: Mapping[str, str],
+    compensations: Compensations,
 ) -> CancelResult:
     """Nobody holds the run and we hold its lease: walk its compensations, settle it,
     free its claims (:mod:`zuke.runs.compensate`).
@@ -217,29 +227,57 @@ def _settle_abandoned(
     ``asked`` is the owner this call already asked to stop: finding the run
     ended then means that owner finished stopping it.
     """
-    from zuke.runs.compensate import run_sync, walk_taken
+    from zuke.runs.compensate import run_sync
 
-    found = store.get_run(run_id)
-    if found is None:
-        raise RunNotFoundError(f'run "{run_id}" was deleted while cancelling', run_id=run_id)
-    record = found.record
-    if record.status in TERMINAL_STATUSES:
-        return CancelResult(run_id=run_id, status=record.status, noop=asked is None, owner=asked)
-    now = iso(clock.now_ms())
-    held = sorted(k for k in record.locks if k != lease_key(run_id))
-    event = RunEvent(
-        at=now,
-        tool="cancel",
-        actor=actor,
-        detail=f"cancelled by {actor}; its owner was gone",
-        args={"released": ",".join(held)},
-    )
-    result, released, warnings = run_sync(
-        walk_taken(
-            store, record, taken, ttl_ms=TAKEOVER_TTL_MS, build=build, env=env, actor=actor,
-            clock=clock, intended="cancelled", reason=f"cancelled by {actor}", first=(event,),
+    return run_sync(_settle_held(store, run_id, taken, actor=actor, clock=clock, asked=asked,
+                                 build=build, env=env, compensations=compensations))  # fmt: skip
+
+
+async def _settle_held(
+    store: StateStore,
+    run_id: str,
+    taken: LockAcquired,
+    *,
+    actor: str,
+    clock: Clock,
+    asked: str | None,
+    build: type[Build] | None,
+    env: Mapping[str, str],
+    compensations: Compensations,
+) -> CancelResult:
+    from zuke.runs.compensate import walk_taken
+    from zuke.runs.lifecycle import hold_taken
+
+    hold = await hold_taken(store, run_id, taken, ttl_ms=run_lease_ttl_ms(env, store),
+                            clock=clock)  # fmt: skip
+    try:
+        record = hold.record
+        if record.status in TERMINAL_STATUSES:
+            return CancelResult(run_id=run_id, status=record.status, noop=asked is None,
+                                owner=asked)  # fmt: skip
+        owed = sorted(n for n, row in record.targets.items() if row.status == "succeeded")
+        if build is None and compensations == "run" and owed:
+            raise RunError(
+                f"run {run_id} may owe compensations (its targets {', '.join(owed)} succeeded) "
+                "and there is no build here to run them; cancel it where its build file is, "
+                "or skip them deliberately (zuke cancel --skip-compensations)",
+                run_id=run_id,
+            )
+        now = iso(clock.now_ms())
+        held = sorted(k for k in record.locks if k != lease_key(run_id))
+        event = RunEvent(
+            at=now,
+            tool="cancel",
+            actor=actor,
+            detail=f"cancelled by {actor}; its owner was gone",
+            args={"released": ",".join(held)},
         )
-    )  # fmt: skip
+        result, released, warnings = await walk_taken(
+            hold, build=build if compensations == "run" else None, env=env, actor=actor,
+            intended="cancelled", reason=f"cancelled by {actor}", first=(event,),
+        )  # fmt: skip
+    finally:
+        await hold.hand_over()  # the caller gives the lease back
     if result.stopped is not None:
         raise RunError(f"cancelling {run_id} stopped: {result.stopped}; try again", run_id=run_id)
     left = _untracked_claims(store, run_id, known={*result.claims, *record.locks},

@@ -17,14 +17,13 @@ from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, TypeVar
 
 from zuke._build import Build
-from zuke._clock import Clock
-from zuke._engine.claims import Claim
 from zuke._engine.plan import Plan, make_plan
+from zuke._engine.resumed import plan_of
 from zuke._engine.run import RunOptions
 from zuke._engine.walk import WalkResult, walk
 from zuke._errors import ZukeError
 from zuke._redact import Redactor
-from zuke.state._protocol import LockAcquired, StateStore, lease_key
+from zuke.runs.lifecycle import Hold, load_for
 from zuke.state.records import RunEvent, RunRecord, RunStatus
 
 T = TypeVar("T")
@@ -57,9 +56,6 @@ async def plan_for(
     build: type[Build] | None, record: RunRecord, env: Mapping[str, str]
 ) -> tuple[Plan | None, Redactor, list[str]]:
     """The run's plan for its walk (``None``: no compensations), its redactor, and notes."""
-    from zuke._engine.resumed import plan_of
-    from zuke.runs.resume import load_for
-
     if build is None:
         return None, Redactor(), ["no build file here: cancelling without compensations"]
     try:
@@ -85,35 +81,27 @@ async def plan_for(
 
 
 async def walk_taken(
-    store: StateStore,
-    record: RunRecord,
-    taken: LockAcquired,
+    hold: Hold,
     *,
-    ttl_ms: int,
     build: type[Build] | None,
     env: Mapping[str, str],
     actor: str,
-    clock: Clock,
     intended: RunStatus,
     reason: str,
     first: tuple[RunEvent, ...] = (),
     warn: Callable[[str], None] = lambda message: None,
 ) -> tuple[WalkResult, list[str], list[str]]:
-    """Walk ``record``'s run under the lease ``taken`` (renewed meanwhile, not released).
+    """Walk the run ``hold`` holds (its heartbeat renews the lease; the caller releases it).
 
     Returns the walk's result, the claims released, and warnings.
     """
+    store, record = hold.store, hold.record
     plan, redactor, notes = await plan_for(build, record, env)
-    lease = Claim(store, lease_key(record.id), taken.token, taken.fence, ttl_ms,
-                  on_lost=lambda claim: None, warn=warn).start()  # fmt: skip
-    try:
-        result = await walk(
-            store, record.id, lease=lease, plan=plan, intended=intended, actor=actor,
-            clock=clock, redactor=redactor, reason=reason, first=first, notes=tuple(notes),
-            notify=warn,
-        )  # fmt: skip
-    finally:
-        await lease.stop()  # the caller gives the lease back
+    result = await walk(
+        store, record.id, lease=hold.claim, plan=plan, intended=intended, actor=actor,
+        clock=hold.clock, redactor=redactor, reason=reason, first=first, notes=tuple(notes),
+        notify=warn,
+    )  # fmt: skip
     released: list[str] = []
     warnings: list[str] = []
     for key, token in sorted(result.claims.items()):

@@ -7,8 +7,15 @@ metadata as ``ctx.state``, the record's signals, the non-secret params), and
 external call. A trigger with an ``interval`` is asked no sooner than that
 after the last time (``waitingFor.checkedAt``); a trigger that raises stays
 waiting, with the error shown and counted. Whatever is recorded — state,
-reasons, errors — is redacted first. Writes keep ``updatedAt``: it marks
-when the run was parked, which a resume credits to the run's deadline.
+reasons, errors — is redacted first. Writes keep ``updatedAt``: a check moves
+nothing.
+
+Every check runs under the run's lease (a :class:`~zuke.runs.lifecycle.Hold`,
+renewed while triggers run): two sweeps never ask one gate at the same time,
+so a trigger's external call (a dispatch) happens once. Every write is a
+compare-and-swap decided on the fresh record: only rows still ``waiting`` are
+touched, with the fields the check owns (its state, ``checkedAt``, its
+detail), never rows read before the check.
 """
 
 from __future__ import annotations
@@ -22,9 +29,9 @@ from zuke._clock import iso, parse_iso
 from zuke._engine.run import LoadedBuild
 from zuke._errors import RunError, ZukeError
 from zuke._waits import GateState, NotYet, WaitContext, WaitFailed, ask
-from zuke.state._protocol import StateStore
+from zuke.runs.lifecycle import Hold
 from zuke.state.records import RunDelta, RunRecord, TargetRecord
-from zuke.state.update import update_run
+from zuke.state.update import Unchanged
 
 
 @dataclass
@@ -43,9 +50,10 @@ class GateAnswer:
 
 
 async def check_gates(
-    loaded: LoadedBuild, store: StateStore, record: RunRecord, now: int, shared: dict[str, Any]
+    loaded: LoadedBuild, hold: Hold, now: int, shared: dict[str, Any]
 ) -> list[GateAnswer]:
-    """Ask every waiting gate's trigger, from the record alone."""
+    """Ask every waiting gate's trigger, from the record read under ``hold``."""
+    record = hold.record
     checks = []
     for name, row in record.targets.items():
         if row.status != "waiting":
@@ -74,7 +82,7 @@ async def check_gates(
             check.meta = merge_patch(check.meta, clean_patch(patch, loaded.redactor))
 
         async def persist(check: GateAnswer = check) -> None:
-            await _persist_meta(store, record.id, check)
+            await _persist_meta(hold, check)
 
         ctx = record_context(loaded, record, name, GateState(read, write), now, persist, shared)
         try:
@@ -147,39 +155,53 @@ def record_context(
     )
 
 
-async def _persist_meta(store: StateStore, run_id: str, check: GateAnswer) -> None:
+def _still_waiting(fresh: RunRecord, check: GateAnswer) -> TargetRecord:
+    """The gate's row as stored now; a run or row that moved stops the check."""
+    row = fresh.targets.get(check.gate)
+    if fresh.status != "suspended" or row is None or row.status != "waiting":
+        raise RunError(f"run {fresh.id} changed while its gate {check.gate} was checked")
+    return row
+
+
+async def _persist_meta(hold: Hold, check: GateAnswer) -> None:
+    """``ctx.persist()``: the gate's state lands under the lease before the trigger goes on."""
+
     def change(fresh: RunRecord) -> RunDelta | None:
-        if fresh.status != "suspended":
-            raise RunError(f"run {run_id} changed while its gate {check.gate} was checked")
-        row = fresh.targets.get(check.gate, check.row)
-        rows = {check.gate: replace(row, meta=check.meta)}
-        return RunDelta(updated_at=fresh.updated_at, targets=rows)
+        row = _still_waiting(fresh, check)
+        return RunDelta(
+            updated_at=fresh.updated_at, targets={check.gate: replace(row, meta=check.meta)}
+        )
 
-    update_run(store, run_id, change)
+    outcome = await hold.write(change)
+    if isinstance(outcome, Unchanged) or outcome.record.targets[check.gate].meta != check.meta:
+        raise RunError(f"run {hold.run_id}: gate {check.gate}'s state did not land; not going on")
 
 
-async def record_checks(
-    store: StateStore, record: RunRecord, checks: list[GateAnswer], now: int
-) -> None:
+async def record_checks(hold: Hold, checks: list[GateAnswer], now: int) -> None:
     """Stamp what the checks said (when, and why not yet) — only where it matters:
     a trigger with an interval, a changed detail, or state the trigger kept."""
-    rows = {}
+    due = []
     for check in checks:
         waiting = check.row.waiting_for
         if not check.due or waiting is None:
             continue
         changed = check.detail != waiting.detail or check.meta != dict(check.row.meta)
-        if not (check.timed or changed or check.errored):
-            continue  # nothing worth a write: most sweeps of a signal gate write nothing
-        stamped = replace(waiting, checked_at=iso(now), detail=check.detail)
-        rows[check.gate] = replace(check.row, meta=check.meta, waiting_for=stamped)
-    if not rows:
+        if check.timed or changed or check.errored:
+            due.append(check)  # most sweeps of a signal gate write nothing
+    if not due:
         return
 
     def change(fresh: RunRecord) -> RunDelta | None:
-        # updatedAt is kept: it marks when the run was parked (resume credits that time)
         if fresh.status != "suspended":
             return None
-        return RunDelta(updated_at=fresh.updated_at, targets=rows)
+        rows = {}
+        for check in due:
+            row = fresh.targets.get(check.gate)
+            if row is None or row.status != "waiting" or row.waiting_for is None:
+                continue  # it moved: what this check read is stale
+            stamped = replace(row.waiting_for, checked_at=iso(now), detail=check.detail)
+            rows[check.gate] = replace(row, meta=check.meta, waiting_for=stamped)
+        # updatedAt is kept: a check moves nothing (parked time runs from parkedAt)
+        return RunDelta(updated_at=fresh.updated_at, targets=rows) if rows else None
 
-    update_run(store, record.id, change)
+    await hold.write(change)

@@ -25,22 +25,21 @@ is loaded with the run's recorded parameters to run them).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from zuke._clock import Clock, iso, parse_iso
-from zuke._engine.claims import lease_key
-from zuke._engine.plan import TargetSpec
-from zuke.state._protocol import LockAcquired, LockHolder, StateStore
+from zuke._clock import iso, parse_iso
+from zuke._engine.resumed import plan_of
+from zuke._engine.run import RunOptions
+from zuke._errors import AlreadyResumedError, ZukeError
+from zuke.runs.compensate import walk_taken
+from zuke.runs.lifecycle import Hold, graph_drift, lease_key, load_for, take
+from zuke.state._protocol import StateStore
 from zuke.state.records import RunDelta, RunEvent, RunRecord, RunStatus
-from zuke.state.update import Updated, update_run
+from zuke.state.update import Updated
 
 if TYPE_CHECKING:
     from zuke._build import Build
-
-#: How long the sweep holds a dead run's lease while it reaps it.
-REAP_TTL_MS = 60_000
 
 #: ``stopped``: the run's walk could not go on (another process holds it); ``unchanged``: a
 #: lost race (the run moved meanwhile), which a sweep does not report
@@ -63,72 +62,54 @@ def past_deadline(record: RunRecord, now_ms: int) -> bool:
     return deadline is not None and deadline <= now_ms
 
 
-def graph_matches(record: RunRecord, specs: Mapping[str, TargetSpec]) -> bool:
-    """The build has every target of the run, with the same dependencies."""
-    return all(
-        node.name in specs and set(specs[node.name].depends_on) == set(node.depends_on)
-        for node in record.graph
-    )
-
-
-def reap_run(
+async def reap_run(
+    build: type[Build],
     store: StateStore,
     run_id: str,
     *,
-    specs: Mapping[str, TargetSpec],
+    run: RunOptions,
     actor: str,
-    clock: Clock,
-    build: type[Build],
-    env: Mapping[str, str],
+    status: RunStatus,
 ) -> Reaped:
-    """Reap one ``running`` or ``cancelling`` run if its holder is gone.
+    """Reap one ``running`` or ``cancelling`` run if its holder is gone (``status``: as
+    listed, for the report when the run is live).
 
     A ``cancelling`` run and a run past its deadline are settled with their
     compensation walk (:mod:`zuke.runs.compensate`); any other goes back to
     ``suspended``.
     """
-    now_ms = clock.now_ms()
-    holder = LockHolder(actor, run_id, iso(now_ms))
-    taken = store.acquire_lock(lease_key(run_id), holder, REAP_TTL_MS)
-    if not isinstance(taken, LockAcquired):
-        return Reaped(run_id, "live", "running", f"held by {taken.holder.actor}: left alone")
     try:
-        found = store.get_run(run_id)
-        record = found.record if found is not None else None
-        if record is not None:
-            walked = _walk_if_due(store, record, taken, specs=specs, build=build, env=env,
-                                  actor=actor, clock=clock)  # fmt: skip
-            if walked is not None:
-                return walked
-        return _return_to_suspended(store, run_id, actor=actor, now_ms=now_ms)
+        hold = await take(store, run_id, actor=actor, clock=run.clock, env=run.env,
+                          held="held by {actor}: left alone", warn=run.on_warning)  # fmt: skip
+    except AlreadyResumedError as exc:
+        return Reaped(run_id, "live", status, str(exc))
+    try:
+        walked = await _walk_if_due(build, hold, run=run, actor=actor)
+        if walked is not None:
+            return walked
+        return await _return_to_suspended(hold, actor=actor, now_ms=run.clock.now_ms())
     finally:
-        store.release_lock(lease_key(run_id), taken.token)
+        await hold.release()
 
 
-def _walk_if_due(
-    store: StateStore,
-    record: RunRecord,
-    taken: LockAcquired,
-    *,
-    specs: Mapping[str, TargetSpec],
-    build: type[Build],
-    env: Mapping[str, str],
-    actor: str,
-    clock: Clock,
-) -> Reaped | None:
+async def _walk_if_due(build: type[Build], hold: Hold, *, run: RunOptions, actor: str
+                       ) -> Reaped | None:  # fmt: skip
     """Finish a ``cancelling`` run's walk, or settle a run past its deadline ``failed``
     with its compensations; ``None`` when neither applies."""
-    from zuke.runs.compensate import run_sync, walk_taken
-
-    now = iso(clock.now_ms())
+    record = hold.record
+    now = iso(run.clock.now_ms())
     if record.status == "cancelling":
         final = record.intended_terminal or "cancelled"
         why = f"finished {final}: the process cancelling it was gone (its walk resumed)"
         intended: RunStatus = final
         action: ReapAction = "finished"
         reason = f"the run was {final}"
-    elif record.status == "running" and past_deadline(record, clock.now_ms()):
-        if not graph_matches(record, specs):
+    elif record.status == "running" and past_deadline(record, run.clock.now_ms()):
+        try:  # settling is irreversible: only with the build that has the run's graph
+            loaded = load_for(build, record, run)
+            if graph_drift(record, await plan_of(loaded, record)):
+                return None
+        except ZukeError:
             return None
         why = (
             f"settled failed with its compensations: its lease had lapsed and its deadline "
@@ -139,31 +120,30 @@ def _walk_if_due(
     else:
         return None
     event = RunEvent(at=now, tool="reap", actor=actor, detail=why)
-    result, _, _ = run_sync(
-        walk_taken(store, record, taken, ttl_ms=REAP_TTL_MS, build=build, env=env, actor=actor,
-                   clock=clock, intended=intended, reason=reason,
-                   first=(event,))
-    )  # fmt: skip
+    result, _, _ = await walk_taken(hold, build=build, env=run.env, actor=actor,
+                                    intended=intended, reason=reason, first=(event,))  # fmt: skip
     if result.stopped is not None:
         return Reaped(record.id, "stopped", result.status, result.stopped)
     return Reaped(record.id, action, result.status, why)
 
 
-def _return_to_suspended(store: StateStore, run_id: str, *, actor: str, now_ms: int) -> Reaped:
-    """A ``running`` run whose holder is gone goes back to ``suspended``, for a resume."""
+async def _return_to_suspended(hold: Hold, *, actor: str, now_ms: int) -> Reaped:
+    """A ``running`` run whose holder is gone goes back to ``suspended``, for a resume.
+
+    The dead holder's claims the record lists are released with their tokens: by
+    the fail-closed rule (docs/locks.md) a holder that could not renew the run's
+    lease stopped every body before the lease lapsed, so none of them runs now.
+    """
+    run_id = hold.run_id
     now = iso(now_ms)
-    outcome: dict[str, Reaped] = {}
+    why = "returned to suspended: its lease had lapsed (its process is gone)"
     tokens: dict[str, str] = {}
 
     def change(record: RunRecord) -> RunDelta | None:
-        # The dead holder's claims go with it (a resumed run takes its locks again).
         tokens.clear()
         tokens.update({k: v for k, v in record.locks.items() if k != lease_key(run_id)})
         if record.status != "running":  # e.g. marked cancelling meanwhile: the next sweep
-            outcome["r"] = Reaped(run_id, "unchanged", record.status, "no longer running")
             return None
-        why = "returned to suspended: its lease had lapsed (its process is gone)"
-        outcome["r"] = Reaped(run_id, "returned", "suspended", why)
         return RunDelta(
             updated_at=now,
             status="suspended",
@@ -171,11 +151,9 @@ def _return_to_suspended(store: StateStore, run_id: str, *, actor: str, now_ms: 
             events=(RunEvent(at=now, tool="reap", actor=actor, detail=why),),
         )
 
-    result = update_run(store, run_id, change)
-    if isinstance(result, Updated):
-        for key, token in sorted(tokens.items()):
-            store.release_lock(key, token)
-    found = outcome.get("r")
-    if found is None or (not isinstance(result, Updated) and found.action != "unchanged"):
-        return Reaped(run_id, "unchanged", result.record.status, "changed while being reaped")
-    return found
+    result = await hold.write(change)
+    if not isinstance(result, Updated):
+        return Reaped(run_id, "unchanged", result.record.status, "no longer running")
+    for key, token in sorted(tokens.items()):
+        hold.store.release_lock(key, token)
+    return Reaped(run_id, "returned", "suspended", why)

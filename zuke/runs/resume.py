@@ -1,44 +1,44 @@
-"""``zuke resume RUN_ID``: continue a suspended run exactly once, from any process.
+"""``zuke resume RUN_ID``: deliver a signal, then continue a suspended run exactly once.
 
-The order of checks is the contract:
+Delivering and resuming are two steps (:mod:`zuke.runs.signals`):
 
-1. the run exists and belongs to this build (name and origin);
-2. a repeated delivery of the same signal (same ``--signal-id``) is a no-op;
-3. the run is ``suspended`` — anything else is refused, naming its status
-   (a run already taken by another resumer: :class:`AlreadyResumedError`);
-4. the build still has the run's graph (``--force-graph`` overrides) and the
-   record lost no writes (``--resume-degraded`` overrides);
-5. a gate past its deadline is settled by its timeout disposition instead —
-   unless a signal it waits for arrived *before* the deadline, which wins
-   however late the resume that sees it comes;
-6. the run's **lease is taken before the record leaves** ``suspended``, so a
-   record that says ``running`` always has a live holder; a held lease means
-   somebody else is resuming it;
-7. a compare-and-swap ``suspended → running`` delivers the signal, names the
-   resumer and pushes ``deadlineAt`` forward by the time the run was parked.
-   Exactly one resumer wins it; every other gets :class:`AlreadyResumedError`.
+1. the run exists and belongs to this build (name and origin); every setting
+   the resume needs parses (a bad one refuses before anything moves);
+2. **deliver**: a signal no gate of the run waits for is refused (exit 2);
+   one that comes after its own gate's deadline is refused, and the timeout
+   is settled instead; otherwise the signal is *appended* to the record —
+   whatever the run's status and whoever holds it — or found already there
+   (the same delivery twice: one answer, both successes);
+3. **continue** under the run's lease (:class:`~zuke.runs.lifecycle.Hold`):
+   the record is read again once the lease is ours; it must be
+   ``suspended`` (a run someone else holds or runs takes the stored signal
+   itself: ``delivered``, exit 0); the build must still have its graph
+   (``--force-graph``) and the record must be whole (``--resume-degraded``);
+   a gate past its deadline takes its timeout disposition — unless the
+   signal it waits for arrived *before* the deadline; then a
+   compare-and-swap on the record's version moves it ``suspended →
+   running``, naming the resumer's lease and pushing ``deadlineAt`` forward
+   by the time the run was parked (``parkedAt``, never ``updatedAt``).
 
-Then the engine drives what has not succeeded (:mod:`zuke._engine.resumed`),
-and the lease is released on every way out.
+Then the engine drives what has not succeeded (:mod:`zuke._engine.resumed`).
+A run that suspends again while a signal one of its gates waits for is
+stored (it arrived while the run ran) is continued again at once: a signal is
+never left waiting for the next sweep when this process can consume it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import hashlib
-import json
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any
 
-from zuke._build import Build
+from zuke._build import Build, parameters
 from zuke._clock import iso, parse_iso
-from zuke._engine.claims import lease_key
 from zuke._engine.plan import Plan, TargetSpec
-from zuke._engine.result import RunResult
-from zuke._engine.resumed import Adoption, execute_resumed, graph_drift, plan_of
-from zuke._engine.run import LoadedBuild, RunOptions, load
+from zuke._engine.resumed import Adoption, execute_resumed, plan_of
+from zuke._engine.run import LoadedBuild, RunOptions
 from zuke._errors import (
     AlreadyResumedError,
     DegradedRecordError,
@@ -49,71 +49,38 @@ from zuke._errors import (
     ZukeError,
 )
 from zuke._provenance import build_origin, resolve_actor
-from zuke.runs.cancel import check_ownership
-from zuke.runs.timeouts import (
-    expired_gate,
-    settle_timeout,
-    take_run_lease,
-    timeout_refusal,
-    unfinished_rollback,
+from zuke.runs.lifecycle import (
+    Hold,
+    ResumeAction,
+    ResumeOutcome,
+    check_ownership,
+    check_settings,
+    graph_drift,
+    lease_key,
+    load_for,
+    take,
 )
+from zuke.runs.signals import (
+    MAX_SIGNAL_BYTES,
+    SignalDelivery,
+    check_signal,
+    due_signals,
+    refuse_unknown,
+    store_signal,
+    waited_signals,
+)
+from zuke.runs.timeouts import expired_gate, settle_timeout, timeout_refusal, unfinished_rollback
 from zuke.state._ids import check_id
-from zuke.state._protocol import StateStore, StoredRun
-from zuke.state.records import RunDelta, RunEvent, RunRecord, Signal
-from zuke.state.update import GaveUp, Unchanged, update_run
+from zuke.state._protocol import StateStore
+from zuke.state.records import RunDelta, RunEvent, RunRecord
+from zuke.state.update import GaveUp, Unchanged
 
-#: The largest signal payload, as JSON text (UTF-8 bytes).
-MAX_SIGNAL_BYTES = 64 * 1024
-
-ResumeAction = Literal["resumed", "timed-out", "already-delivered"]
-
-
-@dataclass(frozen=True)
-class SignalDelivery:
-    """A signal to deliver with a resume."""
-
-    name: str
-    data: Any = None
-    #: the idempotency key; by default a hash of the name and the data
-    id: str | None = None
-
-    def key(self) -> str:
-        if self.id:
-            return self.id
-        text = json.dumps([self.name, self.data], sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def check_signal(delivery: SignalDelivery) -> None:
-    """A signal's name and payload must be something the record can hold."""
-    if not delivery.name.strip():
-        raise SignalRefusedError("resume: --signal needs a name")
-    try:
-        text = json.dumps(delivery.data, allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise SignalRefusedError(f"resume: the signal's data is not JSON ({exc})") from None
-    if len(text.encode()) > MAX_SIGNAL_BYTES:
-        raise SignalRefusedError(
-            f"resume: the signal's data is {len(text.encode())} bytes; the limit is "
-            f"{MAX_SIGNAL_BYTES} (64 KiB). Send a reference (a URL, an id) instead"
-        )
-
-
-@dataclass(frozen=True)
-class ResumeOutcome:
-    """What a resume did. ``result`` is the continued run's, when it ran."""
-
-    run_id: str
-    action: ResumeAction
-    status: str
-    result: RunResult | None = None
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        if self.action == "already-delivered":
-            return True
-        return self.result is not None and self.result.ok
+#: How long a signal's deliverer waits for another holder of the run to let go (it then
+#: continues the run itself); past it the signal stays stored for the holder or the sweep.
+DELIVERY_WAIT_S = 5.0
+POLL_S = 0.1
+#: At most this many continuations in a row for signals that arrived while the run ran.
+MAX_CONTINUATIONS = 10
 
 
 @dataclass(frozen=True)
@@ -126,13 +93,8 @@ class ResumeOptions:
     actor: str | None = None
     #: parameter overrides (non-secret values may change; secrets come from the environment)
     params: Mapping[str, Sequence[str]] = field(default_factory=dict)
-
-
-def load_for(build_cls: type[Build], record: RunRecord, run: RunOptions) -> LoadedBuild:
-    """The build with the run's recorded parameters, overlaid with the resumer's."""
-    params: dict[str, Sequence[str]] = {k: [v] for k, v in record.params.items()}
-    params.update(run.params)
-    return load(build_cls, params, run.env)
+    #: how long a deliverer waits for another holder of the run (seconds)
+    delivery_wait_s: float = DELIVERY_WAIT_S
 
 
 async def resume_run_async(
@@ -142,46 +104,194 @@ async def resume_run_async(
     resume: ResumeOptions,
     run: RunOptions,
 ) -> ResumeOutcome:
-    """Resume ``run_id`` (see the module docstring for the order of checks)."""
+    """Deliver ``resume.signal`` (if any), then continue ``run_id`` (see the module docstring)."""
     check_id(run_id)
+    check_settings(run.env, store)
     if resume.signal is not None:
         check_signal(resume.signal)
-    found = store.get_run(run_id)
+    found = await asyncio.to_thread(store.get_run, run_id)
     if found is None:
         raise RunNotFoundError(f'resume: no run "{run_id}" in the store', run_id=run_id)
     record = found.record
     check_ownership(record, origin=build_origin(run.env), build_name=build_cls.__name__)
-    signal = resume.signal
-    if signal is not None:
-        delivered = record.signals.get(signal.name)
-        if delivered is not None and delivered.id == signal.key():
-            return ResumeOutcome(
-                run_id,
-                "already-delivered",
-                record.status,
-                notes=[
-                    f"signal {signal.name!r} (id {signal.key()}) was already delivered to run "
-                    f"{run_id} at {delivered.received_at}; nothing to do"
-                ],
-            )
-    await _check_suspended(store, record, signal)
-    loaded = load_for(build_cls, record, run)
-    plan = await plan_of(loaded, record)
-    check_resumable(record, plan, resume)
     actor = resolve_actor(resume.actor, run.env)
-    expired = expired_gate(record, run.clock.now_ms())
-    if expired is not None:
-        refusal = None if signal is None else timeout_refusal(record, expired, signal.name)
-        notes = [refusal] if refusal else []
+    signal = resume.signal
+    if signal is None:
+        _check_suspended(record)
+        return await continue_run(build_cls, store, run_id, resume, run, actor=actor)
+    loaded = load_for(build_cls, record, run)
+    stored = record.signals.get(signal.name)
+    if stored is None or stored.id != signal.key():  # a repeat is answered the same way
+        refuse_unknown(record, signal.name, await waited_signals(loaded, record))
+        expired = expired_gate(record, run.clock.now_ms())
+        if expired is not None and _gate_signal(record, expired) == signal.name:
+            return await _too_late(build_cls, store, record, expired, signal, resume, run, actor)
+        if record.status not in ("suspended", "running"):
+            _refuse_ended(record, signal)
+        if record.status == "suspended":  # refused before anything is stored, not after
+            check_resumable(record, await plan_of(loaded, record), resume)
+    action, after = await store_signal(
+        store, record, signal, redactor=loaded.redactor, actor=actor, clock=run.clock
+    )
+    delivered = (
+        f"signal {signal.name!r} (id {signal.key()}) was already delivered to run {run_id} "
+        f"at {after.signals[signal.name].received_at}"
+        if action == "already"
+        else f"signal {signal.name!r} delivered to run {run_id}"
+    )
+    notes = [*await _signal_notes(loaded, after, signal)]
+    try:
+        outcome = await _continue_when_free(build_cls, store, run_id, resume, run, actor=actor)
+    except AlreadyResumedError as held:
+        status: ResumeAction = "already-delivered" if action == "already" else "delivered"
+        why = f"{delivered}; {held}".replace("; resume: ", "; ")
+        return ResumeOutcome(run_id, status, after.status, notes=[*notes, why])
+    if outcome is None:  # nothing left to continue: the signal was consumed, or is not due
+        fresh = await asyncio.to_thread(store.get_run, run_id)
+        now_status = fresh.record.status if fresh is not None else after.status
+        kind: ResumeAction = "already-delivered" if action == "already" else "delivered"
+        return ResumeOutcome(run_id, kind, now_status, notes=[*notes, f"{delivered}; nothing to do"])
+    return replace(outcome, notes=[*notes, *outcome.notes])
+
+
+def _gate_signal(record: RunRecord, gate: str) -> str | None:
+    waiting = record.targets[gate].waiting_for
+    trigger = waiting.trigger if waiting is not None else ""
+    return trigger.removeprefix("signal:") if trigger.startswith("signal:") else None
+
+
+def _check_suspended(record: RunRecord) -> None:
+    if record.status == "suspended":
+        return
+    if record.status in ("running", "cancelling"):
+        raise AlreadyResumedError(
+            f"resume: run {record.id} is {record.status} (resumed or started by {record.actor} "
+            f"at {record.updated_at}); nothing to do",
+            run_id=record.id,
+            by=record.actor,
+        )
+    raise RunNotSuspendedError(
+        f'resume: run {record.id} is "{record.status}", not suspended',
+        run_id=record.id,
+        status=record.status,
+    )
+
+
+def _refuse_ended(record: RunRecord, signal: SignalDelivery) -> None:
+    refusal = timeout_refusal(record, None, signal.name)
+    if refusal:
+        raise SignalRefusedError(refusal, run_id=record.id)
+    _check_suspended(record)
+
+
+async def _too_late(
+    build_cls: type[Build],
+    store: StateStore,
+    record: RunRecord,
+    gate: str,
+    signal: SignalDelivery,
+    resume: ResumeOptions,
+    run: RunOptions,
+    actor: str,
+) -> ResumeOutcome:
+    """The signal came after its gate's deadline: not stored; the timeout is settled."""
+    refusal = timeout_refusal(record, gate, signal.name)
+    assert refusal is not None
+    try:
+        outcome = await continue_run(build_cls, store, record.id, resume, run, actor=actor)
+    except AlreadyResumedError:
+        raise SignalRefusedError(f"resume: run {record.id}: {refusal}", run_id=record.id) from None
+    return replace(outcome, notes=[refusal, *outcome.notes])
+
+
+async def _continue_when_free(
+    build_cls: type[Build],
+    store: StateStore,
+    run_id: str,
+    resume: ResumeOptions,
+    run: RunOptions,
+    *,
+    actor: str,
+) -> ResumeOutcome | None:
+    """Continue the run once nobody else holds it (within ``delivery_wait_s``); ``None``
+    when there is nothing to continue. Another holder past the wait: AlreadyResumedError."""
+    deadline = time.monotonic() + resume.delivery_wait_s
+    while True:
+        found = await asyncio.to_thread(store.get_run, run_id)
+        if found is None or found.record.status != "suspended":
+            if found is not None and found.record.status == "running":
+                if time.monotonic() < deadline:  # it may suspend and let go in a moment
+                    await asyncio.sleep(POLL_S)
+                    continue
+                raise AlreadyResumedError(
+                    f"resume: run {run_id} is running (held by {found.record.actor}), which "
+                    "takes the stored signal at its gate; nothing more to do here",
+                    run_id=run_id,
+                    by=found.record.actor,
+                )
+            return None
+        if not due_signals(found.record):
+            return None  # the signal is stored for a gate not reached (or already passed)
         try:
-            return await settle_timeout(
-                loaded, record, expired, run, actor=actor, store=store, notes=notes
-            )
+            return await continue_run(build_cls, store, run_id, resume, run, actor=actor)
         except AlreadyResumedError:
-            if refusal is None:
-                raise  # another process settles the timeout; a late signal still hears why
-            raise SignalRefusedError(f"resume: run {run_id}: {refusal}", run_id=run_id) from None
-    return await resume_now(loaded, plan, store, found, resume, run, actor=actor)
+            if time.monotonic() >= deadline:
+                raise
+        await asyncio.sleep(POLL_S)
+
+
+async def continue_run(
+    build_cls: type[Build],
+    store: StateStore,
+    run_id: str,
+    resume: ResumeOptions,
+    run: RunOptions,
+    *,
+    actor: str,
+) -> ResumeOutcome:
+    """Take the run's lease, decide on the record read under it, and continue the run —
+    again while a signal that arrived while it ran is due (at most MAX_CONTINUATIONS)."""
+    outcome = await _continue_once(build_cls, store, run_id, resume, run, actor=actor)
+    for _ in range(MAX_CONTINUATIONS):
+        if outcome.action != "resumed" or outcome.status != "suspended":
+            break
+        found = await asyncio.to_thread(store.get_run, run_id)
+        if found is None or found.record.status != "suspended" or not due_signals(found.record):
+            break
+        try:
+            again = await _continue_once(build_cls, store, run_id, resume, run, actor=actor)
+        except AlreadyResumedError:
+            break  # someone else continues it
+        outcome = replace(again, notes=[*outcome.notes, *again.notes])
+    return outcome
+
+
+async def _continue_once(
+    build_cls: type[Build],
+    store: StateStore,
+    run_id: str,
+    resume: ResumeOptions,
+    run: RunOptions,
+    *,
+    actor: str,
+) -> ResumeOutcome:
+    held = (
+        f"resume: run {run_id} is being resumed by {{actor}} (it holds the run's lease); "
+        "nothing to do"
+    )
+    hold = await take(store, run_id, actor=actor, clock=run.clock, env=run.env, held=held,
+                      warn=run.on_warning)  # fmt: skip
+    try:
+        _check_suspended(hold.record)
+        loaded = load_for(build_cls, hold.record, run)
+        plan = await plan_of(loaded, hold.record)
+        check_resumable(hold.record, plan, resume)
+        expired = expired_gate(hold.record, run.clock.now_ms())
+        if expired is not None:
+            return await settle_timeout(loaded, hold, expired, run, actor=actor, notes=[])
+        return await resume_now(loaded, plan, hold, resume, run, actor=actor)
+    finally:
+        await hold.release()  # a no-op once the engine took the lease over
 
 
 def check_resumable(record: RunRecord, plan: Plan, resume: ResumeOptions) -> None:
@@ -202,79 +312,46 @@ def check_resumable(record: RunRecord, plan: Plan, resume: ResumeOptions) -> Non
         )
 
 
-async def _check_suspended(
-    store: StateStore, record: RunRecord, signal: SignalDelivery | None
-) -> None:
-    if record.status == "suspended":
-        return
-    if signal is not None:
-        refusal = timeout_refusal(record, None, signal.name)
-        if refusal:
-            raise SignalRefusedError(refusal, run_id=record.id)
-    if record.status == "running":
-        raise AlreadyResumedError(
-            f"resume: run {record.id} is running (resumed or started by {record.actor} at "
-            f"{record.updated_at}); nothing to do",
-            run_id=record.id,
-            by=record.actor,
-        )
-    raise RunNotSuspendedError(
-        f'resume: run {record.id} is "{record.status}", not suspended',
-        run_id=record.id,
-        status=record.status,
-    )
-
-
 async def resume_now(
     loaded: LoadedBuild,
     plan: Plan,
-    store: StateStore,
-    found: StoredRun,
+    hold: Hold,
     resume: ResumeOptions,
     run: RunOptions,
     *,
     actor: str,
     delta_extra: RunDelta | None = None,
 ) -> ResumeOutcome:
-    """Take the lease, CAS the record to ``running``, and drive the rest of the run."""
-    record = found.record
+    """Compare-and-swap the held run to ``running`` and drive the rest of it."""
+    record = hold.record
     rollback = await unfinished_rollback(loaded, record)  # then the rest is the rollback
-    now = run.clock.now_ms()
-    held = (
-        f"resume: run {record.id} is being resumed by {{actor}} (it holds the run's lease); "
-        "nothing to do"
+    change = _to_running(
+        actor,
+        run.clock.now_ms(),
+        delta_extra,
+        lease_token=hold.token,
+        overrides=_recorded_overrides(loaded, resume),
     )
-    taken = await take_run_lease(store, record, run, actor=actor, held=held)
-    try:
-        change = _to_running(
-            resume,
-            actor,
-            now,
-            delta_extra,
-            lease_token=taken.token,
-            overrides=_recorded_overrides(loaded, resume),
+    updated = await hold.write(change)
+    if isinstance(updated, (Unchanged, GaveUp)):
+        raise AlreadyResumedError(
+            f"resume: run {record.id} was resumed by {updated.record.actor} at "
+            f"{updated.record.updated_at}; nothing to do",
+            run_id=record.id,
+            by=updated.record.actor,
         )
-        updated = update_run(store, record.id, change)
-        if isinstance(updated, (Unchanged, GaveUp)):
-            raise AlreadyResumedError(
-                f"resume: run {record.id} was resumed by {updated.record.actor} at "
-                f"{updated.record.updated_at}; nothing to do",
-                run_id=record.id,
-                by=updated.record.actor,
-            )
-        adoption = Adoption(store, StoredRun(updated.record, updated.version), taken)
-        notes = await _signal_notes(loaded, record, resume.signal)
+    adoption = Adoption(hold.store, hold.found, await hold.hand_over())
+    try:
         result = await execute_resumed(loaded, rollback or plan, adoption, run, actor=actor,
                                        settle_as="cancelled" if rollback else None)  # fmt: skip
     except BaseException:
         # Nobody drives the run: give the lease back (a no-op if the engine already did).
-        await _release_quietly(store, record.id, taken.token)
+        await _release_quietly(hold)
         raise
-    return ResumeOutcome(record.id, "resumed", result.status, result=result, notes=notes)
+    return ResumeOutcome(record.id, "resumed", result.status, result=result)
 
 
 def _to_running(
-    resume: ResumeOptions,
     actor: str,
     now_ms: int,
     extra: RunDelta | None,
@@ -284,30 +361,27 @@ def _to_running(
 ) -> Callable[[RunRecord], RunDelta | None]:
     def change(fresh: RunRecord) -> RunDelta | None:
         if fresh.status != "suspended":
-            return None  # another resumer won
+            return None  # decided again on the fresh record: it moved
         stamp = iso(now_ms)
-        signals = {}
-        args = {}
-        if resume.signal is not None:
-            signals[resume.signal.name] = Signal(
-                data=resume.signal.data, received_at=stamp, id=resume.signal.key()
-            )
-            args = {"signal": resume.signal.name, "signalId": resume.signal.key()}
-        event = RunEvent(at=stamp, tool="resume", actor=actor, args=args)
+        event = RunEvent(at=stamp, tool="resume", actor=actor)
         delta = RunDelta(
             updated_at=stamp,
             status="running",
             actor=actor,
-            signals=signals,
             events=(event,),
-            deadline_at=_pushed_deadline(fresh, now_ms),
+            deadline_at=pushed_deadline(fresh, now_ms),
             # The record names its holder's lease: a paused former owner that wakes up
             # sees it is no longer theirs and writes nothing.
             locks={lease_key(fresh.id): lease_token},
             params=overrides,  # what this resume changed is what the run goes on with
         )
         if extra is not None:
-            delta = replace(delta, targets=extra.targets, events=(*extra.events, event))
+            rows = {
+                name: row
+                for name, row in extra.targets.items()
+                if name in fresh.targets and fresh.targets[name].status == "waiting"
+            }
+            delta = replace(delta, targets=rows, events=(*extra.events, event))
         return delta
 
     return change
@@ -315,8 +389,6 @@ def _to_running(
 
 def _recorded_overrides(loaded: LoadedBuild, resume: ResumeOptions) -> dict[str, str]:
     """The resumer's non-secret parameter overrides, as text to record on the run."""
-    from zuke._build import parameters
-
     secret = {p.name for p in parameters(type(loaded.build)) if p.is_secret}
     raw = loaded.resolution.raw
     return {
@@ -326,20 +398,24 @@ def _recorded_overrides(loaded: LoadedBuild, resume: ResumeOptions) -> dict[str,
     }
 
 
-def _pushed_deadline(record: RunRecord, now_ms: int) -> str | None:
-    """``deadlineAt`` moved forward by the time the run was parked (since its last write)."""
+def pushed_deadline(record: RunRecord, now_ms: int) -> str | None:
+    """``deadlineAt`` moved forward by the time the run was parked.
+
+    Parked time runs from ``parkedAt`` (set when the run suspended); an audit
+    write that moved ``updatedAt`` never shortens it. Records written before
+    ``parkedAt`` existed fall back to ``updatedAt``.
+    """
     deadline = parse_iso(record.deadline_at) if record.deadline_at else None
-    parked_since = parse_iso(record.updated_at)
+    parked_since = parse_iso(record.parked_at or record.updated_at)
     if deadline is None or parked_since is None or now_ms <= parked_since:
         return None  # unchanged
     return iso(deadline + (now_ms - parked_since))
 
 
 async def _signal_notes(
-    loaded: LoadedBuild, record: RunRecord, signal: SignalDelivery | None
+    loaded: LoadedBuild, record: RunRecord, signal: SignalDelivery
 ) -> list[str]:
-    if signal is None:
-        return []
+    """A note when no gate is waiting for the signal yet (it is kept for a later gate)."""
     waited = []
     for name, row in record.targets.items():
         spec = await _gate_spec(loaded, name) if row.status == "waiting" else None
@@ -348,10 +424,12 @@ async def _signal_notes(
             if wanted == signal.name or wanted is None:
                 return []  # a gate waits for it (or may read any signal)
             waited.append(f"{name} (signal {wanted!r})")
+    if record.status != "suspended":
+        return []
     listed = ", ".join(waited) or "no gate"
     return [
-        f"run {record.id} is not waiting for the signal {signal.name!r}; it was delivered and "
-        f"stored, and the run checks its gates again (waiting: {listed})"
+        f"run {record.id} is not waiting for the signal {signal.name!r} yet; it was stored for "
+        f"the gate that will (waiting now: {listed})"
     ]
 
 
@@ -363,9 +441,11 @@ async def _gate_spec(loaded: LoadedBuild, name: str) -> TargetSpec | None:
         return None  # the fan-out cannot be materialised now: say nothing about its gates
 
 
-async def _release_quietly(store: StateStore, run_id: str, token: str) -> None:
-    with contextlib.suppress(Exception):
-        await asyncio.to_thread(store.release_lock, lease_key(run_id), token)
+async def _release_quietly(hold: Hold) -> None:
+    try:
+        await asyncio.to_thread(hold.store.release_lock, lease_key(hold.run_id), hold.token)
+    except Exception:
+        return
 
 
 def resume_run(
@@ -382,7 +462,7 @@ def resume_run(
     env: Mapping[str, str] | None = None,
     store: StateStore | None = None,
 ) -> ResumeOutcome:
-    """Resume a suspended run in this process (what ``zuke resume RUN_ID`` calls)."""
+    """Deliver a signal and resume a run in this process (what ``zuke resume RUN_ID`` calls)."""
     import os
 
     from zuke.runs.store import open_store
@@ -402,3 +482,19 @@ def resume_run(
             build_cls, chosen, run_id, options, RunOptions(env=environ, params=supplied)
         )
     )
+
+
+__all__ = [
+    "MAX_SIGNAL_BYTES",
+    "ResumeOptions",
+    "ResumeOutcome",
+    "SignalDelivery",
+    "check_resumable",
+    "check_signal",
+    "continue_run",
+    "load_for",
+    "pushed_deadline",
+    "resume_now",
+    "resume_run",
+    "resume_run_async",
+]

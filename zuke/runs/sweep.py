@@ -11,9 +11,14 @@ One sweep, in this order:
    at all (a reaped run), is resumed in this process. A gate whose trigger
    failed fails the run.
 
-Running late, twice, or beside another sweep is safe: every move is a
-compare-and-swap under the run's lease, and a run someone else holds is
-skipped. One bad run never stops the sweep; it is reported and counted.
+Running late, twice, or beside another sweep is safe: a run whose gates
+need asking (a trigger with an external call, a deadline, a stored signal)
+is checked under its lease (:class:`~zuke.runs.lifecycle.Hold`), decided on
+the record read under it, and every move is a compare-and-swap on its
+version; a run someone else holds is skipped, with its real status. A run
+that only waits for a signal not yet stored is decided from the record alone,
+without its lease: nothing is asked and nothing written. One bad run never
+stops the sweep; it is reported and counted.
 """
 
 from __future__ import annotations
@@ -25,16 +30,19 @@ from typing import Any, Literal
 from zuke._build import Build
 from zuke._clock import iso
 from zuke._engine.plan import TargetSpec
-from zuke._engine.run import RunOptions, load
+from zuke._engine.resumed import plan_of
+from zuke._engine.run import LoadedBuild, RunOptions, load
 from zuke._errors import AlreadyResumedError, ParameterError, RunNotFoundError, ZukeError
 from zuke._provenance import build_origin, resolve_actor
 from zuke._waits import Satisfied, WaitFailed
 from zuke.runs.gate_checks import check_gates, record_checks
+from zuke.runs.lifecycle import Hold, check_settings, load_for, ownership_problem, take
 from zuke.runs.reap import reap_run
-from zuke.runs.resume import ResumeOptions, check_resumable, load_for, resume_now
+from zuke.runs.resume import ResumeOptions, check_resumable, resume_now
+from zuke.runs.signals import due_signals
 from zuke.runs.timeouts import expired_gate, settle_failed_gate, settle_timeout
 from zuke.state._protocol import RunQuery, StateStore, StoredRun
-from zuke.state.records import RunDelta, RunRecord
+from zuke.state.records import RunDelta, RunRecord, RunStatus
 
 SweepAction = Literal[
     "resumed",
@@ -128,6 +136,7 @@ async def resume_check_async(
 ) -> SweepReport:
     """One sweep over this build's runs (or one run)."""
     resume = resume or ResumeOptions()
+    check_settings(run.env, store)
     actor = resolve_actor(resume.actor, run.env)
     try:
         specs: Mapping[str, TargetSpec] | None = load(
@@ -141,37 +150,10 @@ async def resume_check_async(
     entries: list[SweepEntry] = []
     for status in ("running", "cancelling"):
         for summary in _runs(store, name, status, run_id):
-            try:  # one unreadable record never stops the sweep: it is reported and counted
-                found = store.get_run(summary)
-                if found is None or not _ours(found.record, name, None, run.env):
-                    continue
-                graph = specs or load_for(build_cls, found.record, run).graph.specs
-                if not _ours(found.record, name, graph, run.env):
-                    continue
-                reaped = reap_run(
-                    store,
-                    summary,
-                    specs=graph,
-                    actor=actor,
-                    clock=run.clock,
-                    build=build_cls,
-                    env=run.env,
-                )
-            except ZukeError as exc:
-                entries.append(SweepEntry(summary, name, "failed", status, detail=str(exc)))
-                continue
-            if reaped.action in ("returned", "settled", "finished"):
-                entries.append(
-                    SweepEntry(summary, name, "reaped", reaped.status, detail=reaped.detail)
-                )
-            elif reaped.action == "stopped":  # its walk is another process's: say whose
-                entries.append(
-                    SweepEntry(summary, name, "left-alone", reaped.status, detail=reaped.detail)
-                )
-            elif reaped.action == "live" and run_id is not None:
-                entries.append(
-                    SweepEntry(summary, name, "left-alone", status, detail=reaped.detail)
-                )
+            entry = await _reap_one(build_cls, store, summary, status, run, actor, specs,
+                                    one=run_id is not None)  # fmt: skip
+            if entry is not None:
+                entries.append(entry)
     shared: dict[str, Any] = {}
     for summary in _runs(store, name, "suspended", run_id):
         entries.append(
@@ -189,6 +171,37 @@ async def resume_check_async(
     return SweepReport(entries)
 
 
+async def _reap_one(
+    build_cls: type[Build],
+    store: StateStore,
+    run_id: str,
+    status: RunStatus,
+    run: RunOptions,
+    actor: str,
+    specs: Mapping[str, TargetSpec] | None,
+    *,
+    one: bool,
+) -> SweepEntry | None:
+    name = build_cls.__name__
+    try:  # one unreadable record never stops the sweep: it is reported and counted
+        found = store.get_run(run_id)
+        if found is None or not _ours(found.record, name, None, run.env):
+            return None
+        graph = specs or load_for(build_cls, found.record, run).graph.specs
+        if not _ours(found.record, name, graph, run.env):
+            return None
+        reaped = await reap_run(build_cls, store, run_id, run=run, actor=actor, status=status)
+    except ZukeError as exc:
+        return SweepEntry(run_id, name, "failed", status, detail=str(exc))
+    if reaped.action in ("returned", "settled", "finished"):
+        return SweepEntry(run_id, name, "reaped", reaped.status, detail=reaped.detail)
+    if reaped.action == "stopped":  # its walk is another process's: say whose
+        return SweepEntry(run_id, name, "left-alone", reaped.status, detail=reaped.detail)
+    if reaped.action == "live" and one:
+        return SweepEntry(run_id, name, "left-alone", status, detail=reaped.detail)
+    return None
+
+
 def _runs(store: StateStore, build: str, status: str, run_id: str | None) -> list[str]:
     if run_id is not None:
         found = store.get_run(run_id)
@@ -202,10 +215,9 @@ def _ours(
 ) -> bool:
     """This build's run: same class name and root target, and origins do not disagree
     (``specs`` ``None``: the root target is not checked yet)."""
-    origin = build_origin(env)
-    if origin and record.build_id and origin != record.build_id:
+    if ownership_problem(record, origin=build_origin(env), build_name=name) is not None:
         return False
-    return record.build == name and (specs is None or record.root_target in specs)
+    return specs is None or record.root_target in specs
 
 
 async def _check_one(
@@ -244,9 +256,28 @@ async def _check_one(
     try:
         return await _sweep_run(build_cls, store, found, resume, run, actor, shared)
     except AlreadyResumedError as exc:
-        return SweepEntry(run_id, name, "skipped-held", "running", detail=str(exc))
+        now = store.get_run(run_id)
+        status = now.record.status if now is not None else "gone"
+        return SweepEntry(run_id, name, "skipped-held", status, detail=str(exc))
     except ZukeError as exc:
         return SweepEntry(run_id, name, "failed", record.status, detail=str(exc))
+
+
+def _only_waits_for_signals(record: RunRecord, now: int) -> list[str] | None:
+    """The details of a run with nothing to do but wait for signals not stored yet (its
+    gates decided from the record alone: no lease, no trigger, no write); ``None``
+    when a gate needs asking, a deadline passed, a signal is due, or no gate waits."""
+    details = []
+    for row in record.targets.values():
+        waiting = row.waiting_for
+        if row.status != "waiting":
+            continue
+        if waiting is None or not waiting.trigger.startswith("signal:"):
+            return None
+        details.append(f"waiting for the signal {waiting.trigger.removeprefix('signal:')!r}")
+    if not details or due_signals(record) or expired_gate(record, now) is not None:
+        return None
+    return details
 
 
 async def _sweep_run(
@@ -258,29 +289,53 @@ async def _sweep_run(
     actor: str,
     shared: dict[str, Any],
 ) -> SweepEntry:
-    from zuke._engine.resumed import plan_of
-
     record = found.record
     name = build_cls.__name__
     loaded = load_for(build_cls, record, run)
     plan = await plan_of(loaded, record)
     check_resumable(record, plan, resume)
+    quiet = _only_waits_for_signals(record, run.clock.now_ms())
+    if quiet is not None:
+        first = next(n for n, row in record.targets.items() if row.status == "waiting")
+        return SweepEntry(record.id, name, "still-waiting", "suspended", gate=first,
+                          detail="; ".join(quiet))  # fmt: skip
+    held = f"run {record.id} is held by {{actor}}"
+    hold = await take(store, record.id, actor=actor, clock=run.clock, env=run.env, held=held,
+                      warn=run.on_warning)  # fmt: skip
+    try:
+        return await _sweep_held(loaded, hold, resume, run, actor, shared)
+    finally:
+        await hold.release()  # a no-op once a resume took the lease over
+
+
+async def _sweep_held(
+    loaded: LoadedBuild,
+    hold: Hold,
+    resume: ResumeOptions,
+    run: RunOptions,
+    actor: str,
+    shared: dict[str, Any],
+) -> SweepEntry:
+    """Check one run under its lease, deciding on the record read under it."""
+    record = hold.record
+    name = type(loaded.build).__name__
+    if record.status != "suspended":
+        return SweepEntry(record.id, name, "skipped-held", record.status,
+                          detail="it moved before its lease was taken")  # fmt: skip
+    plan = await plan_of(loaded, record)
+    check_resumable(record, plan, resume)
     now = run.clock.now_ms()
     gate = expired_gate(record, now)
     if gate is not None:
-        outcome = await settle_timeout(
-            loaded, record, gate, run, actor=actor, store=store, notes=[]
-        )
+        outcome = await settle_timeout(loaded, hold, gate, run, actor=actor, notes=[])
         return SweepEntry(
             record.id, name, "timed-out", outcome.status, gate=gate, detail="; ".join(outcome.notes)
         )
-    checks = await check_gates(loaded, store, record, now, shared)
+    checks = await check_gates(loaded, hold, now, shared)
     failed = next((c for c in checks if isinstance(c.result, WaitFailed)), None)
     if failed is not None:
         assert isinstance(failed.result, WaitFailed)
-        status = await settle_failed_gate(
-            store, record, failed.gate, failed.result.reason, run, actor=actor
-        )
+        status = await settle_failed_gate(hold, failed.gate, failed.result.reason, run, actor=actor)
         return SweepEntry(
             record.id, name, "failed", status, gate=failed.gate, detail=failed.result.reason
         )
@@ -298,8 +353,7 @@ async def _sweep_run(
         outcome = await resume_now(
             loaded,
             plan,
-            store,
-            found,
+            hold,
             resume,
             run,
             actor=actor,
@@ -315,7 +369,7 @@ async def _sweep_run(
             gate=gates,
             detail=lost or "; ".join(outcome.notes) or None,
         )
-    await record_checks(store, record, checks, now)
+    await record_checks(hold, checks, now)
     first = checks[0]
     detail = "; ".join(c.detail for c in checks if c.detail) or None
     return SweepEntry(

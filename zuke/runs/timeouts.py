@@ -21,25 +21,18 @@ any cancellation.
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 from zuke._clock import iso, parse_iso
-from zuke._engine.claims import acquire_lease, lease_key
-from zuke._engine.durable import lease_ttl_ms
 from zuke._engine.plan import Plan, make_plan
-from zuke._engine.record import ci_run_url
-from zuke._engine.resumed import Adoption, execute_resumed
+from zuke._engine.resumed import Adoption, execute_resumed, plan_of
 from zuke._engine.run import LoadedBuild, RunOptions, ordering_edges
 from zuke._errors import AlreadyResumedError, RunError
+from zuke.runs.compensate import walk_taken
 from zuke.runs.gate_checks import timeout_hook
-from zuke.state._protocol import LockAcquired, LockHeld, LockHolder, StateStore, StoredRun
+from zuke.runs.lifecycle import Hold, ResumeOutcome, lease_key
 from zuke.state.records import RunDelta, RunEvent, RunRecord, RunStatus, TargetRecord
-from zuke.state.update import GaveUp, Unchanged, update_run
-
-if TYPE_CHECKING:
-    from zuke.runs.resume import ResumeOutcome
+from zuke.state.update import GaveUp, Unchanged
 
 TIMEOUT_EVENT = "timeout"
 
@@ -130,20 +123,6 @@ def _timed_out_rows(
     return rows
 
 
-async def take_run_lease(
-    store: StateStore, record: RunRecord, run: RunOptions, *, actor: str, held: str
-) -> LockAcquired:
-    """Take the run's lease for this resumer, or refuse: ``held`` is the refusal, with
-    ``{actor}`` standing for the holder (a live process, or another resumer)."""
-    holder = LockHolder(actor, record.id, iso(run.clock.now_ms()), ci_run_url(run.env))
-    taken = await acquire_lease(store, record.id, holder, ttl_ms=lease_ttl_ms(run.env, store))
-    if isinstance(taken, LockHeld):
-        raise AlreadyResumedError(
-            held.format(actor=taken.holder.actor), run_id=record.id, by=taken.holder.actor
-        )
-    return taken
-
-
 def changed_under_us(record_id: str, outcome: Unchanged | GaveUp) -> AlreadyResumedError:
     """The record moved while a timeout was being settled: someone else has the run."""
     return AlreadyResumedError(
@@ -153,30 +132,36 @@ def changed_under_us(record_id: str, outcome: Unchanged | GaveUp) -> AlreadyResu
     )
 
 
-async def settle_timeout(
-    loaded: LoadedBuild,
-    record: RunRecord,
-    gate: str,
-    run: RunOptions,
-    *,
-    actor: str,
-    store: StateStore,
-    notes: list[str],
-) -> ResumeOutcome:
-    """Apply ``gate``'s timeout disposition to the run (under its lease)."""
-    from zuke.runs.resume import ResumeOutcome
+def still_expired(fresh: RunRecord, gate: str, now_ms: int) -> bool:
+    """The decision, taken again on the fresh record: the run is parked, and ``gate`` is
+    still waiting past its deadline with no signal that beat it."""
+    row = fresh.targets.get(gate)
+    return (
+        fresh.status == "suspended"
+        and row is not None
+        and row.status == "waiting"
+        and expired_gate(replace(fresh, targets={gate: row}), now_ms) == gate
+    )
 
+
+async def settle_timeout(
+    loaded: LoadedBuild, hold: Hold, gate: str, run: RunOptions, *, actor: str, notes: list[str]
+) -> ResumeOutcome:
+    """Apply ``gate``'s timeout disposition to the run ``hold`` holds.
+
+    The caller releases ``hold`` on every way out (a no-op once a rollback took it over).
+    """
+    record = hold.record
     waiting = record.targets[gate].waiting_for
     assert waiting is not None
     if waiting.on_timeout_is_target and waiting.on_timeout not in loaded.graph.specs:
-        raise RunError(  # refused before the lease: nothing to give back
+        raise RunError(
             f"gate {gate!r} of run {record.id} timed out into {waiting.on_timeout!r}, which this "
             f"build no longer has; restore that target to roll back, or: zuke cancel {record.id}",
             run_id=record.id,
         )
-    now = iso(run.clock.now_ms())
-    held = f"resume: run {record.id} is held by {{actor}}; its timeout is theirs"
-    taken = await take_run_lease(store, record, run, actor=actor, held=held)
+    now_ms = run.clock.now_ms()
+    now = iso(now_ms)
     detail = f"gate {gate!r} timed out at {waiting.deadline}"
     event = RunEvent(
         at=now,
@@ -185,60 +170,31 @@ async def settle_timeout(
         detail=detail,
         args={"gate": gate, "onTimeout": waiting.on_timeout},
     )
-    try:
-        hooked = await timeout_hook(loaded, record, gate, run.clock.now_ms())
-        if hooked is not None:  # the hook's failure is news, never a reason to skip the rest
-            notes = [*notes, hooked]
-            run.on_warning(hooked)
-        if waiting.on_timeout_is_target:
-            try:
-                return await _run_rollback(
-                    loaded,
-                    record,
-                    gate,
-                    waiting.on_timeout,
-                    run,
-                    actor=actor,
-                    store=store,
-                    lease=taken,
-                    event=event,
-                    notes=notes,
-                )
-            except BaseException:
-                # Nobody drives the run: give the lease back (a no-op if the engine did).
-                with contextlib.suppress(Exception):
-                    store.release_lock(lease_key(record.id), taken.token)
-                raise
-        if waiting.on_timeout == "cancel-run":
-            return await _cancel_run(
-                loaded,
-                record,
-                gate,
-                run,
-                actor=actor,
-                store=store,
-                lease=taken,
-                event=event,
-                notes=notes,
-            )
-        final: RunStatus = "failed"
+    # The hook is user code: it runs under the hold, whose heartbeat renews the lease.
+    hooked = await timeout_hook(loaded, record, gate, now_ms)
+    if hooked is not None:  # the hook's failure is news, never a reason to skip the rest
+        notes = [*notes, hooked]
+        run.on_warning(hooked)
+    if waiting.on_timeout_is_target:
+        return await _run_rollback(loaded, hold, gate, waiting.on_timeout, run, actor=actor,
+                                   event=event, notes=notes)  # fmt: skip
+    if waiting.on_timeout == "cancel-run":
+        return await _cancel_run(loaded, hold, gate, run, actor=actor, event=event, notes=notes)
+    final: RunStatus = "failed"
 
-        def settle(fresh: RunRecord) -> RunDelta | None:
-            if fresh.status != "suspended":
-                return None
-            return RunDelta(
-                updated_at=now,
-                status=final,
-                targets=_timed_out_rows(fresh, gate, now),
-                events=(event,),
-                intended_terminal=final,
-                locks={lease_key(record.id): None},
-            )
+    def settle(fresh: RunRecord) -> RunDelta | None:
+        if not still_expired(fresh, gate, now_ms):
+            return None
+        return RunDelta(
+            updated_at=now,
+            status=final,
+            targets=_timed_out_rows(fresh, gate, now),
+            events=(event,),
+            intended_terminal=final,
+            locks={lease_key(record.id): None},
+        )
 
-        outcome = update_run(store, record.id, settle)
-    finally:
-        if not waiting.on_timeout_is_target:
-            store.release_lock(lease_key(record.id), taken.token)
+    outcome = await hold.write(settle)
     if isinstance(outcome, (Unchanged, GaveUp)):
         raise changed_under_us(record.id, outcome)
     return ResumeOutcome(
@@ -251,40 +207,33 @@ async def settle_timeout(
 
 async def _cancel_run(
     loaded: LoadedBuild,
-    record: RunRecord,
+    hold: Hold,
     gate: str,
     run: RunOptions,
     *,
     actor: str,
-    store: StateStore,
-    lease: LockAcquired,
     event: RunEvent,
     notes: list[str],
 ) -> ResumeOutcome:
     """``"cancel-run"``: the gate fails as timed out, then the run's compensations walk."""
-    from zuke.runs.compensate import walk_taken
-    from zuke.runs.resume import ResumeOutcome
-
+    record = hold.record
     now = event.at
+    now_ms = run.clock.now_ms()
 
     def mark(fresh: RunRecord) -> RunDelta | None:
-        if fresh.status != "suspended":
+        if not still_expired(fresh, gate, now_ms):
             return None
         rows = {gate: _timed_out_rows(fresh, gate, now)[gate]}
         return RunDelta(updated_at=now, targets=rows, events=(event,))
 
-    marked = update_run(store, record.id, mark)
+    marked = await hold.write(mark)
     if isinstance(marked, (Unchanged, GaveUp)):
         raise changed_under_us(record.id, marked)
     result, _, warnings = await walk_taken(
-        store,
-        marked.record,
-        lease,
-        ttl_ms=lease_ttl_ms(run.env, store),
+        hold,
         build=type(loaded.build),
         env=run.env,
         actor=actor,
-        clock=run.clock,
         intended="cancelled",
         reason=f"the run was cancelled: {event.detail}",
         warn=run.on_warning,
@@ -304,25 +253,23 @@ async def _cancel_run(
 
 async def _run_rollback(
     loaded: LoadedBuild,
-    record: RunRecord,
+    hold: Hold,
     gate: str,
     rollback: str,
     run: RunOptions,
     *,
     actor: str,
-    store: StateStore,
-    lease: LockAcquired,
     event: RunEvent,
     notes: list[str],
 ) -> ResumeOutcome:
-    from zuke.runs.resume import ResumeOutcome
-
+    record = hold.record
     edges = await ordering_edges(loaded.build, loaded.graph)
     plan = make_plan(loaded.graph, [rollback], ordering=edges)
     now = event.at
+    now_ms = run.clock.now_ms()
 
     def to_running(fresh: RunRecord) -> RunDelta | None:
-        if fresh.status != "suspended":
+        if not still_expired(fresh, gate, now_ms):
             return None
         rows = _timed_out_rows(fresh, gate, now, keep=frozenset(plan.order))
         for name in plan.order:  # the rollback's closure: new rows unless already done
@@ -335,18 +282,16 @@ async def _run_rollback(
             targets=rows,
             events=(event,),
             intended_terminal="cancelled",
-            locks={lease_key(record.id): lease.token},
+            locks={lease_key(record.id): hold.token},
         )
 
-    updated = update_run(store, record.id, to_running)
+    updated = await hold.write(to_running)
     if isinstance(updated, (Unchanged, GaveUp)):  # the caller gives the lease back
         raise changed_under_us(record.id, updated)
-    adoption = Adoption(store, StoredRun(updated.record, updated.version), lease)
     # The record's graph gains the rollback's rows; the plan is just the rollback.
     # The rollback runs, then the run's compensation walk covers the whole run.
-    from zuke._engine.resumed import plan_of
-
     whole = await plan_of(loaded, record)
+    adoption = Adoption(hold.store, hold.found, await hold.hand_over())
     result = await execute_resumed(
         loaded, plan, adoption, run, actor=actor, settle_as="cancelled", walk_plan=whole
     )
@@ -360,17 +305,15 @@ async def _run_rollback(
 
 
 async def settle_failed_gate(
-    store: StateStore, record: RunRecord, gate: str, reason: str, run: RunOptions, *, actor: str
+    hold: Hold, gate: str, reason: str, run: RunOptions, *, actor: str
 ) -> RunStatus:
     """A gate whose trigger reported it cannot succeed: the gate fails, and so does the run."""
     now = iso(run.clock.now_ms())
-    taken = await take_run_lease(
-        store, record, run, actor=actor, held=f"run {record.id} is held by {{actor}}"
-    )
     event = RunEvent(at=now, tool="wait-failed", actor=actor, detail=f"gate {gate!r}: {reason}")
 
     def settle(fresh: RunRecord) -> RunDelta | None:
-        if fresh.status != "suspended":
+        row = fresh.targets.get(gate)
+        if fresh.status != "suspended" or row is None or row.status != "waiting":
             return None
         rows = _timed_out_rows(fresh, gate, now)
         rows[gate] = replace(rows[gate], error=reason)
@@ -379,11 +322,8 @@ async def settle_failed_gate(
             status="failed",
             targets=rows,
             events=(event,),
-            locks={lease_key(record.id): None},
+            locks={lease_key(hold.run_id): None},
         )
 
-    try:
-        outcome = update_run(store, record.id, settle)
-    finally:
-        store.release_lock(lease_key(record.id), taken.token)
+    outcome = await hold.write(settle)
     return outcome.record.status

@@ -137,6 +137,9 @@ class RunRecord:
     #: that ``zuke cancel`` in another process can give them back
     locks: Mapping[str, str] = field(default_factory=dict)
     extra: Mapping[str, Any] = field(default_factory=dict)
+    #: when the run last became ``suspended`` (set by :func:`apply_deltas`, never by an
+    #: audit write): a resume credits the time parked since then to ``deadlineAt``
+    parked_at: str | None = None
 
     def summary(self) -> RunSummary:
         return RunSummary(
@@ -208,6 +211,8 @@ def apply_deltas(record: RunRecord, deltas: Iterable[RunDelta]) -> RunRecord:
             value = getattr(delta, name)
             if value is not None:
                 changes[name] = value
+        if delta.status == "suspended":  # parked now: the clock a resume credits starts here
+            changes["parked_at"] = delta.updated_at
         if delta.targets:
             targets = dict(record.targets) if targets is None else targets
             targets.update(delta.targets)

@@ -78,6 +78,7 @@ def record_to_json(r: RunRecord) -> dict[str, Any]:
     optional(out, "buildId", r.build_id)
     optional(out, "deadlineAt", r.deadline_at)
     optional(out, "intendedTerminal", r.intended_terminal)
+    optional(out, "parkedAt", r.parked_at)
     if r.locks:
         out["locks"] = dict(r.locks)
     return out
@@ -145,7 +146,7 @@ _RECORD_KEYS = frozenset(
     {
         "id", "build", "buildId", "rootTarget", "status", "actor", "createdAt", "updatedAt",
         "graph", "params", "targets", "signals", "events", "degraded", "deadlineAt",
-        "intendedTerminal", "locks",
+        "intendedTerminal", "locks", "parkedAt",
     }
 )  # fmt: skip
 
@@ -224,6 +225,7 @@ def parse_record(raw: Any, *, where: str = "run record") -> RunRecord:
         intended_terminal=cast("RunStatus | None", intended),
         locks=_parse_locks(rd, obj.get("locks")),
         extra={k: v for k, v in obj.items() if k not in _RECORD_KEYS},
+        parked_at=rd.opt_string(obj, "parkedAt"),
     )
 
 

@@ -1,0 +1,257 @@
+"""The one owner of a run's transitions from outside its live process.
+
+Resume, the sweep's gate checks, timeout dispositions, cancel of a dead
+owner's run, reaping, a walk's takeover and MCP calls all change a run that
+no live process drives. Each does it the same way, through a :class:`Hold`:
+
+1. **take the run's lease** ``zuke-run-<id>`` (the store's TTL,
+   :func:`~zuke._engine.durable.lease_ttl_ms`) and start its heartbeat at
+   once — a held lease means somebody else moves the run;
+2. **read the record** after the lease is ours, and decide on that read;
+3. **write with a compare-and-swap on the record's version**
+   (:func:`~zuke.state.update.update_run`): a write that conflicts re-reads
+   and decides again on the fresh record, never on rows read before. Only
+   appends land without the lease (a signal, an audit event, a cancel
+   request), so a re-decision sees them;
+4. **prove the lease before every write and around user code**: a renewal
+   that the store refuses or cannot confirm (:meth:`Hold.prove`) stops the
+   transition before it writes or calls anything more.
+
+The rules every caller shares live here too: which build a run belongs to
+(:func:`ownership_problem`), whether the build still has the run's graph
+(:func:`graph_drift`), and the settings a transition parses before its commit
+point (:func:`check_settings`).
+
+Who may move a run, and under what (``docs/architecture.md`` draws it)::
+
+    running    --(owner, its lease)-->            suspended | succeeded | failed | cancelling
+    suspended  --(resumer or sweep, a Hold)-->    running | failed | cancelled (timeout)
+    running    --(reaper, a Hold: lease lapsed)--> suspended | cancelling (past deadline)
+    cancelling --(walker: lease + cancel lock)--> cancelled | failed
+    any        --(anyone, no lease: an append)--> the same status, a signal or event added
+    running    --(canceller, no lease)-->         cancelling (the owner sees it and walks)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
+
+from zuke._clock import Clock, iso
+from zuke._engine.cancel_watch import poll_interval_s
+from zuke._engine.claims import Claim, acquire_lease
+from zuke._engine.durable import lease_ttl_ms
+from zuke._engine.record import ci_run_url
+from zuke._engine.result import RunResult
+from zuke._engine.resumed import graph_drift
+from zuke._engine.run import LoadedBuild, RunOptions, load
+from zuke._errors import AlreadyResumedError, ForeignRunError, LeaseLostError, RunNotFoundError
+from zuke.runs.ownership import check_ownership, ownership_problem, take_sync
+from zuke.state._protocol import LockAcquired, LockHeld, LockHolder, StateStore, StoredRun
+from zuke.state._protocol import lease_key as lease_key
+from zuke.state.records import RunDelta, RunRecord
+from zuke.state.update import Updated, UpdateResult, update_run
+
+if TYPE_CHECKING:
+    from zuke._build import Build
+
+ResumeAction = Literal["resumed", "timed-out", "already-delivered", "delivered"]
+
+
+@dataclass(frozen=True)
+class ResumeOutcome:
+    """What a resume did. ``result`` is the continued run's, when it ran.
+
+    ``delivered``: the signal is stored, and the run is someone else's to continue
+    (a live owner, another resumer, or the next sweep).
+    """
+
+    run_id: str
+    action: ResumeAction
+    status: str
+    result: RunResult | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        if self.action in ("already-delivered", "delivered"):
+            return True
+        return self.result is not None and self.result.ok
+
+
+def check_settings(env: Mapping[str, str], store: StateStore | None = None) -> None:
+    """Parse every setting a transition needs before its commit point: a bad value
+    refuses the command before the record moves, never after (exit 2, run untouched)."""
+    lease_ttl_ms(env, store)
+    poll_interval_s(env)
+
+
+def load_for(build_cls: type[Build], record: RunRecord, run: RunOptions) -> LoadedBuild:
+    """The build with the run's recorded parameters, overlaid with the caller's."""
+    params: dict[str, Sequence[str]] = {k: [v] for k, v in record.params.items()}
+    params.update(run.params)
+    return load(build_cls, params, run.env)
+
+
+class Hold:
+    """The run's lease, held by this process for one transition (see the module docstring).
+
+    The heartbeat starts when the lease is taken, so user code run under the
+    hold (a trigger, an ``on_timeout`` hook, a rollback's build loading) never
+    outlasts an unrenewed lease.
+    """
+
+    def __init__(self, store: StateStore, taken: LockAcquired, claim: Claim, found: StoredRun,
+                 clock: Clock) -> None:  # fmt: skip
+        self.store = store
+        self.taken = taken
+        self.claim = claim
+        self.found = found
+        self.clock = clock
+        self._released = False
+
+    @property
+    def record(self) -> RunRecord:
+        return self.found.record
+
+    @property
+    def run_id(self) -> str:
+        return self.found.record.id
+
+    @property
+    def token(self) -> str:
+        return self.taken.token
+
+    @property
+    def ttl_ms(self) -> int:
+        return self.claim.ttl_ms
+
+    def lost(self) -> bool:
+        return self.claim.lost.is_set()
+
+    async def prove(self) -> None:
+        """Renew the lease now; raise :class:`LeaseLostError` unless the store confirms it."""
+        if not self.lost():
+            try:
+                renewed = await asyncio.to_thread(
+                    self.store.renew_lock, lease_key(self.run_id), self.token, self.ttl_ms
+                )
+            except Exception as exc:  # cannot prove it: stop, as a refusal would
+                raise LeaseLostError(
+                    f"run {self.run_id}: could not renew its lease ({exc}); stopped before "
+                    "changing it",
+                    run_id=self.run_id,
+                ) from None
+            if renewed:
+                return
+        raise LeaseLostError(
+            f"run {self.run_id}: its lease was taken over by another process; stopped before "
+            "changing it",
+            run_id=self.run_id,
+        )
+
+    async def reread(self) -> RunRecord:
+        """The record as stored now (after an append, or before deciding again)."""
+        found = await asyncio.to_thread(self.store.get_run, self.run_id)
+        if found is None:
+            raise RunNotFoundError(f'run "{self.run_id}" was deleted', run_id=self.run_id)
+        self.found = found
+        return found.record
+
+    async def write(self, change: Callable[[RunRecord], RunDelta | None]) -> UpdateResult:
+        """Prove the lease, then compare-and-swap ``change`` (decided on the fresh record)."""
+        await self.prove()
+        outcome = await asyncio.to_thread(update_run, self.store, self.run_id, change)
+        if isinstance(outcome, Updated):
+            self.found = StoredRun(outcome.record, outcome.version)
+        return outcome
+
+    async def hand_over(self) -> LockAcquired:
+        """Stop this hold's heartbeat; the engine's own takes over the same lease."""
+        await self.claim.stop()
+        self._released = True
+        return self.taken
+
+    async def release(self) -> None:
+        """Give the lease back (a no-op once handed over or released)."""
+        if self._released:
+            return
+        self._released = True
+        await self.claim.stop()
+        with contextlib.suppress(Exception):  # it lapses at its TTL otherwise
+            await asyncio.to_thread(self.store.release_lock, lease_key(self.run_id), self.token)
+
+
+async def take(
+    store: StateStore,
+    run_id: str,
+    *,
+    actor: str,
+    clock: Clock,
+    env: Mapping[str, str],
+    held: str,
+    warn: Callable[[str], None] = lambda message: None,
+) -> Hold:
+    """Take ``run_id``'s lease and read its record (see :class:`Hold`).
+
+    ``held`` is the refusal when someone else holds the lease, with ``{actor}``
+    standing for the holder; it is raised as :class:`~zuke.AlreadyResumedError`.
+    """
+    ttl = lease_ttl_ms(env, store)
+    holder = LockHolder(actor, run_id, iso(clock.now_ms()), ci_run_url(env))
+    taken = await acquire_lease(store, run_id, holder, ttl_ms=ttl)
+    if isinstance(taken, LockHeld):
+        raise AlreadyResumedError(
+            held.format(actor=taken.holder.actor), run_id=run_id, by=taken.holder.actor
+        )
+    return await hold_taken(store, run_id, taken, ttl_ms=ttl, clock=clock, warn=warn)
+
+
+async def hold_taken(
+    store: StateStore,
+    run_id: str,
+    taken: LockAcquired,
+    *,
+    ttl_ms: int,
+    clock: Clock,
+    warn: Callable[[str], None] = lambda message: None,
+) -> Hold:
+    """A :class:`Hold` on a lease just taken: its heartbeat starts now, then the record
+    is read (a record read before the lease was ours decides nothing)."""
+    claim = Claim(store, lease_key(run_id), taken.token, taken.fence, ttl_ms,
+                  on_lost=lambda claim: None, warn=warn, clock=clock)  # fmt: skip
+    claim.start()
+    try:
+        found = await asyncio.to_thread(store.get_run, run_id)
+    except BaseException:
+        await _give_back(store, run_id, claim, taken)
+        raise
+    if found is None:
+        await _give_back(store, run_id, claim, taken)
+        raise RunNotFoundError(f'no run "{run_id}" in the store', run_id=run_id)
+    return Hold(store, taken, claim, found, clock)
+
+
+async def _give_back(store: StateStore, run_id: str, claim: Claim, taken: LockAcquired) -> None:
+    await claim.stop()
+    with contextlib.suppress(Exception):
+        await asyncio.to_thread(store.release_lock, lease_key(run_id), taken.token)
+
+
+__all__ = [
+    "ForeignRunError",
+    "Hold",
+    "LeaseLostError",
+    "ResumeOutcome",
+    "check_ownership",
+    "check_settings",
+    "graph_drift",
+    "hold_taken",
+    "load_for",
+    "ownership_problem",
+    "take",
+    "take_sync",
+]

@@ -1,0 +1,214 @@
+"""Delivering a signal: a durable append to the run, whoever holds it.
+
+A signal is stored whatever the run is doing — suspended, or running another
+branch with its gate already waiting — and whoever holds the run's lease, in
+one compare-and-swap that touches nothing but ``signals`` (and an audit
+event). Resuming is a separate step (:mod:`zuke.runs.resume`): whoever holds
+the lease next, or the next sweep, consumes every stored signal. So three
+approvals delivered at the same moment are all stored, and the run resumes
+once.
+
+Refused, and not stored (each says why):
+
+* a name no gate of the run waits for (a typo: ``release-aproved``), naming
+  the signals its gates do wait for — a signal for a gate not reached yet is
+  fine;
+* a run that ended (or is being cancelled), or whose gate for this signal
+  timed out;
+* data that is not JSON, too large or too deep.
+
+One delivery has one answer: the same signal delivered twice (same id) is
+``already`` the second time, and both are successes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from zuke._clock import Clock, iso
+from zuke._engine.run import LoadedBuild
+from zuke._errors import RunNotSuspendedError, SignalRefusedError, UnknownSignalError, ZukeError
+from zuke._redact import Redactor
+from zuke.state._protocol import StateStore
+from zuke.state.records import TERMINAL_STATUSES, RunDelta, RunEvent, RunRecord, Signal
+from zuke.state.update import GaveUp, Unchanged, update_run
+
+#: The largest signal payload, as JSON text (UTF-8 bytes).
+MAX_SIGNAL_BYTES = 64 * 1024
+#: The deepest nesting of a signal's data: deeper JSON is refused when it is parsed, long
+#: before a store's encoder or a reader's decoder would run out of stack.
+MAX_SIGNAL_DEPTH = 64
+
+
+@dataclass(frozen=True)
+class SignalDelivery:
+    """A signal to deliver with a resume."""
+
+    name: str
+    data: Any = None
+    #: the idempotency key; by default a hash of the name and the data
+    id: str | None = None
+
+    def key(self) -> str:
+        if self.id:
+            return self.id
+        text = json.dumps([self.name, self.data], sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _depth(value: Any, limit: int) -> int:
+    """How deep ``value`` nests (iteratively: a deep value must not exhaust the stack)."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, (dict, list)):
+            deepest = max(deepest, level)
+            if deepest > limit:
+                return deepest
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, level + 1) for child in children)
+    return deepest
+
+
+def check_signal(delivery: SignalDelivery) -> None:
+    """A signal's name and payload must be something the record can hold."""
+    if not delivery.name.strip():
+        raise SignalRefusedError("resume: --signal needs a name")
+    if _depth(delivery.data, MAX_SIGNAL_DEPTH) > MAX_SIGNAL_DEPTH:
+        raise SignalRefusedError(
+            f"resume: the signal's data nests deeper than {MAX_SIGNAL_DEPTH} levels; "
+            "send flatter JSON, or a reference (a URL, an id)"
+        )
+    try:
+        text = json.dumps(delivery.data, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise SignalRefusedError(f"resume: the signal's data is not JSON ({exc})") from None
+    if len(text.encode()) > MAX_SIGNAL_BYTES:
+        raise SignalRefusedError(
+            f"resume: the signal's data is {len(text.encode())} bytes; the limit is "
+            f"{MAX_SIGNAL_BYTES} (64 KiB). Send a reference (a URL, an id) instead"
+        )
+
+
+def redact_data(data: Any, redactor: Redactor) -> Any:
+    """The payload as it may be stored: every secret value of the run masked."""
+    return redactor.json(data)
+
+
+async def waited_signals(loaded: LoadedBuild, record: RunRecord) -> set[str] | None:
+    """The signal names the run's gates wait for (``None``: a gate may read any signal).
+
+    Gates inside fan-out items count when the items can be read now; a fan-out that
+    cannot be materialised makes the answer ``None`` (nothing is refused on a guess).
+    """
+    names: set[str] = set()
+    rows: Iterable[str] = [*(n.name for n in record.graph), *record.targets]
+    for name in dict.fromkeys(rows):
+        try:
+            spec = await loaded.index.get(name)
+        except ZukeError:
+            return None
+        if spec is None:
+            continue
+        if spec.fan_out is not None and not any(t.startswith(f"{name}[") for t in record.targets):
+            return None  # its items' gates are not known yet: accept any name
+        if spec.wait is None:
+            continue
+        wanted = spec.wait.trigger.signal_name()
+        if wanted is None:
+            return None
+        names.add(wanted)
+    return names
+
+
+def refuse_unknown(record: RunRecord, name: str, wanted: set[str] | None) -> None:
+    """A signal no gate of the run waits for is a typo until proven otherwise (exit 2)."""
+    if wanted is None or name in wanted:
+        return
+    listed = ", ".join(repr(w) for w in sorted(wanted)) or "none (the run has no signal gate)"
+    raise UnknownSignalError(
+        f"resume: run {record.id} has no gate waiting for the signal {name!r}; its gates wait "
+        f"for {listed}. Check the name; nothing was delivered",
+        run_id=record.id,
+    )
+
+
+DeliveryAction = Literal["stored", "already"]
+
+
+async def store_signal(
+    store: StateStore,
+    record: RunRecord,
+    delivery: SignalDelivery,
+    *,
+    redactor: Redactor,
+    actor: str,
+    clock: Clock,
+) -> tuple[DeliveryAction, RunRecord]:
+    """Append the signal to the run (no lease needed: an append moves nothing).
+
+    Returns whether it was stored now or already there, and the record after.
+    """
+    key = delivery.key()
+    data = redact_data(delivery.data, redactor)
+
+    def append(fresh: RunRecord) -> RunDelta | None:
+        stored = fresh.signals.get(delivery.name)
+        if stored is not None and stored.id == key:
+            return None  # the same delivery again: one answer, nothing written
+        if fresh.status in TERMINAL_STATUSES or fresh.status == "cancelling":
+            raise RunNotSuspendedError(
+                f'resume: run {fresh.id} is "{fresh.status}"; the signal {delivery.name!r} '
+                "was not delivered",
+                run_id=fresh.id,
+                status=fresh.status,
+            )
+        stamp = iso(clock.now_ms())
+        event = RunEvent(at=stamp, tool="signal", actor=actor,
+                         args={"signal": delivery.name, "signalId": key})  # fmt: skip
+        # updatedAt is kept: a signal is an append, not a move of the run
+        return RunDelta(
+            updated_at=fresh.updated_at,
+            signals={delivery.name: Signal(data=data, received_at=stamp, id=key)},
+            events=(event,),
+        )
+
+    outcome = await asyncio.to_thread(update_run, store, record.id, append)
+    if isinstance(outcome, GaveUp):
+        raise SignalRefusedError(
+            f"resume: run {record.id} kept changing while the signal was stored; try again",
+            run_id=record.id,
+        )
+    action: DeliveryAction = "already" if isinstance(outcome, Unchanged) else "stored"
+    return action, outcome.record
+
+
+def due_signals(record: RunRecord) -> list[str]:
+    """Waiting gates whose signal is stored: a resume passes them (none: nothing is due)."""
+    due = []
+    for name, row in record.targets.items():
+        waiting = row.waiting_for
+        if row.status == "waiting" and waiting is not None:
+            wanted = waiting.trigger.removeprefix("signal:")
+            if waiting.trigger.startswith("signal:") and wanted in record.signals:
+                due.append(name)
+    return due
+
+
+__all__ = [
+    "MAX_SIGNAL_BYTES",
+    "MAX_SIGNAL_DEPTH",
+    "SignalDelivery",
+    "check_signal",
+    "due_signals",
+    "redact_data",
+    "refuse_unknown",
+    "store_signal",
+    "waited_signals",
+]
