@@ -150,7 +150,8 @@ async def resume_run_async(
         fresh = await asyncio.to_thread(store.get_run, run_id)
         now_status = fresh.record.status if fresh is not None else after.status
         kind: ResumeAction = "already-delivered" if action == "already" else "delivered"
-        return ResumeOutcome(run_id, kind, now_status, notes=[*notes, f"{delivered}; nothing to do"])
+        notes.append(f"{delivered}; nothing to do")
+        return ResumeOutcome(run_id, kind, now_status, notes=notes)
     return replace(outcome, notes=[*notes, *outcome.notes])
 
 

@@ -33,6 +33,7 @@ from typing import Any, Literal
 from zuke._clock import Clock, iso
 from zuke._engine.run import LoadedBuild
 from zuke._errors import RunNotSuspendedError, SignalRefusedError, UnknownSignalError, ZukeError
+from zuke._jsondepth import check_json_depth
 from zuke._redact import Redactor
 from zuke.state._protocol import StateStore
 from zuke.state.records import TERMINAL_STATUSES, RunDelta, RunEvent, RunRecord, Signal
@@ -40,9 +41,6 @@ from zuke.state.update import GaveUp, Unchanged, update_run
 
 #: The largest signal payload, as JSON text (UTF-8 bytes).
 MAX_SIGNAL_BYTES = 64 * 1024
-#: The deepest nesting of a signal's data: deeper JSON is refused when it is parsed, long
-#: before a store's encoder or a reader's decoder would run out of stack.
-MAX_SIGNAL_DEPTH = 64
 
 
 @dataclass(frozen=True)
@@ -61,30 +59,11 @@ class SignalDelivery:
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def _depth(value: Any, limit: int) -> int:
-    """How deep ``value`` nests (iteratively: a deep value must not exhaust the stack)."""
-    deepest = 0
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        item, level = stack.pop()
-        if isinstance(item, (dict, list)):
-            deepest = max(deepest, level)
-            if deepest > limit:
-                return deepest
-            children = item.values() if isinstance(item, dict) else item
-            stack.extend((child, level + 1) for child in children)
-    return deepest
-
-
 def check_signal(delivery: SignalDelivery) -> None:
     """A signal's name and payload must be something the record can hold."""
     if not delivery.name.strip():
         raise SignalRefusedError("resume: --signal needs a name")
-    if _depth(delivery.data, MAX_SIGNAL_DEPTH) > MAX_SIGNAL_DEPTH:
-        raise SignalRefusedError(
-            f"resume: the signal's data nests deeper than {MAX_SIGNAL_DEPTH} levels; "
-            "send flatter JSON, or a reference (a URL, an id)"
-        )
+    check_json_depth(delivery.data, what="resume: the signal's data", error=SignalRefusedError)
     try:
         text = json.dumps(delivery.data, allow_nan=False)
     except (TypeError, ValueError) as exc:
@@ -203,7 +182,6 @@ def due_signals(record: RunRecord) -> list[str]:
 
 __all__ = [
     "MAX_SIGNAL_BYTES",
-    "MAX_SIGNAL_DEPTH",
     "SignalDelivery",
     "check_signal",
     "due_signals",

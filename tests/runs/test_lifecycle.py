@@ -1,0 +1,279 @@
+"""The one owner of a run's transitions (``zuke.runs.lifecycle``), path by path.
+
+Each test names the issue-15 finding it pins: a transition decides on the
+record read under the run's lease, re-decides on conflict, proves its lease
+before it writes, and never moves a run's clocks by looking at it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from tests.runs.support import Harness, ManualClock, RecordingStore, approval, release_build
+from zuke._clock import iso, parse_iso
+from zuke._errors import AlreadyResumedError, DurationError, LeaseLostError
+from zuke._waits import NotYet, WaitContext, WaitTrigger
+from zuke.runs.cancel import cancel_run
+from zuke.runs.lifecycle import take
+from zuke.runs.resume import pushed_deadline
+from zuke.state._protocol import LockHolder, lease_key
+from zuke.state.memory import MemoryStateStore
+from zuke.state.records import RunDelta, RunEvent, RunRecord, WaitingFor
+from zuke.state.update import update_run
+
+HOUR = 3_600_000
+
+
+def parked(**kwargs: Any) -> tuple[Harness, list[Any], str]:
+    clock = ManualClock()
+    store = MemoryStateStore(clock=clock)
+    calls: list[Any] = []
+    h = Harness(release_build(store, calls, **kwargs), store, clock)
+    run_id = h.start().run_id
+    calls.clear()
+    return h, calls, run_id
+
+
+def hold_of(h: Harness, run_id: str, actor: str = "sweep") -> Any:
+    return asyncio.run(take(h.store, run_id, actor=actor, clock=h.clock, env={}, held="{actor}"))
+
+
+# -- item 16: parked time is recorded, not derived from updatedAt --------------------
+
+
+def test_parked_at_is_set_when_the_run_suspends_and_an_audit_write_does_not_move_it() -> None:
+    h, _, run_id = parked(deadline="72h")
+    record = h.record(run_id)
+    assert record.parked_at is not None and record.status == "suspended"
+    h.clock.advance(71 * HOUR)
+    look = RunEvent(at=iso(h.clock.now_ms()), tool="show_run", actor="mcp")
+    # Even a writer that moves updatedAt (an old client) does not move parkedAt.
+    update_run(
+        h.store, run_id, lambda r: RunDelta(updated_at=iso(h.clock.now_ms()), events=(look,))
+    )
+    after = h.record(run_id)
+    assert after.parked_at == record.parked_at and after.updated_at != record.updated_at
+    pushed = pushed_deadline(after, h.clock.now_ms())
+    assert pushed is not None and record.deadline_at is not None
+    assert parse_iso(pushed) - parse_iso(record.deadline_at) == 71 * HOUR  # nothing taken off
+
+
+def test_a_resume_at_hour_71_keeps_the_whole_run_deadline_credit() -> None:
+    h, _, run_id = parked(deadline="72h")
+    before = h.record(run_id).deadline_at
+    assert before is not None
+    h.clock.advance(71 * HOUR)
+    update_run(h.store, run_id, lambda r: RunDelta(updated_at=iso(h.clock.now_ms())))
+    h.resume(run_id, "approved")
+    after = h.record(run_id).deadline_at
+    assert after is not None and parse_iso(after) - parse_iso(before) == 71 * HOUR
+
+
+# -- item 12: a timeout is decided again on the fresh record -------------------------
+
+
+class PassesTheGateOnFirstWrite(RecordingStore):
+    """Another process passes the gate the moment the settling write is first attempted."""
+
+    def __init__(self, inner: Any, gate: str) -> None:
+        super().__init__(inner)
+        self.gate = gate
+        self.sneaked = False
+
+    def append_run(self, run_id: str, delta: Any, *, expected_version: str) -> Any:
+        if not self.sneaked and delta.status == "failed":
+            self.sneaked = True
+
+            def passed(r: RunRecord) -> RunDelta:
+                row = r.targets[self.gate]
+                return RunDelta(
+                    updated_at=r.updated_at,
+                    targets={self.gate: type(row)(status="succeeded", meta=row.meta)},
+                )
+
+            update_run(self.inner, run_id, passed)
+        return super().append_run(run_id, delta, expected_version=expected_version)
+
+
+def test_a_timeout_settled_from_a_record_that_moved_fails_nothing() -> None:
+    h, _, run_id = parked(gate=approval(timeout="1h"))
+    h.clock.advance(HOUR + 1)
+    sneaky = PassesTheGateOnFirstWrite(h.store, "approve")
+    with pytest.raises(AlreadyResumedError, match="changed while its timeout was settled"):
+        Harness(h.build, sneaky, h.clock).resume(run_id)
+    record = h.record(run_id)
+    assert record.status == "suspended"  # not failed: the gate had passed meanwhile
+    assert record.targets["approve"].status == "succeeded"
+    assert h.store.list_locks() == []
+
+
+# -- item 13: a gate check never writes back rows read before it ---------------------
+
+
+class Slow(WaitTrigger):
+    """A trigger during whose check another writer changes the row's state (an append)."""
+
+    def __init__(self, during: Any) -> None:
+        self.during = during
+
+    @property
+    def descriptor(self) -> str:
+        return "slow"
+
+    def check(self, ctx: WaitContext) -> Any:
+        self.during()
+        return NotYet("not yet")
+
+
+def test_a_gate_check_writes_only_its_own_fields_on_the_fresh_row() -> None:
+    box: dict[str, Any] = {}
+
+    def during() -> None:
+        run_id = box["run_id"]
+
+        def note(r: RunRecord) -> RunDelta:
+            row = r.targets["approve"]
+            return RunDelta(updated_at=r.updated_at, targets={"approve": type(row)(
+                status=row.status, meta={"note": "kept"}, waiting_for=row.waiting_for)})  # fmt: skip
+
+        update_run(box["store"], run_id, note)
+
+    def gate(build: Any, s: Any) -> Any:
+        return s.on(Slow(during))
+
+    h, _, run_id = parked(gate=gate)
+    box.update(run_id=run_id, store=h.store)
+    [entry] = h.sweep().entries
+    assert entry.action == "still-waiting"
+    row = h.record(run_id).targets["approve"]
+    assert row.status == "waiting" and row.waiting_for is not None
+    assert row.waiting_for.detail == "not yet"
+
+
+def test_a_sweep_finding_the_run_held_skips_it_naming_its_real_status() -> None:
+    def gate(build: Any, s: Any) -> Any:
+        return s.on(Slow(lambda: None))
+
+    h, _, run_id = parked(gate=gate)
+    h.store.acquire_lock(
+        lease_key(run_id), LockHolder("bob", run_id, iso(h.clock.now_ms())), 60_000
+    )
+    [entry] = h.sweep().entries
+    assert (entry.action, entry.result) == ("skipped-held", "suspended")
+
+
+# -- item 20: a paused holder cannot write; a canceller does not pull a held run --------
+
+
+def test_a_holder_whose_lease_was_taken_over_cannot_write() -> None:
+    h, _, run_id = parked()
+    hold = hold_of(h, run_id)
+    h.store.break_lock(lease_key(run_id))  # paused past its TTL: someone else has it now
+    h.store.acquire_lock(
+        lease_key(run_id), LockHolder("bob", run_id, iso(h.clock.now_ms())), 60_000
+    )
+    before = h.store.get_run(run_id)
+    with pytest.raises(LeaseLostError, match="taken over"):
+        asyncio.run(hold.write(lambda r: RunDelta(updated_at=r.updated_at, status="running")))
+    assert h.store.get_run(run_id) == before
+
+
+def test_a_holder_that_cannot_reach_the_store_to_renew_does_not_write() -> None:
+    h, _, run_id = parked()
+    hold = hold_of(h, run_id)
+
+    class Down:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(h.store, name)
+
+        def renew_lock(self, *args: Any) -> bool:
+            raise ConnectionError("store unreachable")
+
+    hold.store = Down()
+    with pytest.raises(LeaseLostError, match="could not renew its lease"):
+        asyncio.run(hold.write(lambda r: RunDelta(updated_at=r.updated_at, status="running")))
+    assert h.record(run_id).status == "suspended"
+
+
+def test_a_cancel_does_not_pull_a_suspended_run_out_from_under_its_resumer() -> None:
+    h, _, run_id = parked()
+    h.store.acquire_lock(
+        lease_key(run_id), LockHolder("sweep", run_id, iso(h.clock.now_ms())), 60_000
+    )
+    sleeps: list[float] = []
+
+    def resumer_lets_go(seconds: float) -> None:
+        sleeps.append(seconds)
+        if len(sleeps) == 2:  # the resumer gave up and released the lease
+            [entry] = h.store.list_locks(run_id=run_id)
+            h.store.break_lock(entry.key)
+
+    result = cancel_run(h.store, run_id, actor="ops", clock=h.clock, build=h.build, env={},
+                        sleep=resumer_lets_go)  # fmt: skip
+    assert result.status == "cancelled"
+    statuses = [e.tool for e in h.record(run_id).events]
+    assert "cancel" in statuses
+    assert len(sleeps) == 2  # it waited while the run was held and suspended
+
+
+def test_every_takeover_uses_the_run_lease_ttl_the_store_names() -> None:
+    h, _, run_id = parked()
+    h.store.default_lease_ttl_ms = 600_000  # type: ignore[attr-defined]
+    hold = hold_of(h, run_id)
+    [entry] = h.store.list_locks(run_id=run_id)
+    assert entry.expires_at - h.clock.now_ms() == 600_000
+    asyncio.run(hold.release())
+
+
+# -- item 18: every setting parses before the commit point ---------------------------
+
+
+@pytest.mark.parametrize("name", ["ZUKE_CANCEL_POLL", "ZUKE_RUN_LEASE_TTL"])
+def test_a_bad_setting_refuses_a_resume_before_the_run_moves(name: str) -> None:
+    h, calls, run_id = parked()
+    before = h.store.get_run(run_id)
+    h.env[name] = "banana"
+    with pytest.raises(DurationError, match=name):
+        h.resume(run_id, "approved")
+    with pytest.raises(DurationError, match=name):
+        h.sweep()
+    assert h.store.get_run(run_id) == before and calls == [] and h.store.list_locks() == []
+
+
+# -- items 21, 22, 25: one answer per delivery; typos refused; secrets masked ----------
+
+
+def test_the_same_delivery_twice_answers_success_both_times() -> None:
+    h, calls, run_id = parked()
+    first = h.resume(run_id, "approved", {"by": "qa"})
+    second = h.resume(run_id, "approved", {"by": "qa"})
+    assert first.ok and second.ok and second.action == "already-delivered"
+    assert calls.count("lint") <= 1
+
+
+def test_a_secret_in_a_signals_data_is_stored_redacted() -> None:
+    h, _, run_id = parked()
+    h.env["TOKEN"] = "hunter2-secret-value"
+    h.resume(run_id, "approved", {"token": "hunter2-secret-value", "by": "qa"})
+    stored = h.record(run_id).signals["approved"].data
+    assert stored == {"token": "[redacted]", "by": "qa"}
+
+
+def test_a_signal_for_a_gate_not_reached_yet_is_stored_with_a_note() -> None:
+    h, _, run_id = parked()
+
+    def early(r: RunRecord) -> RunDelta:
+        row = r.targets["approve"]
+        return RunDelta(updated_at=r.updated_at, targets={"approve": type(row)()})
+
+    update_run(h.store, run_id, early)  # the gate is pending: not reached
+    h.store.acquire_lock(
+        lease_key(run_id), LockHolder("bob", run_id, iso(h.clock.now_ms())), 60_000
+    )
+    outcome = h.resume(run_id, "approved", delivery_wait_s=0)
+    assert outcome.action == "delivered" and "approved" in h.record(run_id).signals
+    waiting = WaitingFor(trigger="signal:approved")
+    assert waiting.trigger.endswith("approved")
