@@ -18,7 +18,11 @@ Pure engine logic over a run record, shared by every way a run is cancelled
 * **running one** — the compensation target's body, sync on a thread or
   async, with its own ``timeout`` and ``retry``; its ``ctx.state`` is the
   *original* target's recorded meta (writes stay in memory), and it is never
-  told to stop by the cancel it is part of.
+  told to stop by the cancel it is part of;
+* **at most once** — a compensation's intent (a ``compensating`` event) is
+  recorded before it runs and its end (a ``compensate`` event) after: one
+  with an intent and no end was interrupted (a crash, ``kill -9``) and may be
+  partly done, so no later walk runs it again.
 """
 
 from __future__ import annotations
@@ -40,6 +44,10 @@ from zuke.state.records import RunRecord
 
 #: the audit event written once per compensation attempted (``args``: target, compensation)
 COMPENSATE_EVENT = "compensate"
+#: written before a compensation runs (same ``args``): without a ``compensate`` event after
+#: it, the compensation was interrupted and is never run again
+COMPENSATE_INTENT_EVENT = "compensating"
+INTERRUPTED = "interrupted: may be partly done; not run again"
 DEGRADED_NOTE = (
     "the run record is incomplete (degraded): compensating every target not recorded "
     "failed or skipped, since a success may not have been recorded"
@@ -88,11 +96,19 @@ def item_eligible(record: RunRecord, name: str) -> bool:
     return record.degraded and row.status not in ("failed", "skipped")
 
 
+def _targets(record: RunRecord, tool: str) -> set[str]:
+    return {e.args["target"] for e in record.events if e.tool == tool and "target" in e.args}
+
+
 def done_steps(record: RunRecord) -> set[str]:
     """The targets whose compensation is recorded done (attempted, whatever it did)."""
-    return {
-        e.args["target"] for e in record.events if e.tool == COMPENSATE_EVENT and "target" in e.args
-    }
+    return _targets(record, COMPENSATE_EVENT)
+
+
+def interrupted_steps(record: RunRecord) -> set[str]:
+    """The targets whose compensation was started and never recorded done: it may have
+    run in part (its walker crashed), so it must not run again."""
+    return _targets(record, COMPENSATE_INTENT_EVENT) - done_steps(record)
 
 
 async def walk_steps(record: RunRecord, plan: Plan) -> tuple[list[Step], list[str]]:

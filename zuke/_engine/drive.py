@@ -23,6 +23,7 @@ from zuke._engine.observer import Observers
 from zuke._engine.plan import Plan
 from zuke._engine.result import Outcome, RunResult, RunVerdict
 from zuke._engine.scheduler import Scheduler
+from zuke._engine.walk import rolling_back
 
 if TYPE_CHECKING:
     from zuke._engine.run import RunOptions
@@ -95,30 +96,31 @@ async def drive(
         if durable is not None:
             durable.attach(scheduler)
         crashed = False
-        try:
-            await observer.run_started(state.run_id, plan)
-            with _signal_handlers(scheduler, options):
+        # Installed until the walk has ended: a signal mid-compensation must not kill it.
+        with _signal_handlers(scheduler, options, state.run_id):
+            try:
+                await observer.run_started(state.run_id, plan)
                 outcomes = await scheduler.run()
-        except BaseException:
-            crashed = True  # an error of the engine or an observer: record the run failed
-            raise
-        finally:
-            cancelled = scheduler.cancel_requested.is_set() and scheduler.stop_reason is None
-            verdict = verdict_of(scheduler.outcomes, plan, cancelled)
-            if scheduler.suspends() and not crashed:
-                verdict = "suspended"
-            if scheduler.stop_reason is not None or crashed:
-                verdict = "failed"
-            elif settle_as is not None and verdict in ("succeeded", "failed"):
-                verdict = settle_as
-            if durable is not None and verdict == "cancelled" and not crashed:
-                verdict = await durable.close_cancelled(
-                    walk_plan or plan, scheduler.cancel_reason or "the run was cancelled"
-                )
-            elif durable is not None:
-                await durable.close(verdict)
-            if durable is not None and durable.stopped_because is not None:
-                verdict = "failed"  # settled elsewhere meanwhile: never report success
+            except BaseException:
+                crashed = True  # an error of the engine or an observer: record the run failed
+                raise
+            finally:
+                cancelled = scheduler.cancel_requested.is_set() and scheduler.stop_reason is None
+                verdict = verdict_of(scheduler.outcomes, plan, cancelled)
+                if scheduler.suspends() and not crashed:
+                    verdict = "suspended"
+                if scheduler.stop_reason is not None or crashed:
+                    verdict = "failed"
+                elif settle_as is not None and verdict in ("succeeded", "failed"):
+                    verdict = settle_as
+                if durable is not None and verdict == "cancelled" and not crashed:
+                    verdict = await durable.close_cancelled(
+                        walk_plan or plan, scheduler.cancel_reason or "the run was cancelled"
+                    )
+                elif durable is not None:
+                    await durable.close(verdict)
+                if durable is not None and durable.stopped_because is not None:
+                    verdict = "failed"  # settled elsewhere meanwhile: never report success
         result = RunResult(
             run_id=state.run_id,
             status=verdict,
@@ -136,26 +138,39 @@ async def drive(
 
 
 class _signal_handlers:
-    """First SIGINT/SIGTERM cancels the run; a second one exits at once with 130."""
+    """First SIGINT/SIGTERM cancels the run; a second one exits at once with 130 — unless
+    the compensation walk has begun: a compensation killed mid-way is never run again
+    (at most once), so the walk finishes first and only ``kill -9`` abandons it."""
 
-    def __init__(self, scheduler: Scheduler, options: RunOptions) -> None:
+    def __init__(self, scheduler: Scheduler, options: RunOptions, run_id: str) -> None:
         self.scheduler = scheduler
         self.options = options
+        self.run_id = run_id
         self.installed: list[signal.Signals] = []
 
-    def _on_signal(self, signum: signal.Signals) -> None:
-        if self.scheduler.cancel_requested.is_set():
-            if self.options.on_interrupt is not None:
-                self.options.on_interrupt(
-                    f"{signum.name} again: exiting now; locks held by targets still running "
-                    "are left to lapse at their TTL"
-                )
-            os._exit(130)
+    def _say(self, message: str) -> None:
         if self.options.on_interrupt is not None:
-            self.options.on_interrupt(
-                f"{signum.name}: cancelling the run; running targets are told to stop "
-                "(send it again to exit at once)"
+            self.options.on_interrupt(message)
+
+    def _on_signal(self, signum: signal.Signals) -> None:
+        step = rolling_back(self.run_id)
+        if step is not None:
+            what = step or "the compensation walk"
+            self._say(
+                f"{signum.name}: rolling back: {what} in progress; it finishes before zuke "
+                "exits (kill -9 to abandon it)"
             )
+            return
+        if self.scheduler.cancel_requested.is_set():
+            self._say(
+                f"{signum.name} again: exiting now; locks held by targets still running "
+                "are left to lapse at their TTL"
+            )
+            os._exit(130)
+        self._say(
+            f"{signum.name}: cancelling the run; running targets are told to stop "
+            "(send it again to exit at once)"
+        )
         self.scheduler.cancel()
 
     def __enter__(self) -> _signal_handlers:

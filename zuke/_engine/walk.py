@@ -7,17 +7,28 @@ crash interrupted, a timed-out gate, a reaped run past its deadline. The
 caller holds the run's lease (a :class:`~zuke._engine.claims.Claim`, so it
 is renewed however long the walk takes); the walk then:
 
-1. takes the cancel lock ``zuke-cancel-<run id>`` (30 s TTL, heartbeat):
+1. proves it still owns the run: it renews the lease right now (the store
+   must say yes) and makes the record name its lease token — a walker that
+   took the lease over writes its token over the dead holder's, but only
+   on a renewal less than half a TTL old. A walker paused past its lease
+   (whose heartbeat was never refused, so it still thinks it holds it)
+   fails here, writes nothing and runs nothing;
+2. takes the cancel lock ``zuke-cancel-<run id>`` (30 s TTL, heartbeat):
    exactly one process walks a run. A cancel lock held by another process
-   is broken and taken over: every walker holds the run's lease, which is
-   now the caller's, so its holder lost the run (a walker killed mid-walk);
-2. moves the record to ``cancelling`` with ``intendedTerminal`` (a record
+   is broken and taken over only after proving ownership again (renewed
+   now, the fresh record names our token): every walker holds the run's
+   lease, so its holder lost the run (a walker killed mid-walk);
+3. moves the record to ``cancelling`` with ``intendedTerminal`` (a record
    already ``cancelling`` keeps its own), ending rows still running
    (``failed``, ``interrupted``);
-3. runs each compensation not yet recorded done, appending one
-   ``compensate`` event per compensation *after* it ran — so a crash in the
-   middle resumes with the next one and never repeats one recorded done;
-4. settles the record ``intendedTerminal``, skips the rows never reached and
+4. runs each compensation not yet recorded, at most once: it re-proves
+   ownership (a renewal now, the lease and cancel lock not lost), records the
+   intent (a ``compensating`` event, which only lands while the record names
+   our token), runs it, and records its end (a ``compensate`` event). A
+   compensation whose intent an earlier walk recorded without an end was
+   interrupted mid-way (a crash, ``kill -9``): it may be partly done, so it
+   is recorded failed ("interrupted: …; not run again") and never re-run;
+5. settles the record ``intendedTerminal``, skips the rows never reached and
    clears its claims.
 
 Every write is a compare-and-swap that checks the record still lists this
@@ -36,13 +47,17 @@ from zuke._clock import Clock, iso
 from zuke._engine.claims import Claim, acquire
 from zuke._engine.compensation import (
     COMPENSATE_EVENT,
+    COMPENSATE_INTENT_EVENT,
     DEGRADED_NOTE,
+    INTERRUPTED,
     Step,
     done_steps,
+    interrupted_steps,
     run_step,
     walk_state,
     walk_steps,
 )
+from zuke._engine.context import RunState
 from zuke._engine.plan import Plan
 from zuke._redact import Redactor
 from zuke.state._protocol import LockAcquired, LockHolder, StateStore, lease_key
@@ -57,10 +72,21 @@ from zuke.state.records import (
 from zuke.state.update import GaveUp, Unchanged, update_run
 
 CANCEL_LOCK_TTL_MS = 30_000
+TAKEN_OVER = "the run was taken over by another process mid-rollback"
+NOT_PROVEN = "it could not prove it still holds the run's lease (another process holds it now)"
+
+#: id(walk) -> (run id, the compensation in flight or ""): what a second Ctrl-C reports
+_WALKING: dict[int, tuple[str, str]] = {}
 
 
 def cancel_lock_key(run_id: str) -> str:
     return f"zuke-cancel-{run_id}"
+
+
+def rolling_back(run_id: str) -> str | None:
+    """``None`` when no walk of ``run_id`` runs in this process; else the compensation in
+    flight ("deploy → rollback"), or "" between two."""
+    return next((label for rid, label in list(_WALKING.values()) if rid == run_id), None)
 
 
 @dataclass
@@ -70,8 +96,10 @@ class WalkResult:
     status: RunStatus
     #: "deploy → rollback" per compensation this walk ran
     compensated: list[str] = field(default_factory=list)
-    #: (target, compensation, error) per compensation that failed
+    #: (target, compensation, error) per compensation that failed (interrupted ones too)
     failures: list[tuple[str, str, str]] = field(default_factory=list)
+    #: "deploy → rollback" per compensation an earlier walk started and never finished
+    interrupted: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     #: the claims the record listed when it was settled (key -> token), lease excluded
     claims: dict[str, str] = field(default_factory=dict)
@@ -110,12 +138,64 @@ class _Walk:
         self.lease = lease
         self.actor = actor
         self.clock = clock
+        #: when the last renewal that proved the lease ours was sent (epoch ms)
+        self.proven_at: int | None = None
 
     def now(self) -> str:
         return iso(self.clock.now_ms())
 
     def ours(self, record: RunRecord) -> bool:
         return record.locks.get(lease_key(self.run_id)) == self.lease.token
+
+    def fresh(self) -> bool:
+        """The last proof is under half a TTL old: the lease cannot have lapsed since, with
+        half a TTL to spare for clocks that run at different rates."""
+        age = self.clock.now_ms() - (self.proven_at or 0)
+        return self.proven_at is not None and age < self.lease.ttl_ms // 2
+
+    async def prove(self) -> bool:
+        """Renew the run's lease right now; whether the store said it is still ours.
+
+        ``lease.lost`` is set only on a refusal its heartbeat saw: a walker paused past
+        its TTL still believes it holds the lease, so only a renewal proves it. A store
+        that cannot answer raises (the caller writes nothing more).
+        """
+        if self.lease.lost.is_set():
+            return False
+        sent = self.clock.now_ms()
+        key, token, ttl = lease_key(self.run_id), self.lease.token, self.lease.ttl_ms
+        if not await asyncio.to_thread(self.store.renew_lock, key, token, ttl):
+            return False
+        self.proven_at = sent
+        return True
+
+    async def take_record(self) -> bool:
+        """Prove the lease ours, then make the record name our token: a walker that took a
+        dead holder's lease writes its token over the holder's (``locks`` only). Whether the
+        record (if still unsettled) now names us."""
+        if not await self.prove():
+            return False
+
+        def adopt(fresh: RunRecord) -> RunDelta | None:
+            if fresh.status in TERMINAL_STATUSES or self.ours(fresh) or not self.fresh():
+                return None  # settled (nothing to take); already ours; or the proof is stale
+            return RunDelta(
+                updated_at=fresh.updated_at, locks={lease_key(self.run_id): self.lease.token}
+            )
+
+        outcome = await asyncio.to_thread(update_run, self.store, self.run_id, adopt)
+        return outcome.record.status in TERMINAL_STATUSES or self.ours(outcome.record)
+
+    async def proven_owner(self) -> bool:
+        """A renewal now, and the fresh record names our lease token."""
+        if not await self.prove():
+            return False
+        found = await asyncio.to_thread(self.store.get_run, self.run_id)
+        return found is not None and self.ours(found.record) and self.fresh()
+
+    def status(self) -> RunStatus:
+        found = self.store.get_run(self.run_id)
+        return found.record.status if found else "cancelling"
 
     async def write(self, change: Callable[[RunRecord], RunDelta | None]) -> RunRecord | None:
         """One compare-and-swap; the record written, or None if it did not apply."""
@@ -150,27 +230,46 @@ async def walk(
     ``first`` are events written with the move to ``cancelling``.
     """
     w = _Walk(store, run_id, lease, actor, clock, redactor)
-    key = cancel_lock_key(run_id)
-    holder = LockHolder(actor=actor, run_id=run_id, since=w.now())
-    taken = await acquire(store, key, holder, CANCEL_LOCK_TTL_MS)
-    if not isinstance(taken, LockAcquired) and not lease.lost.is_set():
-        # Every walker holds the run's lease, and the lease is ours: whoever holds the
-        # cancel lock lost its lease — a walker killed mid-walk, whose cancel lock would
-        # otherwise outlive it by up to its TTL. Take the walk over (the fence goes up).
-        await asyncio.to_thread(store.break_lock, key)
-        notify(
-            f"Run {run_id}: taking over the walk of {taken.holder.actor}, whose lease on the "
-            "run has lapsed"
-        )
-        taken = await acquire(store, key, holder, CANCEL_LOCK_TTL_MS)
+    _WALKING[id(w)] = (run_id, "")
+    try:
+        return await _walk(w, plan, intended, reason, first, list(notes), notify)
+    finally:
+        _WALKING.pop(id(w), None)
+
+
+async def _walk(
+    w: _Walk,
+    plan: Plan | None,
+    intended: RunStatus,
+    reason: str,
+    first: tuple[RunEvent, ...],
+    notes: list[str],
+    notify: Callable[[str], None],
+) -> WalkResult:
+    if not await w.take_record():
+        return WalkResult(w.status(), stopped=NOT_PROVEN)
+    key = cancel_lock_key(w.run_id)
+    holder = LockHolder(actor=w.actor, run_id=w.run_id, since=w.now())
+    taken = await acquire(w.store, key, holder, CANCEL_LOCK_TTL_MS)
     if not isinstance(taken, LockAcquired):
-        found = store.get_run(run_id)
-        status = found.record.status if found else "cancelling"
-        return WalkResult(status, stopped=f"being cancelled by {taken.holder.actor}")
-    claim = Claim(store, key, taken.token, taken.fence, CANCEL_LOCK_TTL_MS,
+        if not await w.proven_owner():
+            return WalkResult(w.status(), stopped=NOT_PROVEN)
+        # Every walker holds the run's lease, and the lease is ours (renewed just now, and
+        # the record names our token): whoever holds the cancel lock lost the run — a walker
+        # killed mid-walk, whose cancel lock would otherwise outlive it by up to its TTL.
+        # Take the walk over (the fence goes up).
+        await asyncio.to_thread(w.store.break_lock, key)
+        notify(
+            f"Run {w.run_id}: taking over the walk of {taken.holder.actor}, whose lease on "
+            "the run has lapsed"
+        )
+        taken = await acquire(w.store, key, holder, CANCEL_LOCK_TTL_MS)
+    if not isinstance(taken, LockAcquired):
+        return WalkResult(w.status(), stopped=f"being cancelled by {taken.holder.actor}")
+    claim = Claim(w.store, key, taken.token, taken.fence, CANCEL_LOCK_TTL_MS,
                   on_lost=lambda c: None, warn=notify).start()  # fmt: skip
     try:
-        return await _walk_held(w, claim, plan, intended, reason, first, list(notes), notify)
+        return await _walk_held(w, claim, plan, intended, reason, first, notes, notify)
     finally:
         await claim.release()
 
@@ -190,7 +289,7 @@ async def _walk_held(
     before: dict[str, RunRecord] = {}
 
     def to_cancelling(fresh: RunRecord) -> RunDelta | None:
-        if fresh.status in TERMINAL_STATUSES:
+        if fresh.status in TERMINAL_STATUSES or not w.ours(fresh):
             return None
         keep = fresh.status == "cancelling" and fresh.intended_terminal is not None
         final["s"] = fresh.intended_terminal if keep and fresh.intended_terminal else intended
@@ -210,6 +309,8 @@ async def _walk_held(
     record = await w.write(to_cancelling)
     if record is None:
         found = w.store.get_run(w.run_id)
+        if found is not None and found.record.status not in TERMINAL_STATUSES:
+            return WalkResult(found.record.status, notes=notes, stopped=TAKEN_OVER)
         return WalkResult(found.record.status if found else "cancelled", notes=notes)
     result = WalkResult("cancelling", notes=notes)
     if record.degraded:
@@ -222,45 +323,86 @@ async def _walk_held(
         result.notes.extend(more)
         for note in more:
             notify(f"Run {w.run_id}: {note}")
-    done = done_steps(record)
+    done, interrupted = done_steps(record), interrupted_steps(record)
     pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="zuke-compensate")
     state = walk_state(record, actor=w.actor, redactor=w.redactor)
     try:
         for step in steps:
             if step.target in done:
                 continue  # recorded done by an earlier walk: never again
-            if w.lease.lost.is_set() or claim.lost.is_set():
-                result.stopped = "the run was taken over by another process mid-rollback"
-                return result
             assert plan is not None
-            outcome = await run_step(step, plan.compensations, state, pool, notify)
-            label = f"{step.target} → {step.compensation}"
-            detail = label if outcome.ok else f"{label}: {outcome.error}"
-            event = w.event(COMPENSATE_EVENT, detail, outcome="ok" if outcome.ok else "error",
-                            target=step.target, compensation=step.compensation)  # fmt: skip
-
-            def record_step(fresh: RunRecord, event: RunEvent = event) -> RunDelta | None:
-                if fresh.status != "cancelling" or not w.ours(fresh):
-                    return None
-                return RunDelta(updated_at=event.at, events=(event,))
-
-            if await w.write(record_step) is None:
-                result.stopped = "the run was taken over by another process mid-rollback"
+            stopped = await _step(w, claim, step, step.target in interrupted, plan, state, pool,
+                                  result, notify)  # fmt: skip
+            if stopped is not None:
+                result.stopped = stopped
                 return result
-            result.compensated.append(label)
-            if not outcome.ok:
-                result.failures.append((step.target, step.compensation, outcome.error or ""))
-                notify(f"compensation {label} failed: {outcome.error}; the walk goes on")
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
     return await _settle(w, result, final.get("s", intended))
 
 
+async def _step(
+    w: _Walk,
+    claim: Claim,
+    step: Step,
+    interrupted: bool,
+    plan: Plan,
+    state: RunState,
+    pool: ThreadPoolExecutor,
+    result: WalkResult,
+    notify: Callable[[str], None],
+) -> str | None:
+    """One compensation, at most once: prove, record the intent, run, record the end.
+    Why the walk stops, or ``None``."""
+    label = f"{step.target} → {step.compensation}"
+    args = {"target": step.target, "compensation": step.compensation}
+
+    def append(event: RunEvent, *, proof: bool = False) -> Callable[[RunRecord], RunDelta | None]:
+        def change(fresh: RunRecord) -> RunDelta | None:
+            if fresh.status != "cancelling" or not w.ours(fresh) or (proof and not w.fresh()):
+                return None
+            return RunDelta(updated_at=event.at, events=(event,))
+
+        return change
+
+    if interrupted:  # an earlier walker started it and never recorded its end
+        event = w.event(COMPENSATE_EVENT, f"{label}: {INTERRUPTED}", outcome="error", **args)
+        if await w.write(append(event)) is None:
+            return TAKEN_OVER
+        result.interrupted.append(label)
+        result.failures.append((step.target, step.compensation, INTERRUPTED))
+        notify(f"compensation {label} was {INTERRUPTED}; the walk goes on")
+        return None
+    if w.lease.lost.is_set() or claim.lost.is_set():
+        return TAKEN_OVER
+    if not await w.prove():
+        return NOT_PROVEN
+    intent = w.event(COMPENSATE_INTENT_EVENT, f"{label}: started", **args)
+    if await w.write(append(intent, proof=True)) is None:
+        return TAKEN_OVER  # the record names another lease holder, or the proof went stale
+    _WALKING[id(w)] = (w.run_id, label)
+    try:
+        outcome = await run_step(step, plan.compensations, state, pool, notify)
+    finally:
+        _WALKING[id(w)] = (w.run_id, "")
+    detail = label if outcome.ok else f"{label}: {outcome.error}"
+    event = w.event(COMPENSATE_EVENT, detail, outcome="ok" if outcome.ok else "error", **args)
+    if await w.write(append(event)) is None:
+        return TAKEN_OVER
+    result.compensated.append(label)
+    if not outcome.ok:
+        result.failures.append((step.target, step.compensation, outcome.error or ""))
+        notify(f"compensation {label} failed: {outcome.error}; the walk goes on")
+    return None
+
+
 async def _settle(w: _Walk, result: WalkResult, status: RunStatus) -> WalkResult:
-    count = len(result.compensated)
+    count, cut = len(result.compensated), len(result.interrupted)
     summary = "no compensations" if not count else f"ran {count} compensation(s)"
-    if result.failures:
-        summary += f", {len(result.failures)} failed"
+    if len(result.failures) > cut:
+        summary += f", {len(result.failures) - cut} failed"
+    if cut:
+        summary += f"; {cut} interrupted earlier, not run again"
     event = w.event("cancel", f"{summary}; the run is {status}",
                     outcome="error" if result.failures else "ok")  # fmt: skip
 
@@ -278,7 +420,7 @@ async def _settle(w: _Walk, result: WalkResult, status: RunStatus) -> WalkResult
 
     record = await w.write(settle)
     if record is None:
-        result.stopped = "the run was taken over by another process mid-rollback"
+        result.stopped = TAKEN_OVER
         result.claims = {}
         return result
     result.status = record.status
