@@ -131,19 +131,29 @@ def test_a_resume_of_a_run_someone_else_resumed_exits_1(
 ) -> None:
     run_id = suspend(cli, write_build)
     update_run(store, run_id, lambda r: RunDelta(updated_at=r.updated_at, status="running"))
-    line = one_line_error(cli("resume", run_id, "--signal", "approved"), 1)
+    line = one_line_error(cli("resume", run_id), 1)
     assert f"run {run_id} is running" in line and "nothing to do" in line
 
 
-def test_a_signal_the_run_does_not_wait_for_is_delivered_and_said_so(
+def test_a_signal_for_a_running_run_is_stored_and_exits_0(
     cli: CliRunner, write_build: BuildWriter, store: FileSystemStateStore
 ) -> None:
     run_id = suspend(cli, write_build)
-    result = cli("resume", run_id, "--signal", "aproved", "--data", "1")
+    update_run(store, run_id, lambda r: RunDelta(updated_at=r.updated_at, status="running"))
+    result = cli("resume", run_id, "--signal", "approved", "--data", '"qa"')
     assert result.code == 0, result.text
-    assert "not waiting for the signal 'aproved'; it was delivered and stored" in result.err
-    assert record(store, run_id).signals["aproved"].data == 1
-    assert record(store, run_id).status == "suspended"
+    assert "signal 'approved' delivered" in result.err
+    assert record(store, run_id).signals["approved"].data == "qa"
+
+
+def test_a_signal_no_gate_waits_for_is_refused_with_exit_2_and_not_stored(
+    cli: CliRunner, write_build: BuildWriter, store: FileSystemStateStore
+) -> None:
+    run_id = suspend(cli, write_build)
+    before = store.get_run(run_id)
+    line = one_line_error(cli("resume", run_id, "--signal", "aproved", "--data", "1"), 2)
+    assert "no gate waiting for the signal 'aproved'" in line and "'approved'" in line
+    assert store.get_run(run_id) == before
 
 
 @pytest.mark.parametrize(

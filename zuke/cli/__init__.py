@@ -34,6 +34,8 @@ from zuke.cli import args as cli_args
 
 if TYPE_CHECKING:
     from zuke._build import Build
+    from zuke._engine.result import RunResult
+    from zuke._engine.run import RunOptions
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -190,6 +192,8 @@ def run_targets(
     )
     try:
         result = asyncio.run(execute_async(build, options))
+        if result.status == "suspended" and result.record_error is None:
+            result = _continue_if_due(build, result, options)
     except Exception as exc:  # the engine scrubs its own; this covers what it did not raise
         clean = scrub(exc, reporter.redactor)
         if clean is exc:
@@ -203,6 +207,21 @@ def run_targets(
     if result.status == "cancelled":
         return EXIT_INTERRUPTED
     return EXIT_OK if result.ok else EXIT_FAILED
+
+
+def _continue_if_due(build: type[Build], result: RunResult, options: RunOptions) -> RunResult:
+    """A run that suspended while a signal its gate waits for was stored (delivered while
+    it ran) continues at once, in this process: the signal is not left for the next sweep."""
+    import asyncio
+
+    from zuke._provenance import resolve_actor
+    from zuke.runs.resume import continue_due
+    from zuke.runs.store import open_store
+
+    store = open_store(options.env, build=build)
+    actor = resolve_actor(options.actor, options.env)
+    outcome = asyncio.run(continue_due(build, store, result.run_id, options, actor=actor))
+    return outcome.result if outcome is not None and outcome.result is not None else result
 
 
 def entrypoint() -> None:

@@ -210,11 +210,17 @@ def runs_prune(keep: str | None, keep_last: str | None, dry_run: bool) -> None:
     "--wait", default="1m", show_default=True,
     help="how long to wait for a live owner to stop the run",
 )  # fmt: skip
-def cancel(run_id: str, actor: str | None, wait: str) -> None:
+@click.option(
+    "--skip-compensations", is_flag=True,
+    help="settle a run whose owner is gone without its on_cancel compensations "
+    "(needed where the build file is not)",
+)  # fmt: skip
+def cancel(run_id: str, actor: str | None, wait: str, skip_compensations: bool) -> None:
     """Cancel a run from any process.
 
     A live owner is asked to stop (it releases its own locks); a run whose owner
-    is gone is settled here and its claims released. RUN_ID is the run to cancel.
+    is gone is settled here, its compensations walked, and its claims released.
+    RUN_ID is the run to cancel.
     """
     from zuke._provenance import build_origin, resolve_actor
     from zuke.runs import cancel_run  # loaded only here: a listing never needs it
@@ -229,6 +235,7 @@ def cancel(run_id: str, actor: str | None, wait: str) -> None:
         wait_ms=parse_duration(wait, what="--wait"),
         build=inv.build,
         env=inv.env,
+        compensations="skip" if skip_compensations else "run",
     )
     inv.print(result.summary())
     for warning in result.warnings:

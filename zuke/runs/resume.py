@@ -59,6 +59,7 @@ from zuke.runs.lifecycle import (
     lease_key,
     load_for,
     take,
+    take_sync,
 )
 from zuke.runs.signals import (
     MAX_SIGNAL_BYTES,
@@ -71,7 +72,7 @@ from zuke.runs.signals import (
 )
 from zuke.runs.timeouts import expired_gate, settle_timeout, timeout_refusal, unfinished_rollback
 from zuke.state._ids import check_id
-from zuke.state._protocol import StateStore
+from zuke.state._protocol import LockHeld, StateStore
 from zuke.state.records import RunDelta, RunEvent, RunRecord
 from zuke.state.update import GaveUp, Unchanged
 
@@ -221,6 +222,8 @@ async def _continue_when_free(
         found = await asyncio.to_thread(store.get_run, run_id)
         if found is None or found.record.status != "suspended":
             if found is not None and found.record.status == "running":
+                if not await _held(store, run_id, run, actor):
+                    return None  # nobody drives it: the sweep reaps it, then consumes the signal
                 if time.monotonic() < deadline:  # it may suspend and let go in a moment
                     await asyncio.sleep(POLL_S)
                     continue
@@ -239,6 +242,31 @@ async def _continue_when_free(
             if time.monotonic() >= deadline:
                 raise
         await asyncio.sleep(POLL_S)
+
+
+async def _held(store: StateStore, run_id: str, run: RunOptions, actor: str) -> bool:
+    """Whether a live process holds the run's lease (a probe: taken, then given back)."""
+    taken = await asyncio.to_thread(take_sync, store, run_id, actor=actor, clock=run.clock,
+                                    env=run.env)  # fmt: skip
+    if isinstance(taken, LockHeld):
+        return True
+    await asyncio.to_thread(store.release_lock, lease_key(run_id), taken.token)
+    return False
+
+
+async def continue_due(
+    build_cls: type[Build], store: StateStore, run_id: str, run: RunOptions, *, actor: str
+) -> ResumeOutcome | None:
+    """Continue a run that just suspended while a signal one of its gates waits for is
+    stored (it arrived while the run ran); ``None`` when nothing is due or another process
+    already continues it. The process that suspended the run calls this right after."""
+    found = await asyncio.to_thread(store.get_run, run_id)
+    if found is None or found.record.status != "suspended" or not due_signals(found.record):
+        return None
+    try:
+        return await continue_run(build_cls, store, run_id, ResumeOptions(), run, actor=actor)
+    except AlreadyResumedError:
+        return None
 
 
 async def continue_run(
@@ -492,6 +520,7 @@ __all__ = [
     "SignalDelivery",
     "check_resumable",
     "check_signal",
+    "continue_due",
     "continue_run",
     "load_for",
     "pushed_deadline",
