@@ -2,9 +2,11 @@
 
 The run is left ``cancelling`` with the compensations done so far recorded;
 ``zuke resume --check`` takes the lapsed lease and finishes the walk: a
-compensation recorded done never runs again, the one killed while it ran is
-run again, the rest once each, in the walk's order. Both a plain chain of
-targets and a fan-out's items (then the fan-out's own compensation).
+compensation recorded done never runs again, nor does the one killed while it
+ran (its intent was recorded, its end was not: it may be partly done, so it is
+recorded failed as interrupted), and the rest run once each, in the walk's
+order. Both a plain chain of targets and a fan-out's items (then the fan-out's
+own compensation).
 """
 
 from __future__ import annotations
@@ -159,6 +161,14 @@ def compensated(record: RunRecord) -> list[str]:
     return [e.args["target"] for e in record.events if e.tool == "compensate"]
 
 
+def interrupted(record: RunRecord) -> list[str]:
+    return [
+        e.args["target"]
+        for e in record.events
+        if e.tool == "compensate" and e.outcome == "error" and "interrupted" in (e.detail or "")
+    ]
+
+
 def test_a_plain_walk_killed_mid_rollback_is_finished_by_the_sweep_never_repeating_one(
     tmp_path: Path,
 ) -> None:
@@ -167,11 +177,11 @@ def test_a_plain_walk_killed_mid_rollback_is_finished_by_the_sweep_never_repeati
     (swept,) = {pid for _, _, pid in walked(markers)} - {dead}
     assert walked(markers) == [
         ("unverify", "-", dead),  # recorded done before the kill: never again
-        ("unmigrate", "-", dead),  # killed while it ran: run again
-        ("unmigrate", "-", swept),
+        ("unmigrate", "-", dead),  # killed while it ran: may be partly done, never again
         ("undeploy", "-", swept),
     ]
     assert compensated(record) == ["verify", "migrate", "deploy"]
+    assert interrupted(record) == ["migrate"]
 
 
 def test_a_fan_out_walk_killed_mid_rollback_is_finished_by_the_sweep_never_repeating_one(
@@ -182,13 +192,13 @@ def test_a_fan_out_walk_killed_mid_rollback_is_finished_by_the_sweep_never_repea
     (swept,) = {pid for _, _, pid in walked(markers)} - {dead}
     assert walked(markers) == [
         ("undeploy-c", "c", dead),  # items last first, each with its own ctx.state
-        ("undeploy-b", "b", dead),
-        ("undeploy-b", "b", swept),
+        ("undeploy-b", "b", dead),  # killed while it ran: not run again
         ("undeploy-a", "a", swept),
         ("unbatch", "-", swept),  # the fan-out's own compensation after its items
     ]
     assert compensated(record) == ["batch[c].deploy", "batch[b].deploy", "batch[a].deploy",
                                    "batch"]  # fmt: skip
+    assert interrupted(record) == ["batch[b].deploy"]
 
 
 def test_a_sweep_finishes_a_killed_walk_as_soon_as_the_run_lease_has_lapsed(
@@ -201,4 +211,4 @@ def test_a_sweep_finishes_a_killed_walk_as_soon_as_the_run_lease_has_lapsed(
     assert code == 0, summary
     assert actions(summary, run_id) == ["reaped"], summary
     assert record_of(store, run_id).status == "cancelled"
-    assert [name for name, _, pid in walked(markers) if pid != dead] == ["unmigrate", "undeploy"]
+    assert [name for name, _, pid in walked(markers) if pid != dead] == ["undeploy"]
