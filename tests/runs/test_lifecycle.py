@@ -283,7 +283,7 @@ def test_a_signal_for_a_gate_not_reached_yet_is_stored_with_a_note() -> None:
     h.store.acquire_lock(
         lease_key(run_id), LockHolder("bob", run_id, iso(h.clock.now_ms())), 60_000
     )
-    outcome = h.resume(run_id, "approved", delivery_wait_s=0)
+    outcome = h.resume(run_id, "approved")
     assert outcome.action == "delivered" and "approved" in h.record(run_id).signals
     waiting = WaitingFor(trigger="signal:approved")
     assert waiting.trigger.endswith("approved")

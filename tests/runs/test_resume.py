@@ -139,7 +139,7 @@ def test_a_running_run_is_already_resumed() -> None:
 def test_a_signal_for_a_running_run_is_stored_for_its_owner_and_answers_delivered() -> None:
     h, _, run_id = suspended()
     update_run(h.store, run_id, lambda r: RunDelta(updated_at=r.updated_at, status="running"))
-    outcome = h.resume(run_id, "approved", {"by": "qa"}, delivery_wait_s=0)
+    outcome = h.resume(run_id, "approved", {"by": "qa"})
     assert outcome.action == "delivered" and outcome.ok
     assert "takes the stored signal" in outcome.notes[-1]
     assert h.record(run_id).signals["approved"].data == {"by": "qa"}
@@ -160,7 +160,7 @@ def test_a_signal_whose_run_is_held_is_stored_and_left_to_the_holder() -> None:
     h, calls, run_id = suspended()
     other = LockHolder("bob", run_id, iso(h.clock.now_ms()))
     h.store.acquire_lock(f"zuke-run-{run_id}", other, 60_000)
-    outcome = h.resume(run_id, "approved", delivery_wait_s=0)
+    outcome = h.resume(run_id, "approved")
     assert outcome.action == "delivered" and outcome.ok
     assert "being resumed by bob" in outcome.notes[-1]
     record = h.record(run_id)

@@ -29,7 +29,6 @@ never left waiting for the next sweep when this process can consume it.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -59,7 +58,6 @@ from zuke.runs.lifecycle import (
     lease_key,
     load_for,
     take,
-    take_sync,
 )
 from zuke.runs.signals import (
     MAX_SIGNAL_BYTES,
@@ -72,14 +70,10 @@ from zuke.runs.signals import (
 )
 from zuke.runs.timeouts import expired_gate, settle_timeout, timeout_refusal, unfinished_rollback
 from zuke.state._ids import check_id
-from zuke.state._protocol import LockHeld, StateStore
+from zuke.state._protocol import StateStore
 from zuke.state.records import RunDelta, RunEvent, RunRecord
 from zuke.state.update import GaveUp, Unchanged
 
-#: How long a signal's deliverer waits for another holder of the run to let go (it then
-#: continues the run itself); past it the signal stays stored for the holder or the sweep.
-DELIVERY_WAIT_S = 5.0
-POLL_S = 0.1
 #: At most this many continuations in a row for signals that arrived while the run ran.
 MAX_CONTINUATIONS = 10
 
@@ -94,8 +88,6 @@ class ResumeOptions:
     actor: str | None = None
     #: parameter overrides (non-secret values may change; secrets come from the environment)
     params: Mapping[str, Sequence[str]] = field(default_factory=dict)
-    #: how long a deliverer waits for another holder of the run (seconds)
-    delivery_wait_s: float = DELIVERY_WAIT_S
 
 
 async def resume_run_async(
@@ -134,23 +126,26 @@ async def resume_run_async(
     action, after = await store_signal(
         store, record, signal, redactor=loaded.redactor, actor=actor, clock=run.clock
     )
-    delivered = (
-        f"signal {signal.name!r} (id {signal.key()}) was already delivered to run {run_id} "
-        f"at {after.signals[signal.name].received_at}"
-        if action == "already"
-        else f"signal {signal.name!r} delivered to run {run_id}"
-    )
+    first = after.signals[signal.name]
+    delivered = {
+        "stored": f"signal {signal.name!r} delivered to run {run_id}",
+        "already": f"signal {signal.name!r} (id {signal.key()}) was already delivered to run "
+        f"{run_id} at {first.received_at}",
+        "superseded": f"signal {signal.name!r} was already delivered to run {run_id} at "
+        f"{first.received_at} by another delivery (id {first.id}), which stands; this "
+        "delivery's data was not stored",
+    }[action]
     notes = [*await _signal_notes(loaded, after, signal)]
     try:
-        outcome = await _continue_when_free(build_cls, store, run_id, resume, run, actor=actor)
+        outcome = await _continue_if_free(build_cls, store, run_id, resume, run, actor=actor)
     except AlreadyResumedError as held:
-        status: ResumeAction = "already-delivered" if action == "already" else "delivered"
+        status: ResumeAction = "delivered" if action == "stored" else "already-delivered"
         why = f"{delivered}; {held}".replace("; resume: ", "; ")
         return ResumeOutcome(run_id, status, after.status, notes=[*notes, why])
     if outcome is None:  # nothing left to continue: the signal was consumed, or is not due
         fresh = await asyncio.to_thread(store.get_run, run_id)
         now_status = fresh.record.status if fresh is not None else after.status
-        kind: ResumeAction = "already-delivered" if action == "already" else "delivered"
+        kind: ResumeAction = "delivered" if action == "stored" else "already-delivered"
         notes.append(f"{delivered}; nothing to do")
         return ResumeOutcome(run_id, kind, now_status, notes=notes)
     return replace(outcome, notes=[*notes, *outcome.notes])
@@ -206,7 +201,7 @@ async def _too_late(
     return replace(outcome, notes=[refusal, *outcome.notes])
 
 
-async def _continue_when_free(
+async def _continue_if_free(
     build_cls: type[Build],
     store: StateStore,
     run_id: str,
@@ -215,43 +210,27 @@ async def _continue_when_free(
     *,
     actor: str,
 ) -> ResumeOutcome | None:
-    """Continue the run once nobody else holds it (within ``delivery_wait_s``); ``None``
-    when there is nothing to continue. Another holder past the wait: AlreadyResumedError."""
-    deadline = time.monotonic() + resume.delivery_wait_s
-    while True:
-        found = await asyncio.to_thread(store.get_run, run_id)
-        if found is None or found.record.status != "suspended":
-            if found is not None and found.record.status == "running":
-                if not await _held(store, run_id, run, actor):
-                    return None  # nobody drives it: the sweep reaps it, then consumes the signal
-                if time.monotonic() < deadline:  # it may suspend and let go in a moment
-                    await asyncio.sleep(POLL_S)
-                    continue
-                raise AlreadyResumedError(
-                    f"resume: run {run_id} is running (held by {found.record.actor}), which "
-                    "takes the stored signal at its gate; nothing more to do here",
-                    run_id=run_id,
-                    by=found.record.actor,
-                )
-            return None
-        if not due_signals(found.record):
-            return None  # the signal is stored for a gate not reached (or already passed)
-        try:
-            return await continue_run(build_cls, store, run_id, resume, run, actor=actor)
-        except AlreadyResumedError:
-            if time.monotonic() >= deadline:
-                raise
-        await asyncio.sleep(POLL_S)
+    """Continue the run if it is parked with a signal due and nobody holds it; ``None``
+    when there is nothing to continue here.
 
-
-async def _held(store: StateStore, run_id: str, run: RunOptions, actor: str) -> bool:
-    """Whether a live process holds the run's lease (a probe: taken, then given back)."""
-    taken = await asyncio.to_thread(take_sync, store, run_id, actor=actor, clock=run.clock,
-                                    env=run.env)  # fmt: skip
-    if isinstance(taken, LockHeld):
-        return True
-    await asyncio.to_thread(store.release_lock, lease_key(run_id), taken.token)
-    return False
+    No waiting: every holder of a run re-reads it after letting go and continues it if
+    a signal became due meanwhile (the owner that suspends it, a resumer whose run
+    suspends again, a sweep that found it still waiting), so a signal stored while the
+    run was held is consumed by that holder. Held now: :class:`AlreadyResumedError`.
+    """
+    found = await asyncio.to_thread(store.get_run, run_id)
+    if found is None or found.record.status == "running":
+        if found is not None:
+            raise AlreadyResumedError(
+                f"run {run_id} is running ({found.record.actor}), which takes the stored "
+                "signal at its gate (or, if its process is gone, the next sweep does)",
+                run_id=run_id,
+                by=found.record.actor,
+            )
+        return None
+    if found.record.status != "suspended" or not due_signals(found.record):
+        return None  # the signal is stored for a gate not reached (or already passed)
+    return await continue_run(build_cls, store, run_id, resume, run, actor=actor)
 
 
 async def continue_due(

@@ -18,7 +18,9 @@ Refused, and not stored (each says why):
 * data that is not JSON, too large or too deep.
 
 One delivery has one answer: the same signal delivered twice (same id) is
-``already`` the second time, and both are successes.
+``already`` the second time, and both are successes. The first delivery of a
+name stands: a later one with other data is answered ``superseded`` (exit 0:
+the gate it meant to open is open) and its data is not stored.
 """
 
 from __future__ import annotations
@@ -118,7 +120,9 @@ def refuse_unknown(record: RunRecord, name: str, wanted: set[str] | None) -> Non
     )
 
 
-DeliveryAction = Literal["stored", "already"]
+#: ``already``: this very delivery (same id) was stored before; ``superseded``: another
+#: delivery of the same signal was, and it stands
+DeliveryAction = Literal["stored", "already", "superseded"]
 
 
 async def store_signal(
@@ -132,15 +136,16 @@ async def store_signal(
 ) -> tuple[DeliveryAction, RunRecord]:
     """Append the signal to the run (no lease needed: an append moves nothing).
 
-    Returns whether it was stored now or already there, and the record after.
+    Returns whether it was stored now, was already there, or another delivery of the
+    same name was stored first (the first one stands: a gate reads one value), and the
+    record after.
     """
     key = delivery.key()
     data = redact_data(delivery.data, redactor)
 
     def append(fresh: RunRecord) -> RunDelta | None:
-        stored = fresh.signals.get(delivery.name)
-        if stored is not None and stored.id == key:
-            return None  # the same delivery again: one answer, nothing written
+        if delivery.name in fresh.signals:
+            return None  # the first delivery of a name is the one the gate reads
         if fresh.status in TERMINAL_STATUSES or fresh.status == "cancelling":
             raise RunNotSuspendedError(
                 f'resume: run {fresh.id} is "{fresh.status}"; the signal {delivery.name!r} '
@@ -164,8 +169,10 @@ async def store_signal(
             f"resume: run {record.id} kept changing while the signal was stored; try again",
             run_id=record.id,
         )
-    action: DeliveryAction = "already" if isinstance(outcome, Unchanged) else "stored"
-    return action, outcome.record
+    if not isinstance(outcome, Unchanged):
+        return "stored", outcome.record
+    same = outcome.record.signals[delivery.name].id == key
+    return ("already" if same else "superseded"), outcome.record
 
 
 def due_signals(record: RunRecord) -> list[str]:

@@ -38,7 +38,7 @@ from zuke._waits import Satisfied, WaitFailed
 from zuke.runs.gate_checks import check_gates, record_checks
 from zuke.runs.lifecycle import Hold, check_settings, load_for, ownership_problem, take
 from zuke.runs.reap import reap_run
-from zuke.runs.resume import ResumeOptions, check_resumable, resume_now
+from zuke.runs.resume import ResumeOptions, check_resumable, continue_due, resume_now
 from zuke.runs.signals import due_signals
 from zuke.runs.timeouts import expired_gate, settle_failed_gate, settle_timeout
 from zuke.state._protocol import RunQuery, StateStore, StoredRun
@@ -303,9 +303,18 @@ async def _sweep_run(
     hold = await take(store, record.id, actor=actor, clock=run.clock, env=run.env, held=held,
                       warn=run.on_warning)  # fmt: skip
     try:
-        return await _sweep_held(loaded, hold, resume, run, actor, shared)
+        entry = await _sweep_held(loaded, hold, resume, run, actor, shared)
     finally:
         await hold.release()  # a no-op once a resume took the lease over
+    if entry.result != "suspended":
+        return entry
+    # Let go, then look again: a signal stored while this sweep held the run is due now,
+    # and its deliverer, finding the run held, left it to the holder.
+    again = await continue_due(build_cls, store, record.id, run, actor=actor)
+    if again is None:
+        return entry
+    notes = "; ".join(n for n in (entry.detail, *again.notes) if n) or None
+    return replace(entry, action="resumed", result=again.status, detail=notes)
 
 
 async def _sweep_held(
