@@ -9,6 +9,11 @@ starts, to build the :class:`LockSpec` it acquires.
 A lock key is stored in the clear and shown to every run that meets it, so a
 key that contains a secret parameter's value is refused rather than hashed: a
 hash of a short or guessable secret can be reversed, a refusal cannot.
+
+The TTL rules every claim follows (a lock, the run's lease) live here too, so
+a TTL is refused where it is set: a holder that cannot renew stops what the
+claim guards a *safety margin* before the TTL lapses
+(:func:`safety_margin_ms`), so a TTL must leave time to renew before that.
 """
 
 from __future__ import annotations
@@ -18,13 +23,43 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from zuke._duration import Duration, parse_duration
+from zuke._duration import Duration, format_duration, parse_duration
 from zuke._errors import BuildDefinitionError, DurationError
 from zuke._redact import Redactor
 from zuke.state._protocol import RESERVED_LOCK_PREFIXES, LockHolder
 
+#: The least safety margin: the time a holder allows itself to stop (wake its heartbeat,
+#: cancel async bodies, end its process and its children's) under any TTL.
+MARGIN_FLOOR_MS = 500
+#: The shortest TTL: the margin's floor plus as long again to renew in — a beat at half of
+#: it and two retries, each a store round trip, all at least 62 ms apart.
+MIN_TTL_MS = 1_000
+
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 _SAFE_KEY = re.compile(r"[A-Za-z0-9._-]{1,200}")
+
+
+def safety_margin_ms(ttl_ms: int) -> int:
+    """How long before its TTL a holder that could not renew stops: 10 %, at least 0.5 s.
+
+    The store's expiry is at least the last successful renewal's start plus the
+    TTL, by the store's clock. 10 % covers a holder's clock running slow against
+    the store's a hundred times over (NTP allows 0.05 %); the floor covers the
+    time to stop.
+    """
+    return max(ttl_ms // 10, MARGIN_FLOOR_MS)
+
+
+def check_claim_ttl(ttl_ms: int, what: str) -> int:
+    """``ttl_ms`` if a holder can renew it safely, else a :class:`DurationError` naming ``what``."""
+    if ttl_ms < MIN_TTL_MS:
+        raise DurationError(
+            f"{what}: {format_duration(ttl_ms)} is shorter than the {MIN_TTL_MS / 1000:g}s "
+            "minimum: a holder renews within its TTL less a safety margin (10 %, at least "
+            f"{MARGIN_FLOOR_MS / 1000:g}s) and stops when it cannot, so a shorter TTL leaves "
+            "no time to renew"
+        )
+    return ttl_ms
 
 
 def lock_key(*parts: str | int | float) -> str:
@@ -117,8 +152,9 @@ class LockSettings:
 
     def with_ttl(self, ttl: Duration) -> LockSettings:
         """How long the claim outlives a holder that stopped renewing (a killed process)."""
+        what = f"target {self._target!r}: lock TTL"
         try:
-            self._ttl_ms = parse_duration(ttl, what=f"target {self._target!r}: lock TTL")
+            self._ttl_ms = check_claim_ttl(parse_duration(ttl, what=what), what)
         except DurationError as exc:
             self.failure = exc
             raise

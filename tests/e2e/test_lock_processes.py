@@ -205,7 +205,7 @@ RENEWAL_BUILD = """
 
         @target
         def deploy(self, t):
-            return t.lock(lambda s: s.key("renew-key").with_ttl(400)).executes(self._body)
+            return t.lock(lambda s: s.key("renew-key").with_ttl(2_000)).executes(self._body)
 
         async def _body(self):
             while not (MARKERS / "renewal-failed").exists():

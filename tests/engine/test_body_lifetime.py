@@ -97,7 +97,7 @@ def test_a_lost_claim_ends_the_run_only_after_the_sync_body_returned() -> None:
 
         @target
         def deploy(self, t):
-            return t.lock(lambda s: s.key("res").with_ttl(200)).executes(body)
+            return t.lock(lambda s: s.key("res").with_ttl(1_000)).executes(body)
 
     result, _ = run_with_warnings(Lost, ["deploy"])
     assert returned.is_set(), "the run ended while its body was still running"
@@ -108,12 +108,13 @@ def test_a_lost_claim_ends_the_run_only_after_the_sync_body_returned() -> None:
 def test_a_cancelled_run_waits_for_its_sync_body_and_says_which() -> None:
     store = MemoryStateStore()
     started = threading.Event()
+    looked = threading.Event()
     returned = threading.Event()
 
     def body(ctx: Context) -> None:
         started.set()
         ctx.cancelled.wait(10)
-        time.sleep(0.8)  # past the moment the engine says what it waits for
+        looked.wait(10)  # winds down past what the engine says it waits for, and the TTL
         returned.set()
 
     class Slow(Build):
@@ -122,7 +123,7 @@ def test_a_cancelled_run_waits_for_its_sync_body_and_says_which() -> None:
 
         @target
         def deploy(self, t):
-            return t.lock(lambda s: s.key("slow-key").with_ttl(300)).executes(body)
+            return t.lock(lambda s: s.key("slow-key").with_ttl(1_000)).executes(body)
 
     async def scenario() -> tuple[object, list[str], object]:
         warnings: list[str] = []
@@ -131,12 +132,16 @@ def test_a_cancelled_run_waits_for_its_sync_body_and_says_which() -> None:
         run = asyncio.ensure_future(execute_async(Slow, options))
         while not started.is_set():
             await asyncio.sleep(0.01)
+        past_ttl = time.monotonic() + 1.2
         cancel.set()
         while not any("waiting for deploy" in w for w in warnings):
             assert not run.done(), "the run ended before its body returned"
             await asyncio.sleep(0.01)
-        # Past its 300 ms TTL, and still held: the heartbeat goes on while the body winds down.
+        while time.monotonic() < past_ttl:  # the condition under test: the TTL has passed
+            await asyncio.sleep(0.05)
+        # Past its 1 s TTL, and still held: the heartbeat goes on while the body winds down.
         rival = await asyncio.to_thread(store.acquire_lock, "slow-key", HOLDER, 1_000)
+        looked.set()
         return await run, warnings, rival
 
     result, warnings, rival = asyncio.run(scenario())

@@ -5,16 +5,27 @@ on asyncio's default executor: store calls, acquisitions and bodies share
 those, and a dozen slow acquisitions once delayed a lease renewal past its
 expiry. Nothing else runs on a heartbeat thread, so nothing can starve it.
 
+**Failing closed.** The store's expiry of a claim is at least the start of
+its last successful renewal (or acquisition) plus the TTL, by the store's
+clock. A holder that cannot prove it still holds — no renewal succeeded —
+stops what the claim guards at that start plus the TTL less a safety margin
+(:func:`~zuke._lock_settings.safety_margin_ms`: 10 %, at least 0.5 s), so
+nothing of it runs when the store can give the claim to someone else. Then
+the claim *lapses*: ``lost`` is set and ``on_lost`` called, as for a refusal;
+what it guards (:class:`Guarded`) is shut, an async body is cancelled, and a
+synchronous body — a thread cannot be stopped — ends the process
+(:func:`lapse_action`). An async body that is still running half the margin
+later (it swallowed the cancellation, or blocks the event loop) ends it too.
+
 The schedule (:func:`next_beat_delay_ms`, pure, so tests drive it with an
-injected clock): beat at half the TTL (never more often than every 100 ms),
-counted from the last *successful* renewal, so a slow renewal does not push
-the next one late. After a failed renewal, retry soon — a quarter of the
-interval at most 1 s, doubling, capped at half the interval — not a whole
-interval later. Only an explicit refusal from the store means the claim is
-lost (someone else holds it now) and calls ``on_lost``; an error (a mutex
-timeout, an HTTP 503, a DNS blip) says nothing about who holds the claim, so
-it is reported and retried. A renewal's own request timeout is the store's
-business; the HTTP store keeps it well under half the TTL.
+injected clock): beat at half of the TTL less the margin (never more often
+than every 100 ms), counted from the last *successful* renewal's start, so a
+slow renewal does not push the next one late. After a failed renewal, retry
+soon — a quarter of the interval at most 1 s, doubling, capped at half the
+interval — and never past the stop point. An explicit refusal from the store
+means the claim is lost (someone else holds it now); an error (a mutex
+timeout, an HTTP 503, a DNS blip) is reported and retried until the stop
+point. A renewal that has not answered by the stop point counts as failed.
 """
 
 from __future__ import annotations
@@ -24,9 +35,13 @@ import contextlib
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Literal
 
 from zuke._clock import SYSTEM_CLOCK, Clock
+from zuke._duration import format_duration
+from zuke._engine.executor import BODIES
 from zuke._errors import StateError
+from zuke._lock_settings import safety_margin_ms
 from zuke.state._protocol import (
     LockAcquired,
     LockHeld,
@@ -43,7 +58,53 @@ RETRY_FIRST_MS = 1000
 
 
 def beat_interval_s(ttl_ms: int) -> float:
-    return max(MIN_BEAT_S, ttl_ms / 2000)
+    return max(MIN_BEAT_S, (ttl_ms - safety_margin_ms(ttl_ms)) / 2000)
+
+
+def stop_at_ms(*, ttl_ms: int, since_ms: int) -> int:
+    """When a holder whose last successful renewal started at ``since_ms`` must have stopped."""
+    return since_ms + ttl_ms - safety_margin_ms(ttl_ms)
+
+
+LapseAction = Literal["end the process", "cancel", "nothing runs"]
+
+
+def lapse_action(*, sync_running: int, async_running: int) -> LapseAction:
+    """What a lapsed claim does about the bodies it guards that still run.
+
+    A synchronous body runs on a thread, which nothing can stop: only ending
+    the process does. An async body is cancelled (and the process ends if it
+    has not returned half a margin later).
+    """
+    if sync_running:
+        return "end the process"
+    return "cancel" if async_running else "nothing runs"
+
+
+@dataclass(frozen=True)
+class Guarded:
+    """The work a claim guards, so that the claim can fail closed."""
+
+    #: shuts the work (nothing new starts) and counts what still runs: (sync, async)
+    close: Callable[[], tuple[int, int]]
+    #: waits up to the given seconds until nothing runs; whether nothing does
+    idle: Callable[[float], bool]
+    #: says the line and ends the process (:func:`zuke._engine.children.end_process`)
+    end: Callable[[str], object]
+    #: added to the line (what becomes of the run)
+    note: str = ""
+
+
+def guarding(
+    run_id: str, scope: str | None, end: Callable[[str], object], note: str = ""
+) -> Guarded:
+    """What a claim of run ``run_id`` guards: its bodies in ``scope`` (a target; ``None``: all)."""
+    return Guarded(
+        close=lambda: BODIES.close(run_id, scope),
+        idle=lambda timeout_s: BODIES.wait_idle(run_id, scope, timeout_s),
+        end=end,
+        note=note,
+    )
 
 
 def next_beat_delay_ms(*, ttl_ms: int, last_success_ms: int, now_ms: int, failures: int) -> int:
@@ -73,10 +134,20 @@ class Claim:
     clock: Clock = SYSTEM_CLOCK
     #: waits up to the given seconds; True means "stop now" (tests inject one)
     wait: Callable[[float], bool] | None = field(default=None, repr=False)
+    #: when the acquisition that granted the claim started (default: now)
+    since_ms: int | None = None
+    #: what the claim guards; ``None``: nothing to stop but the claim's user (``lost``)
+    guards: Guarded | None = None
+    #: how messages name the claim (default: ``lock "<key>"``)
+    label: str = ""
 
     def __post_init__(self) -> None:
         self.lost = asyncio.Event()
         self.renewals = 0
+        self.since_ms = self.clock.now_ms() if self.since_ms is None else self.since_ms
+        self.label = self.label or f'lock "{self.key}"'
+        #: why the claim lapsed (no renewal succeeded in time); ``None`` if it did not
+        self.lapsed: str | None = None
         self._stopped = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -92,23 +163,32 @@ class Claim:
     def beat(self) -> None:
         """The heartbeat loop (the thread's body; tests call it directly)."""
         wait = self.wait or self._stopped.wait
-        last_success = self.clock.now_ms()
-        failures = 0
+        assert self.since_ms is not None
+        since, failures, why = self.since_ms, 0, "no renewal was attempted in time"
         while True:
+            now = self.clock.now_ms()
+            stop_at = stop_at_ms(ttl_ms=self.ttl_ms, since_ms=since)
+            if now >= stop_at:
+                self._lapse(why, now - since)
+                return
             delay = next_beat_delay_ms(
-                ttl_ms=self.ttl_ms,
-                last_success_ms=last_success,
-                now_ms=self.clock.now_ms(),
-                failures=failures,
+                ttl_ms=self.ttl_ms, last_success_ms=since, now_ms=now, failures=failures
             )
-            if wait(delay / 1000) or self._stopped.is_set():
+            if wait(min(delay, stop_at - now) / 1000) or self._stopped.is_set():
                 return
             attempted_at = self.clock.now_ms()
+            if attempted_at >= stop_at:
+                continue
             try:
-                renewed = self.store.renew_lock(self.key, self.token, self.ttl_ms)
+                renewed = self._renew((stop_at - attempted_at) / 1000)
             except Exception as exc:  # any failure to answer says nothing about the holder
-                failures += 1
-                self._to_loop(self.warn, f"state: renewing {self.key} failed ({exc}); retrying")
+                failures, why = failures + 1, str(exc) or type(exc).__name__
+                left = format_duration(max(0, stop_at - self.clock.now_ms()))
+                self._to_loop(
+                    self.warn,
+                    f"state: renewing {self.key} failed ({why}); retrying — what it guards "
+                    f"stops in {left} unless a renewal succeeds",
+                )
                 continue
             if self._stopped.is_set():
                 return  # released meanwhile: a refusal now means nothing
@@ -116,7 +196,57 @@ class Claim:
                 self._to_loop(self._lose)
                 return
             self.renewals += 1
-            last_success, failures = attempted_at, 0
+            since, failures = attempted_at, 0
+
+    def _renew(self, timeout_s: float) -> bool:
+        """One renewal; a :class:`TimeoutError` if it has not answered within ``timeout_s``.
+
+        It runs on a thread of its own, so a hung request cannot hold the
+        heartbeat past the stop point; its late answer is ignored.
+        """
+        answer: list[object] = []
+        done = threading.Event()
+
+        def call() -> None:
+            try:
+                answer.append(self.store.renew_lock(self.key, self.token, self.ttl_ms))
+            except BaseException as exc:
+                answer.append(exc)
+            finally:
+                done.set()
+
+        threading.Thread(target=call, name=f"zuke-renew-{self.key}", daemon=True).start()
+        if not done.wait(timeout_s):
+            raise TimeoutError(f"no answer within {format_duration(timeout_s * 1000)}")
+        result = answer[0]
+        if isinstance(result, BaseException):
+            raise result
+        return bool(result)
+
+    def _lapse(self, why: str, unproven_ms: int) -> None:
+        """No renewal succeeded in time: stop what the claim guards (see the module doc)."""
+        self.lapsed = (
+            f"no renewal succeeded for {format_duration(unproven_ms)}; the last attempt: {why}"
+        )
+        guarded = self.guards
+        if guarded is None:
+            self._to_loop(self._lose)
+            return
+        sync_running, async_running = guarded.close()
+        action = lapse_action(sync_running=sync_running, async_running=async_running)
+        if action == "end the process":
+            guarded.end(self._end_line("a synchronous body it guards cannot be stopped", guarded))
+        self._to_loop(self._lose)  # cancels async bodies, stops the run
+        if action == "cancel" and not guarded.idle(safety_margin_ms(self.ttl_ms) / 2000):
+            guarded.end(self._end_line("an async body it guards did not stop when cancelled",
+                                       guarded))  # fmt: skip
+
+    def _end_line(self, cause: str, guarded: Guarded) -> str:
+        return (
+            f"{self.label} could not be renewed ({self.lapsed}); {cause}, so this process "
+            "ends now (exit 3), before the store can give it to another process"
+            f"{guarded.note}"
+        )
 
     def _lose(self) -> None:
         if self._stopped.is_set():

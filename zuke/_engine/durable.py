@@ -13,6 +13,10 @@ Ordering is the point of this module:
 Losing the lease (a refused renewal) stops the run and disowns the writer:
 someone else owns the run now, so this process writes nothing more and
 rolls nothing back. Losing a target's lock stops that target and the run.
+A lease or lock that cannot be renewed in time fails closed
+(:mod:`zuke._engine.claims`): what it guards stops before the store can give
+it away — a synchronous body by ending the process — and a lapsed lease
+leaves the record as it is, for a sweep to reap.
 """
 
 from __future__ import annotations
@@ -22,11 +26,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from zuke._clock import Clock, iso
+from zuke._clock import SYSTEM_CLOCK, Clock, iso
 from zuke._duration import parse_duration
+from zuke._engine import children
 from zuke._engine.cancel_watch import CancelWatch, poll_interval_s
-from zuke._engine.claims import LEASE_TTL_MS, Claim, acquire, acquire_lease, lease_key
+from zuke._engine.claims import LEASE_TTL_MS, Claim, acquire, acquire_lease, guarding, lease_key
 from zuke._engine.context import Context, LockInfo, RunState
+from zuke._engine.executor import BODIES
 from zuke._engine.gates import EffectDriver, GateKeeper
 from zuke._engine.hooks import EffectRunner, GateCheck, Held
 from zuke._engine.plan import Plan, TargetSpec
@@ -36,7 +42,7 @@ from zuke._engine.scheduler import Scheduler
 from zuke._engine.walk import WalkResult, walk
 from zuke._engine.writer import RunStateWriter
 from zuke._errors import LockConflictError, StateError
-from zuke._lock_settings import LockSettings
+from zuke._lock_settings import LockSettings, check_claim_ttl
 from zuke.state._protocol import LockAcquired, LockHeld, LockHolder, StateStore, StoredRun
 from zuke.state.records import RunStatus, WaitingFor
 from zuke.state.resolve import resolve_store
@@ -47,10 +53,12 @@ def lease_ttl_ms(env: Mapping[str, str], store: StateStore | None = None) -> int
 
     A store whose every write is costly (the GitHub branch store: a renewal is
     a commit) names its default in a positive int ``default_lease_ttl_ms``.
+    A value too short to renew safely is a :class:`~zuke.DurationError` (exit 2).
     """
     raw = env.get("ZUKE_RUN_LEASE_TTL", "")
     if raw:
-        return parse_duration(raw, what="ZUKE_RUN_LEASE_TTL")
+        what = "ZUKE_RUN_LEASE_TTL"
+        return check_claim_ttl(parse_duration(raw, what=what), what)
     default = getattr(store, "default_lease_ttl_ms", None)
     if isinstance(default, int) and not isinstance(default, bool) and default > 0:
         return default
@@ -86,12 +94,19 @@ class Hooks:
 class TargetLock:
     """A target's lock while its body runs (:class:`~zuke._engine.hooks.Held`)."""
 
-    def __init__(self, claim: Claim, writer: RunStateWriter) -> None:
+    def __init__(self, claim: Claim, writer: RunStateWriter, reopen: Callable[[], None]) -> None:
         self.claim = claim
         self.writer = writer
         self.lost = claim.lost
+        self._reopen = reopen
 
     def loss_message(self) -> str:
+        if self.claim.lapsed is not None:
+            return (
+                f'lock "{self.claim.key}" was lost while this target ran: it could not be '
+                f"renewed ({self.claim.lapsed}); the target was stopped before the store could "
+                "give the lock to another process"
+            )
         return (
             f'lock "{self.claim.key}" was lost while this target ran: the store refused its '
             "renewal (another process released or took it over); the run stops so that two "
@@ -100,6 +115,7 @@ class TargetLock:
 
     async def release(self) -> None:
         await self.claim.release()
+        self._reopen()
         if not self.claim.lost.is_set():
             self.writer.note_lock(self.claim.key, None)
 
@@ -132,6 +148,8 @@ class DurableRun:
         self.cancelled_by: str | None = None
         #: what the compensation walk did, once a cancelled run has run it
         self.walked: WalkResult | None = None
+        #: processes that existed before the run: a claim that lapses never ends them
+        self.existing = frozenset(children.descendants())
 
     @classmethod
     async def open(
@@ -179,6 +197,7 @@ class DurableRun:
         ttl = lease_ttl_ms(env, store)
         poll_s = poll_interval_s(env)  # a bad value fails here, before the lease is taken
         holder = LockHolder(state.actor, state.run_id, iso(now), ci_run_url(env))
+        since = SYSTEM_CLOCK.now_ms()  # the store's expiry is at least this plus the TTL
         taken = await acquire_lease(store, state.run_id, holder, ttl_ms=ttl)
         if isinstance(taken, LockHeld):
             raise StateError(f"run id {state.run_id} is already leased; the id was reused")
@@ -188,7 +207,7 @@ class DurableRun:
             redactor=state.redactor, warn=warn,
         )  # fmt: skip
         run = cls._with_lease(store, writer, taken, ttl, state=state, env=env, clock=clock,
-                              warn=warn)  # fmt: skip
+                              warn=warn, since_ms=since)  # fmt: skip
         try:
             await writer.create()
         except BaseException:
@@ -237,14 +256,23 @@ class DurableRun:
         env: Mapping[str, str],
         clock: Clock,
         warn: Callable[[str], None],
+        since_ms: int | None = None,
     ) -> DurableRun:
         key = lease_key(state.run_id)
+        run_id = state.run_id
+        note = f"; run {run_id} is left as recorded, for a sweep (zuke resume --check) to reap"
+        guards = guarding(run_id, None, lambda line: run.end_process(line), note)
         lease = Claim(store, key, taken.token, taken.fence, ttl,
-                      on_lost=lambda claim: run._lease_lost(), warn=warn)  # fmt: skip
+                      on_lost=lambda claim: run._lease_lost(), warn=warn, since_ms=since_ms,
+                      guards=guards, label=f"the lease of run {run_id}")  # fmt: skip
         run = cls(
             store=store, writer=writer, lease=lease, state=state, env=env, clock=clock, warn=warn
         )
         return run
+
+    def end_process(self, line: str) -> None:
+        """A claim of this run lapsed while a body it guards runs: end the process."""
+        children.end_process(line, self.existing)
 
     def _start(self, poll_s: float) -> None:
         """Start renewing the lease and watching for a cancel from another process."""
@@ -285,6 +313,14 @@ class DurableRun:
 
     def _lease_lost(self) -> None:
         self.writer.disown()
+        if self.lease.lapsed is not None:
+            self._stop(
+                f"Run {self.state.run_id} stopped: its lease could not be renewed "
+                f"({self.lease.lapsed}). It stopped before the store could give the run to "
+                "another process; its record is left as it is, for a sweep "
+                "(zuke resume --check) to reap."
+            )
+            return
         self._stop(
             f"Run {self.state.run_id} stopped: its lease was taken over by another process "
             "(a renewal was refused). Nothing was rolled back; the new holder owns the run."
@@ -325,12 +361,16 @@ class DurableRun:
             since=iso(self.clock.now_ms()),
             run_url=ci_run_url(self.env),
         )
+        since = SYSTEM_CLOCK.now_ms()  # the store's expiry is at least this plus the TTL
         taken = await acquire(self.store, lock.key, holder, lock.ttl_ms)
         if isinstance(taken, LockHeld):
             raise LockConflictError(taken.holder, lock.guidance(taken.holder))
+        run_id, scope = self.state.run_id, spec.name
+        guards = guarding(run_id, scope, self.end_process)
         claim = Claim(self.store, lock.key, taken.token, taken.fence, lock.ttl_ms,
-                      on_lost=lambda claim: None, warn=self.warn).start()  # fmt: skip
-        held = TargetLock(claim, self.writer)
+                      on_lost=lambda claim: None, warn=self.warn, since_ms=since,
+                      guards=guards).start()  # fmt: skip
+        held = TargetLock(claim, self.writer, reopen=lambda: BODIES.reopen(run_id, scope))
         # The record lists the claim before the body runs, so `zuke cancel` can release it.
         self.writer.note_lock(lock.key, taken.token)
         try:
@@ -353,6 +393,12 @@ class DurableRun:
         record (:mod:`zuke._engine.walk`). A walk that cannot finish (a store that
         is down) leaves the run ``cancelling`` for the sweep to finish.
         """
+        try:
+            return await self._close_cancelled(plan, reason)
+        finally:
+            BODIES.reopen(self.state.run_id, None)  # a lapsed lease shut the run's bodies
+
+    async def _close_cancelled(self, plan: Plan, reason: str) -> RunVerdict:
         if self.watch is not None:
             await self.watch.stop()
         if self.lease.lost.is_set() or self.stopped_because is not None:
@@ -393,6 +439,7 @@ class DurableRun:
         """
         if self.watch is not None:
             await self.watch.stop()
+        BODIES.reopen(self.state.run_id, None)  # a lapsed lease shut the run's bodies
         if self.lease.lost.is_set():
             await self.lease.stop()
             return

@@ -12,6 +12,10 @@ point: an attempt is over only when its body has returned, so
 * the run settles, and the process exits, only after every body returned.
 
 While it waits, the engine says which target it waits for.
+
+Every body that runs is counted in :data:`BODIES`, by run and target: a claim
+that cannot be renewed asks it what still runs under the claim (see
+:mod:`zuke._engine.claims`, failing closed).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import inspect
+import threading
 import traceback
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -37,6 +42,91 @@ _HIDDEN_PREFIXES = (
     str(Path(concurrent.futures.__file__).resolve().parent),
     str(Path(asyncio.__file__).resolve().parent),
 )
+
+
+class RunningBodies:
+    """The bodies running now, by run and target: what a claim that lapses must stop.
+
+    A claim guards a *scope*: one target (and, for a fan-out, its items'
+    stages, ``target[item].stage``) or, for the run's lease, every body of the
+    run (``None``). When the claim cannot be renewed, :meth:`close` shuts its
+    scope — no body starts there from then on — and says what still runs in
+    it: an async body can be cancelled, a synchronous one ends only with the
+    process.
+    """
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._running: dict[tuple[str, str], list[int]] = {}  # [sync, async] counts
+        self._closed: set[tuple[str, str | None]] = set()
+
+    @staticmethod
+    def _within(target: str, scope: str | None) -> bool:
+        return scope is None or target == scope or target.startswith(scope + "[")
+
+    def enter(self, run_id: str, target: str, *, sync: bool) -> None:
+        """Count a body in; raise if a lapsed claim has shut its scope."""
+        with self._changed:
+            if any(r == run_id and self._within(target, s) for r, s in self._closed):
+                raise ZukeError(
+                    f"{target} was not started: the claim that guards it could not be renewed"
+                )
+            self._running.setdefault((run_id, target), [0, 0])[0 if sync else 1] += 1
+
+    def leave(self, run_id: str, target: str, *, sync: bool) -> None:
+        with self._changed:
+            counts = self._running[(run_id, target)]
+            counts[0 if sync else 1] -= 1
+            if counts == [0, 0]:
+                del self._running[(run_id, target)]
+            self._changed.notify_all()
+
+    def _count(self, run_id: str, scope: str | None) -> tuple[int, int]:
+        found = [c for (r, t), c in self._running.items() if r == run_id and self._within(t, scope)]
+        return sum(c[0] for c in found), sum(c[1] for c in found)
+
+    def close(self, run_id: str, scope: str | None) -> tuple[int, int]:
+        """Shut ``scope`` (nothing starts there any more); the (sync, async) bodies in it."""
+        with self._changed:
+            self._closed.add((run_id, scope))
+            return self._count(run_id, scope)
+
+    def reopen(self, run_id: str, scope: str | None) -> None:
+        """The claim that shut ``scope`` is given back: forget it."""
+        with self._changed:
+            self._closed.discard((run_id, scope))
+
+    def wait_idle(self, run_id: str, scope: str | None, timeout_s: float) -> bool:
+        """Wait up to ``timeout_s`` until no body runs in ``scope``; whether none does."""
+        with self._changed:
+            return self._changed.wait_for(lambda: self._count(run_id, scope) == (0, 0), timeout_s)
+
+
+#: The bodies of this process.
+BODIES = RunningBodies()
+
+
+def _counted(fn: Callable[..., Any], ctx: Context, args: tuple[Any, ...]) -> Any:
+    """Call a synchronous body on its worker thread, counted in :data:`BODIES`."""
+    BODIES.enter(ctx.run_id, ctx.target, sync=True)
+    try:
+        return fn(*args)
+    finally:
+        BODIES.leave(ctx.run_id, ctx.target, sync=True)
+
+
+async def _counted_async(result: Any, ctx: Context) -> None:
+    """Await an async body (or what a sync one returned), counted in :data:`BODIES`."""
+    try:
+        BODIES.enter(ctx.run_id, ctx.target, sync=False)
+    except ZukeError:
+        if inspect.iscoroutine(result):
+            result.close()  # never started: no "never awaited" warning
+        raise
+    try:
+        await result
+    finally:
+        BODIES.leave(ctx.run_id, ctx.target, sync=False)
 
 
 class BodyFailure(Exception):
@@ -104,7 +194,7 @@ async def _call_body(body: BodySpec, ctx: Context, pool: ThreadPoolExecutor) -> 
     if body.is_async:
         result: Any = body.fn(*args)
     else:
-        work = pool.submit(body.fn, *args)
+        work = pool.submit(_counted, body.fn, ctx, args)
         thread = asyncio.wrap_future(work)
         try:
             await asyncio.shield(thread)
@@ -117,7 +207,7 @@ async def _call_body(body: BodySpec, ctx: Context, pool: ThreadPoolExecutor) -> 
             raise
         result = thread.result()
     if inspect.isawaitable(result):
-        await result
+        await _counted_async(result, ctx)
 
 
 async def _attempt(
