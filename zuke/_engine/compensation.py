@@ -30,7 +30,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from zuke._engine.context import Context, RunState, StateHandle
@@ -40,7 +40,7 @@ from zuke._engine.plan import Plan, TargetSpec
 from zuke._errors import ZukeError
 from zuke._fan_out import split_sub_name
 from zuke._redact import Redactor
-from zuke.state.records import RunRecord
+from zuke.state.records import RunRecord, TargetRecord
 
 #: the audit event written once per compensation attempted (``args``: target, compensation)
 COMPENSATE_EVENT = "compensate"
@@ -167,6 +167,26 @@ async def _item_steps(
             comp = stage.compensation or index.known(stage.on_cancel)
             steps.append(Step(stage.name, stage.on_cancel, spec=comp))
     return steps
+
+
+def ended_rows(record: RunRecord, reason: str, now: str) -> dict[str, TargetRecord]:
+    """Rows of a stopped run: running ones failed (and ``interrupted``)."""
+    return {
+        name: replace(row, status="failed", error=reason, ended_at=now, interrupted=True)
+        for name, row in record.targets.items()
+        if row.status == "running"
+    }
+
+
+def unreached_rows(record: RunRecord, now: str) -> dict[str, TargetRecord]:
+    """Rows a cancelled run never reached, skipped — only when the run is settled, so that
+    a walk resumed after a crash still sees them pending (a degraded record's walk
+    compensates those)."""
+    return {
+        name: replace(row, status="skipped", ended_at=now, waiting_for=None)
+        for name, row in record.targets.items()
+        if row.status in ("pending", "waiting")
+    }
 
 
 class CompensationContext(Context):

@@ -7,27 +7,24 @@ crash interrupted, a timed-out gate, a reaped run past its deadline. The
 caller holds the run's lease (a :class:`~zuke._engine.claims.Claim`, so it
 is renewed however long the walk takes); the walk then:
 
-1. proves it still owns the run: it renews the lease right now (the store
-   must say yes) and makes the record name its lease token — a walker that
-   took the lease over writes its token over the dead holder's, but only
-   on a renewal less than half a TTL old. A walker paused past its lease
-   (whose heartbeat was never refused, so it still thinks it holds it)
-   fails here, writes nothing and runs nothing;
+1. proves it still owns the run: a renewal of the lease right now (the
+   store must say yes; ``lease.lost`` alone cannot tell a walker paused past
+   its TTL), and the record naming its lease token — a walker that took a
+   dead holder's lease writes its token there, on a renewal under half a TTL
+   old. A walker that cannot prove it writes nothing and runs nothing;
 2. takes the cancel lock ``zuke-cancel-<run id>`` (30 s TTL, heartbeat):
-   exactly one process walks a run. A cancel lock held by another process
-   is broken and taken over only after proving ownership again (renewed
-   now, the fresh record names our token): every walker holds the run's
-   lease, so its holder lost the run (a walker killed mid-walk);
+   exactly one process walks a run. One held by another process is broken
+   and taken over only after proving ownership again: every walker holds the
+   run's lease, so its holder lost the run (a walker killed mid-walk);
 3. moves the record to ``cancelling`` with ``intendedTerminal`` (a record
    already ``cancelling`` keeps its own), ending rows still running
    (``failed``, ``interrupted``);
-4. runs each compensation not yet recorded, at most once: it re-proves
-   ownership (a renewal now, the lease and cancel lock not lost), records the
-   intent (a ``compensating`` event, which only lands while the record names
-   our token), runs it, and records its end (a ``compensate`` event). A
-   compensation whose intent an earlier walk recorded without an end was
-   interrupted mid-way (a crash, ``kill -9``): it may be partly done, so it
-   is recorded failed ("interrupted: …; not run again") and never re-run;
+4. runs each compensation not yet recorded, **at most once**: it proves
+   ownership again, records the intent (a ``compensating`` event), runs it,
+   and records its end (a ``compensate`` event). One whose intent an
+   earlier walk recorded without an end was interrupted (a crash,
+   ``kill -9``) and may be partly done: it is recorded failed
+   ("interrupted: …; not run again") and never re-run;
 5. settles the record ``intendedTerminal``, skips the rows never reached and
    clears its claims.
 
@@ -52,8 +49,10 @@ from zuke._engine.compensation import (
     INTERRUPTED,
     Step,
     done_steps,
+    ended_rows,
     interrupted_steps,
     run_step,
+    unreached_rows,
     walk_state,
     walk_steps,
 )
@@ -61,14 +60,7 @@ from zuke._engine.context import RunState
 from zuke._engine.plan import Plan
 from zuke._redact import Redactor
 from zuke.state._protocol import LockAcquired, LockHolder, StateStore, lease_key
-from zuke.state.records import (
-    TERMINAL_STATUSES,
-    RunDelta,
-    RunEvent,
-    RunRecord,
-    RunStatus,
-    TargetRecord,
-)
+from zuke.state.records import TERMINAL_STATUSES, RunDelta, RunEvent, RunRecord, RunStatus
 from zuke.state.update import GaveUp, Unchanged, update_run
 
 CANCEL_LOCK_TTL_MS = 30_000
@@ -105,26 +97,6 @@ class WalkResult:
     claims: dict[str, str] = field(default_factory=dict)
     #: why the walk stopped before settling the run (None: it settled it, or found it settled)
     stopped: str | None = None
-
-
-def ended_rows(record: RunRecord, reason: str, now: str) -> dict[str, TargetRecord]:
-    """Rows of a stopped run: running ones failed (and ``interrupted``)."""
-    return {
-        name: replace(row, status="failed", error=reason, ended_at=now, interrupted=True)
-        for name, row in record.targets.items()
-        if row.status == "running"
-    }
-
-
-def unreached_rows(record: RunRecord, now: str) -> dict[str, TargetRecord]:
-    """Rows a cancelled run never reached, skipped — only when the run is settled, so that
-    a walk resumed after a crash still sees them pending (a degraded record's walk
-    compensates those)."""
-    return {
-        name: replace(row, status="skipped", ended_at=now, waiting_for=None)
-        for name, row in record.targets.items()
-        if row.status in ("pending", "waiting")
-    }
 
 
 class _Walk:
