@@ -37,4 +37,4 @@ def test_the_demo_release_suspends_at_qa_resumes_with_a_signal_and_finishes(tmp_
     record = json.loads(shown)
     assert record["status"] == "succeeded"
     assert record["signals"]["qa-approved"]["data"] == {"by": "qa"}
-    assert [e["tool"] for e in record["events"]] == ["resume"]
+    assert [e["tool"] for e in record["events"]] == ["signal", "resume"]

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from tests.e2e.resume_support import (
-    ALREADY_RESUMED,
     MARKER_WRITER,
     OBSERVER,
     fs_store,
@@ -26,6 +26,11 @@ from zuke.state._protocol import LockAcquired, StateStore
 from zuke.state.http import HttpStateStore
 
 pytestmark = pytest.mark.e2e
+
+#: What a deliverer that did not continue the run says: its signal is stored (or another
+#: delivery's stands), and the holder or the run's owner takes it.
+DELIVERED = re.compile(r"^zuke: signal 'approved' (delivered to|was already delivered to) run ",
+                       re.MULTILINE)  # fmt: skip
 
 RESUMERS = 8
 ROUNDS = 10
@@ -96,26 +101,27 @@ def test_a_run_suspended_in_one_process_is_resumed_from_another_and_the_payload_
 
 def race_round(workdir: Path, store: StateStore, run_id: str, markers: Path,
                env: dict[str, str] | None) -> None:  # fmt: skip
-    """Eight resumers at once: one promotion, seven AlreadyResumedError exits."""
+    """Eight deliveries of one signal at once: one promotion, with the data of the delivery
+    that was stored first; every deliverer exits 0 (the gate it meant to open opens once)."""
     (markers / "hold").write_text("")
     argv = ["resume", run_id, "--signal", "approved", "--data"]
     procs = [spawn([*argv, json.dumps({"by": i})], workdir, env) for i in range(RESUMERS)]
     try:
         wait_until(
             lambda: sum(p.poll() is not None for p in procs) >= RESUMERS - 1,
-            f"{RESUMERS - 1} losing resumers of {run_id} to exit",
+            f"{RESUMERS - 1} deliverers of {run_id} that did not continue it to exit",
         )
-        losers = [p for p in procs if p.poll() is not None]
-        assert len(losers) == RESUMERS - 1
-        for proc in losers:
+        others = [p for p in procs if p.poll() is not None]
+        assert len(others) == RESUMERS - 1
+        for proc in others:
             code, out = finish(proc)
-            assert code == 1, out
-            assert ALREADY_RESUMED.search(out), out
+            assert code == 0, out
+            assert DELIVERED.search(out), out
             assert run_id in out and "Traceback" not in out, out
         promoted = lines(markers / "promoted")
         assert len(promoted) == 1, f"the promotion body ran {len(promoted)} times"
         (markers / "release").write_text("")
-        (winner,) = [p for p in procs if p not in losers]
+        (winner,) = [p for p in procs if p not in others]
         code, out = finish(winner)
         assert code == 0, out
     finally:
@@ -125,8 +131,8 @@ def race_round(workdir: Path, store: StateStore, run_id: str, markers: Path,
     record = record_of(store, run_id)
     assert record.status == "succeeded"
     assert [e.tool for e in record.events].count("resume") == 1
+    assert [e.tool for e in record.events].count("signal") == 1  # the first stands
     assert record.signals["approved"].data == json.loads(lines(markers / "promoted")[0])
-    assert procs.index(winner) == record.signals["approved"].data["by"]
 
 
 def suspend_rounds(workdir: Path, env: dict[str, str] | None) -> list[tuple[str, Path]]:
