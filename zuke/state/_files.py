@@ -49,7 +49,65 @@ def ensure_directory(path: str, *, directory: str) -> None:
 
 @contextlib.contextmanager
 def mutex(path: str, timeout_s: float, *, directory: str) -> Iterator[None]:
-    """Hold the cross-process mutex ``path`` for the block, waiting at most ``timeout_s``.
+    """Hold the cross-process mutex ``path`` for the block, waiting at most ``timeout_s``."""
+    with _held(path, timeout_s, directory=directory):
+        yield
+
+
+@contextlib.contextmanager
+def stamped_mutex(path: str, timeout_s: float, *, directory: str) -> Iterator[int]:
+    """:func:`mutex`, yielding the filesystem's time (epoch ms) once it is held.
+
+    The mutex file's mtime is set to "now" and read back: the time of the
+    machine that stamps files (this host's kernel on a local disk, the server
+    on NFS), the same for every process sharing the directory whatever their
+    own clocks say. Two system calls on the descriptor already open.
+    """
+    with _held(path, timeout_s, directory=directory) as fd:
+        try:
+            now = stamp_ms(path if fd is None else fd)
+        except OSError as exc:
+            raise os_failure("stamp the time on", path, exc, directory=directory) from None
+        yield now
+
+
+def stamp_ms(file: str | int) -> int:
+    """Set ``file``'s (a path or a descriptor) mtime to now; that time in epoch ms."""
+    os.utime(file)  # utimensat / futimens with no times: "now", as the filesystem keeps it
+    return os.stat(file).st_mtime_ns // 1_000_000
+
+
+class FileTimeClock:
+    """A :class:`~zuke._clock.Clock` reading the filesystem's time off the file ``path``.
+
+    For callers outside a lock operation (which stamps its mutex instead,
+    :func:`stamped_mutex`); the file is created on first use.
+    """
+
+    def __init__(self, path: str, *, directory: str) -> None:
+        self.path = path
+        self._directory = directory
+
+    def __repr__(self) -> str:
+        return f"FileTimeClock({self.path!r})"
+
+    def now_ms(self) -> int:
+        try:
+            try:
+                return stamp_ms(self.path)
+            except FileNotFoundError:
+                ensure_directory(os.path.dirname(self.path), directory=self._directory)
+                os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644))
+                return stamp_ms(self.path)
+        except OSError as exc:
+            raise os_failure(
+                "stamp the time on", self.path, exc, directory=self._directory
+            ) from None
+
+
+@contextlib.contextmanager
+def _held(path: str, timeout_s: float, *, directory: str) -> Iterator[int | None]:
+    """Hold the mutex ``path``; yields the descriptor holding it, or ``None`` (filelock's).
 
     Why filelock's native (``flock``) lock: the kernel drops it when the holding
     process dies, however it dies, so there is no stale marker to detect,
@@ -74,7 +132,7 @@ def mutex(path: str, timeout_s: float, *, directory: str) -> Iterator[None]:
         fast = None  # a mutex file we may not write: filelock takes it read-only
     if fast is not None:
         try:
-            yield
+            yield fast
         finally:
             fcntl.flock(fast, fcntl.LOCK_UN)
             os.close(fast)
@@ -97,7 +155,7 @@ def mutex(path: str, timeout_s: float, *, directory: str) -> Iterator[None]:
     except OSError as exc:
         raise os_failure("take the mutex", path, exc, directory=directory) from None
     try:
-        yield
+        yield None
     finally:
         lock.release()
 
@@ -135,6 +193,34 @@ def _try_flock(path: str) -> int | None:
         os.close(fd)
         return None
     return fd
+
+
+def read_small(path: str) -> bytes | None:
+    """The whole of a small file, ``None`` if it does not exist.
+
+    Plain descriptor reads: ``open()`` adds an ``fstat``, an ``ioctl`` and a
+    seek that a lock operation, which reads two or three such files, does not need.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    try:
+        return read_to_end(fd, 4095)
+    finally:
+        os.close(fd)
+
+
+def read_to_end(fd: int, size: int) -> bytes:
+    """Everything from ``fd``'s offset on, expecting about ``size`` bytes (one read if so)."""
+    parts = []
+    want = size + 1
+    while True:
+        part = os.read(fd, want)
+        parts.append(part)
+        if len(part) < want:  # a regular file reads short only at its end
+            return b"".join(parts)
+        want = 65536
 
 
 def fsync_directory(directory: str) -> None:

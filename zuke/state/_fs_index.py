@@ -9,11 +9,17 @@ always be rebuilt from them.
 Layout, under ``<dir>/index/`` (no run id or lock key can name it):
 
 - ``runs.sqlite3`` (+ SQLite's ``-wal`` and ``-shm``), in WAL mode:
-  ``meta(k, v)`` holds ``format`` (1) and ``complete`` (once the index covers
-  every journal); ``runs`` holds one row per run — the summary fields, the
-  journal ``gen`` it was taken from, ``createdAt`` in epoch ms for ``since``,
-  and a ``dirty`` flag; ``targets(target, run_id)`` holds the graph's node names.
+  ``meta(k, v)`` holds ``format`` (1), ``complete`` (once the index covers
+  every journal) and ``directory`` (the store directory's stamp when a listing
+  last found every journal in it indexed); ``runs`` holds one row per run — the
+  summary fields, the journal ``gen`` it was taken from, ``createdAt`` in epoch
+  ms for ``since``, and a ``dirty`` flag; ``targets(target, run_id)`` holds the
+  graph's node names; ``files`` holds, per run, the journal as the row last saw
+  it (:class:`~zuke.state._journal.Seen`). ``files`` was added after format 1 shipped, in a table of
+  its own, so a zuke that does not know it still reads and writes the index.
 - ``rebuild.lock`` — the flock a rebuild (or a quarantine) holds.
+- ``clock`` — an empty file stamped to read the filesystem's time
+  (:mod:`zuke.state._fs_fresh`).
 
 The writer's rule (:mod:`zuke.state.filesystem`, under the run's mutex): before
 a write that changes a listed field (create, put, delete, a status or actor
@@ -40,15 +46,12 @@ import sqlite3
 import threading
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Final
 
 from zuke._errors import StoreUnavailableError
 from zuke.state import _journal
 from zuke.state._files import ensure_directory, mutex, os_failure, try_mutex
-from zuke.state._protocol import RunQuery
-from zuke.state._query import created_ms, since_ms
-from zuke.state.records import RunRecord, RunStatus, RunSummary
+from zuke.state._fs_rows import RowStatements
 
 _LOG: Final = logging.getLogger("zuke.state")
 FORMAT = "1"
@@ -56,6 +59,9 @@ DIRECTORY = "index"
 DATABASE = "runs.sqlite3"
 _SQLITE_CORRUPT, _SQLITE_NOTADB = 11, 26
 
+_FILES = """CREATE TABLE IF NOT EXISTS files (
+    id TEXT PRIMARY KEY, gen TEXT NOT NULL, length INTEGER NOT NULL,
+    ino INTEGER NOT NULL, mtime_ns INTEGER NOT NULL) WITHOUT ROWID"""
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL) WITHOUT ROWID",
     """CREATE TABLE IF NOT EXISTS runs (
@@ -71,9 +77,7 @@ _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS targets (
         target TEXT NOT NULL, run_id TEXT NOT NULL, PRIMARY KEY (target, run_id)) WITHOUT ROWID""",
     "CREATE INDEX IF NOT EXISTS targets_run ON targets (run_id)",
-)
-_COLUMNS = (
-    "r.id, r.build, r.root_target, r.status, r.actor, r.created_at, r.updated_at, r.gen, r.dirty"
+    _FILES,
 )
 
 
@@ -86,16 +90,7 @@ class IndexUnavailable(Exception):
         self.inode = inode  #: the database file found corrupt, for :meth:`RunIndex.recover`
 
 
-@dataclass(frozen=True)
-class Row:
-    """One indexed run: its summary as of the last index write, and that journal ``gen``."""
-
-    summary: RunSummary
-    gen: str
-    dirty: bool
-
-
-class RunIndex:
+class RunIndex(RowStatements):
     """The index of one store directory; thread-safe, one SQLite connection per instance."""
 
     def __init__(self, directory: str, timeout_s: float) -> None:
@@ -121,6 +116,10 @@ class RunIndex:
             conn.execute("PRAGMA synchronous=NORMAL")
             if self._format(conn) != FORMAT:
                 self._initialise(conn)
+            elif (
+                conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'files'").fetchone() is None
+            ):
+                conn.execute(_FILES)  # a format 1 index made before the table existed
         except BaseException:
             conn.close()
             raise
@@ -249,140 +248,29 @@ class RunIndex:
             f"if the index is damaged, delete {self.folder!r} and it is rebuilt"
         )
 
-    def put(self, record: RunRecord, gen: str) -> None:
-        """Store ``record``'s row (and its targets) as of journal ``gen``; clears ``dirty``."""
-        with self._transaction() as conn:
-            self._put(conn, record, gen)
-
-    def apply(self, rows: list[tuple[str, RunRecord | None, str]]) -> None:
-        """Several :meth:`put` ``(id, record, gen)`` and :meth:`remove` ``(id, None, "")``."""
-        with self._transaction() as conn:
-            for run_id, record, gen in rows:
-                if record is None:
-                    self._remove(conn, run_id)
-                else:
-                    self._put(conn, record, gen)
-
-    @staticmethod
-    def _put(conn: sqlite3.Connection, record: RunRecord, gen: str) -> None:
-        conn.execute(
-            "INSERT OR REPLACE INTO runs VALUES (?, 0, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                record.id,
-                gen,
-                record.build,
-                record.root_target,
-                record.status,
-                record.actor,
-                record.created_at,
-                created_ms(record.created_at),
-                record.updated_at,
-            ),
-        )
-        conn.execute("DELETE FROM targets WHERE run_id = ?", (record.id,))
-        conn.executemany(
-            "INSERT OR IGNORE INTO targets VALUES (?, ?)",
-            ((node.name, record.id) for node in record.graph),
-        )
-
-    def update(
-        self,
-        run_id: str,
-        *,
-        gen: str,
-        updated_at: str,
-        status: RunStatus | None = None,
-        actor: str | None = None,
-        settle: bool,
-    ) -> None:
-        """Record a status / actor change or a compaction's new ``gen``.
-
-        ``settle`` clears ``dirty``: only for the write that marked the row, since
-        a row left dirty by a writer that died must still be re-read.
-        """
-        with self._transaction() as conn:
-            conn.execute(
-                "UPDATE runs SET dirty = CASE WHEN ? THEN 0 ELSE dirty END, gen = ?, "
-                "updated_at = ?, status = coalesce(?, status), actor = coalesce(?, actor) "
-                "WHERE id = ? AND status IS NOT NULL",
-                (settle, gen, updated_at, status, actor, run_id),
-            )
-
-    def remove(self, run_id: str) -> None:
-        with self._transaction() as conn:
-            self._remove(conn, run_id)
-
-    @staticmethod
-    def _remove(conn: sqlite3.Connection, run_id: str) -> None:
-        conn.execute("DELETE FROM runs WHERE id = ?", (run_id,))
-        conn.execute("DELETE FROM targets WHERE run_id = ?", (run_id,))
-
     def set_complete(self) -> None:
         with self._transaction(durable=True) as conn:
             conn.execute("INSERT OR REPLACE INTO meta VALUES ('complete', '1')")
 
     def clear_complete(self) -> None:
         with self._transaction(durable=True) as conn:
-            conn.execute("DELETE FROM meta WHERE k = 'complete'")
+            conn.execute("DELETE FROM meta WHERE k IN ('complete', 'directory')")
+
+    def set_stamp(self, stamp: str) -> None:
+        """Record the directory's stamp: every journal it held was indexed."""
+        with self._transaction() as conn:
+            conn.execute("INSERT OR REPLACE INTO meta VALUES ('directory', ?)", (stamp,))
 
     # ------------------------------------------------------------ reads
 
     def complete(self) -> bool:
-        with self._using() as conn:
-            return conn.execute("SELECT 1 FROM meta WHERE k = 'complete'").fetchone() is not None
+        return self.state()[0]
 
-    def dirty(self) -> list[str]:
+    def state(self) -> tuple[bool, str | None]:
+        """Whether the index is complete, and the directory stamp last recorded (one query)."""
         with self._using() as conn:
-            return [r[0] for r in conn.execute("SELECT id FROM runs WHERE dirty = 1")]
-
-    def ids(self) -> set[str]:
-        with self._using() as conn:
-            return {r[0] for r in conn.execute("SELECT id FROM runs")}
-
-    def _common(self, target: str, batch: int) -> bool:
-        """Whether more than ten pages of runs have ``target`` (counting no further)."""
-        with self._using() as conn:
-            (found,) = conn.execute(
-                "SELECT count(*) FROM (SELECT 1 FROM targets WHERE target = ? LIMIT ?)",
-                (target, 10 * batch + 1),
-            ).fetchone()
-        return bool(found > 10 * batch)
-
-    def rows(self, query: RunQuery, batch: int) -> Iterator[Row]:
-        """Rows matching ``query``'s filters, newest first, fetched ``batch`` at a time."""
-        args: list[object] = []
-        if query.target is not None and not self._common(query.target, batch):
-            # A rare target: start from its few runs and sort them.
-            sql = f"SELECT {_COLUMNS} FROM targets t JOIN runs r ON r.id = t.run_id "
-            sql += "WHERE t.target = ? AND r.status IS NOT NULL"
-            args.append(query.target)
-        else:
-            # Otherwise walk the runs newest first; a common target matches soon.
-            sql = f"SELECT {_COLUMNS} FROM runs r WHERE r.status IS NOT NULL"
-            if query.target is not None:
-                sql += (
-                    " AND EXISTS (SELECT 1 FROM targets t WHERE t.target = ? AND t.run_id = r.id)"
-                )
-                args.append(query.target)
-        for column, value in (("status", query.status), ("build", query.build)):
-            if value is not None:
-                sql += f" AND r.{column} = ?"
-                args.append(value)
-        since = since_ms(query)
-        if since is not None:
-            sql += " AND r.created_ms >= ?"
-            args.append(since)
-        after: tuple[str, str] | None = None
-        while True:
-            page = sql + (" AND (r.created_at, r.id) < (?, ?)" if after else "")
-            page += " ORDER BY r.created_at DESC, r.id DESC LIMIT ?"
-            with self._using() as conn:
-                found = conn.execute(page, (*args, *(after or ()), batch)).fetchall()
-            for values in found:
-                yield Row(summary=RunSummary(*values[:7]), gen=values[7], dirty=values[8] == 1)
-            if len(found) < batch:
-                return
-            after = (found[-1][5], found[-1][0])
+            found = dict(conn.execute("SELECT k, v FROM meta WHERE k IN ('complete', 'directory')"))
+        return "complete" in found, found.get("directory")
 
     # ------------------------------------------------------------ recovery
 

@@ -6,18 +6,25 @@ A listing (:func:`list_runs`):
    directory written before the index existed, or an index that was deleted or
    quarantined — it rebuilds it from the journals (or waits, at most the
    store's mutex timeout, for another process that is rebuilding it);
-2. re-reads every *dirty* row whose run's mutex is free (a writer that died
+2. indexes journals the index has no row for — copied in, restored, written
+   by a zuke without the index — when the directory's stamp moved since the
+   last look (:func:`find_new`: one ``stat`` when nothing moved);
+3. re-reads every *dirty* row whose run's mutex is free (a writer that died
    between marking the row and updating it); a row whose mutex is held belongs
    to a write in flight and is read from its journal below;
-3. takes the matching rows newest first, a page at a time, and for each reads
-   the journal's ends (:func:`zuke.state._journal.tail`): the last delta's
-   ``updatedAt`` completes the summary. A row whose journal is gone is dropped
-   (and removed); one whose journal ``gen`` is not the row's (a whole write the
-   index missed), or that is dirty, is read in full and filtered again.
+4. for a status query, checks the rows it would leave out only for their
+   status while that status may still change (running, suspended, cancelling)
+   and re-indexes those whose journal moved on behind the index;
+5. takes the matching rows newest first, a page at a time, and checks each
+   against its journal (:mod:`zuke.state._fs_fresh`: usually one ``stat``,
+   else the journal's ends). A row whose journal is gone is dropped (and
+   removed); a stale one is read in full, re-indexed and filtered again; one
+   whose journal no longer parses is listed as last indexed, with a warning.
 
-So a listing costs a few small reads per run it returns. When the index cannot
-be used at all (a read-only directory, SQLite failing) the listing scans every
-journal, as before the index, and logs a warning saying so.
+So a listing costs about a ``stat`` per run it returns, plus one per open run
+a status query leaves out. When the index cannot be used at all (a read-only
+directory, SQLite failing) the listing scans every journal, as before the
+index, and logs a warning saying so.
 """
 
 from __future__ import annotations
@@ -25,14 +32,16 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from dataclasses import replace
 from typing import TYPE_CHECKING, Final
 
 from zuke._errors import CorruptRecordError, StoreUnavailableError, UnsafeIdError
 from zuke.state import _journal
-from zuke.state._files import mutex, os_failure, try_mutex
-from zuke.state._fs_index import IndexUnavailable, Row, RunIndex
+from zuke.state._files import FileTimeClock, mutex, os_failure, try_mutex
+from zuke.state._fs_fresh import Checker
+from zuke.state._fs_index import IndexUnavailable, RunIndex
+from zuke.state._fs_rows import UNREADABLE, Row
 from zuke.state._ids import check_id
+from zuke.state._journal import Seen
 from zuke.state._protocol import RunQuery
 from zuke.state._query import limited, matches, select, since_ms
 from zuke.state.records import RunRecord, RunSummary
@@ -71,54 +80,127 @@ def list_runs(store: FileSystemStateStore, query: RunQuery) -> list[RunSummary]:
 
 
 def _from_index(store: FileSystemStateStore, index: RunIndex, query: RunQuery) -> list[RunSummary]:
+    complete, stamp = index.state()
     # Another process's rebuild is waited for (bounded): it is faster than a scan.
-    if not index.complete() and not rebuild(store, wait=True):
+    if not complete and not rebuild(store, wait=True):
         raise IndexUnavailable("it could not be rebuilt")
+    find_new(store, index, stamp)
     for run_id in index.dirty():
         repair(store, run_id)
+    checker = Checker(store)
+    if query.status is not None:
+        _recheck_others(store, index, query, checker)
     limit = limited(query)
-    if limit == 0:
-        return []
     found: list[RunSummary] = []
-    for row in index.rows(query, batch=500 if limit is None else limit + 8):
-        summary = _current(store, row, query)
-        if summary is not None:
-            found.append(summary)
-            if limit is not None and len(found) >= limit:
-                break
+    if limit != 0:
+        for row in index.rows(query, batch=500 if limit is None else limit + 8):
+            summary = _current(store, row, query, checker)
+            if summary is not None:
+                found.append(summary)
+                if limit is not None and len(found) >= limit:
+                    break
+    checker.confirm()
     return found
 
 
-def _current(store: FileSystemStateStore, row: Row, query: RunQuery) -> RunSummary | None:
+def _current(
+    store: FileSystemStateStore, row: Row, query: RunQuery, checker: Checker
+) -> RunSummary | None:
     """The row's summary as of now, or ``None`` if the run is gone or no longer matches."""
     run_id = row.summary.id
-    path = store.path_of(run_id)
-    where = store.where(run_id)
     try:
-        tail = _journal.tail(path, where)
-    except CorruptRecordError as exc:
-        _LOG.warning("state: skipping unreadable run file %s: %s", path, exc)
-        return None
-    except OSError as exc:
-        raise os_failure("read", path, exc, directory=store.directory) from None
-    if tail is None:  # deleted by hand, or since the row was read
-        repair(store, run_id)
-        return None
-    if tail.gen == row.gen and not row.dirty:
-        if not tail.deltas:
-            return row.summary
-        if tail.updated_at is not None:
-            return replace(row.summary, updated_at=tail.updated_at)
-    try:
+        verdict = checker.check(row)
+        if verdict == "gone":  # deleted by hand, or since the row was read
+            repair(store, run_id)
+            return None
+        if verdict != "stale":
+            return verdict
         stored = store.get_run(run_id)
     except CorruptRecordError as exc:
-        _LOG.warning("state: skipping unreadable run file %s: %s", path, exc)
-        return None
+        return _unreadable(store, row, exc)
     if stored is None:
         return None
-    if tail.gen != row.gen:
-        repair(store, run_id)
+    repair(store, run_id)
     return stored.record.summary() if matches(stored.record, query) else None
+
+
+def _unreadable(store: FileSystemStateStore, row: Row, exc: CorruptRecordError) -> RunSummary:
+    """An indexed run whose journal stopped parsing is listed as last indexed, warned of once.
+
+    Leaving it out would hide it from a sweep, which reports it when it reads it.
+    """
+    run_id = row.summary.id
+    _LOG.warning("state: listing run %r as last indexed: %s", run_id, exc)
+    with contextlib.suppress(IndexUnavailable):
+        store.index.unreadable(run_id, _as_is(store, run_id), settle=False)
+    return row.summary
+
+
+def _recheck_others(
+    store: FileSystemStateStore, index: RunIndex, query: RunQuery, checker: Checker
+) -> None:
+    """Re-index the rows a status query leaves out whose journal moved on behind the index.
+
+    Only rows of a status a live process may still change (running, suspended,
+    cancelling): those are few, and usually cost one ``stat`` each.
+    """
+    for row in index.others(query):
+        try:
+            verdict = checker.check(row)
+        except CorruptRecordError as exc:
+            _unreadable(store, row, exc)
+            continue
+        if isinstance(verdict, str):
+            repair(store, row.summary.id)
+
+
+def find_new(store: FileSystemStateStore, index: RunIndex, stamp: str | None) -> None:
+    """Index the journals the index has no row for, if the directory changed since the last look.
+
+    A journal that arrived behind the index's back (copied in, restored,
+    written by a zuke without the index) adds a directory entry, which moves
+    the directory's mtime; so one ``stat`` tells whether to look. Looking is
+    one directory listing and one query; the stamp is then recorded, unless
+    a new journal's mutex was held (a writer is at it: look again next time)
+    or the directory changed too recently to tell a later change apart (its
+    mtime not before the filesystem's time when we looked: look again).
+    """
+    try:
+        if _stamp(os.stat(store.directory)) == stamp:
+            return
+        clock = FileTimeClock(os.path.join(index.folder, "clock"), directory=store.directory)
+        before_ms = clock.now_ms()
+        st = os.stat(store.directory)
+        names = os.listdir(store.directory)
+    except OSError as exc:
+        raise os_failure("list", store.directory, exc, directory=store.directory) from None
+    settled = st.st_mtime_ns < before_ms * 1_000_000
+    for run_id in sorted(_run_ids(store, names, warn=False) - index.ids()):
+        with try_mutex(store.mutex_path(run_id)) as held:
+            if held:
+                reindex(store, run_id)
+            else:
+                settled = False
+    if settled:
+        index.set_stamp(_stamp(st))
+
+
+def _stamp(st: os.stat_result) -> str:
+    return f"{st.st_dev}:{st.st_ino}:{st.st_mtime_ns}"
+
+
+def _run_ids(store: FileSystemStateStore, names: list[str], *, warn: bool) -> set[str]:
+    """The run ids of the journals among ``names``; ``warn`` of other names (in a rebuild)."""
+    ids = set()
+    for name in names:
+        if not name.endswith(_journal.SUFFIX):
+            continue
+        try:
+            ids.add(check_id(name[: -len(_journal.SUFFIX)]))
+        except UnsafeIdError:
+            if warn:
+                _LOG.warning("state: skipping %s in %s: not a run file", name, store.directory)
+    return ids
 
 
 def repair(store: FileSystemStateStore, run_id: str) -> None:
@@ -130,23 +212,40 @@ def repair(store: FileSystemStateStore, run_id: str) -> None:
 
 def reindex(store: FileSystemStateStore, run_id: str) -> None:
     """Make ``run_id``'s row match its journal. Call it holding the run's mutex."""
-    record, gen = _read(store, run_id)
+    record, gen, seen = _read(store, run_id)
     if record is not None:
-        store.index.put(record, gen)
+        store.index.put(record, gen, seen)
+        return
+    if gen == UNREADABLE:
+        store.index.unreadable(run_id, seen, settle=True)
         return
     store.index.remove(run_id)
     _drop_stray_mutex(store, run_id)
 
 
-def _read(store: FileSystemStateStore, run_id: str) -> tuple[RunRecord | None, str]:
+def _read(store: FileSystemStateStore, run_id: str) -> tuple[RunRecord | None, str, Seen | None]:
     try:
-        stored = store.get_run(run_id)
+        found = store.read_run(run_id)
     except CorruptRecordError as exc:
-        _LOG.warning("state: leaving unreadable run file out of the index: %s", exc)
-        return None, ""
-    if stored is None:
-        return None, ""
-    return stored.record, _journal.gen_of(stored.version)
+        _LOG.warning("state: cannot index an unreadable run file: %s", exc)
+        return None, UNREADABLE, _as_is(store, run_id)
+    if found is None:
+        return None, "", None
+    stored, st = found
+    return (
+        stored.record,
+        _journal.gen_of(stored.version),
+        _journal.seen(_journal.length_of(stored.version), st),
+    )
+
+
+def _as_is(store: FileSystemStateStore, run_id: str) -> Seen | None:
+    """A journal as it is now, whatever it holds (for one that does not parse)."""
+    try:
+        st = os.stat(store.path_of(run_id))
+    except OSError:
+        return None
+    return _journal.seen(st.st_size, st)
 
 
 def _drop_stray_mutex(store: FileSystemStateStore, run_id: str) -> None:
@@ -173,15 +272,7 @@ def rebuild(store: FileSystemStateStore, *, wait: bool) -> bool:
             names = os.listdir(store.directory)
         except OSError as exc:
             raise os_failure("list", store.directory, exc, directory=store.directory) from None
-        ids = set()
-        for name in names:
-            if not name.endswith(_journal.SUFFIX):
-                continue
-            try:
-                ids.add(check_id(name[: -len(_journal.SUFFIX)]))
-            except UnsafeIdError:
-                _LOG.warning("state: skipping %s in %s: not a run file", name, store.directory)
-        busy = _reindex_all(store, sorted(ids | index.ids()))
+        busy = _reindex_all(store, sorted(_run_ids(store, names, warn=True) | index.ids()))
         for run_id in busy:  # mutexes that were held: wait for each in turn
             with mutex(store.mutex_path(run_id), store.mutex_timeout_s, directory=store.directory):
                 reindex(store, run_id)
@@ -209,7 +300,7 @@ def _reindex_all(store: FileSystemStateStore, run_ids: list[str]) -> list[str]:
                     busy.append(run_id)
             rows = [(run_id, *_read(store, run_id)) for run_id in mine]
             store.index.apply(rows)
-            for run_id, record, _ in rows:
+            for run_id, record, _, _ in rows:
                 if record is None:
                     _drop_stray_mutex(store, run_id)
     return busy

@@ -18,10 +18,17 @@ under ``<dir>/locks/``:
   any key whose files were forgotten (a deleted run's lease), so a forgotten
   key taken again still gets a greater fence. ``@`` is no key character, so
   no key's files can collide with it.
+- ``@clock`` — an empty file stamped by ``FileSystemStateStore.clock`` to
+  read the filesystem's time outside a lock operation.
 
-Expiry is judged by the store's :class:`~zuke._clock.Clock`. A claim file that
-does not parse is reported, never silently overwritten: stealing a lock on a
-guess is worse than failing loudly.
+Expiry is judged by the filesystem's time, not the calling process's: an
+operation that needs "now" stamps the key's mutex file and reads its mtime
+back (:func:`~zuke.state._files.stamped_mutex`), so processes whose clocks
+disagree — a sweeper two hours ahead — still agree on which claims are live,
+and ``expiresAt`` is in that time too. Tests inject a
+:class:`~zuke._clock.Clock` instead. A claim file that does not parse is
+reported, never silently overwritten: stealing a lock on a guess is worse
+than failing loudly.
 """
 
 from __future__ import annotations
@@ -37,7 +44,14 @@ from typing import Final
 from zuke._clock import Clock
 from zuke._errors import CorruptRecordError, StoreUnavailableError, UnsafeIdError
 from zuke.state import lock_rules
-from zuke.state._files import atomic_write, ensure_directory, mutex, os_failure
+from zuke.state._files import (
+    atomic_write,
+    ensure_directory,
+    mutex,
+    os_failure,
+    read_small,
+    stamped_mutex,
+)
 from zuke.state._ids import check_id, check_ttl
 from zuke.state._protocol import LockAcquired, LockEntry, LockHeld, LockHolder
 from zuke.state.lock_rules import ClaimState
@@ -45,6 +59,7 @@ from zuke.state.wire import holder_to_json, parse_holder
 
 _LOG: Final = logging.getLogger("zuke.state")
 FLOOR = "@fence-floor"
+CLOCK_FILE = "@clock"  #: what the store's ``clock`` stamps to read the filesystem's time
 
 
 def _claim_bytes(state: ClaimState) -> bytes:
@@ -59,10 +74,13 @@ def _claim_bytes(state: ClaimState) -> bytes:
 
 
 class FsLocks:
-    """The lock half of :class:`~zuke.state.filesystem.FileSystemStateStore`."""
+    """The lock half of :class:`~zuke.state.filesystem.FileSystemStateStore`.
+
+    ``clock`` ``None``: judge time by the filesystem (the default); a clock: by it (tests).
+    """
 
     def __init__(
-        self, directory: str, clock: Clock, timeout_s: float, count: Callable[[int], None]
+        self, directory: str, clock: Clock | None, timeout_s: float, count: Callable[[int], None]
     ) -> None:
         self._store_dir = directory
         self._dir = os.path.join(directory, "locks")
@@ -79,16 +97,27 @@ class FsLocks:
         with mutex(self._path(key, ".lock"), self._timeout_s, directory=self._store_dir):
             yield
 
+    @contextlib.contextmanager
+    def _timed(self, key: str) -> Iterator[int]:
+        """:meth:`_locked`, yielding now (epoch ms): the filesystem's, or the injected clock's."""
+        if self._clock is not None:
+            with self._locked(key):
+                yield self._clock.now_ms()
+            return
+        ensure_directory(self._dir, directory=self._store_dir)
+        path = self._path(key, ".lock")
+        with stamped_mutex(path, self._timeout_s, directory=self._store_dir) as now:
+            yield now
+
     def _read_claim(self, key: str) -> ClaimState | None:
         """The claim file of ``key`` (its ``fence`` is that acquisition's), or ``None``."""
         path = self._path(key, ".json")
         try:
-            with open(path, "rb") as f:
-                data = f.read()
-        except FileNotFoundError:
-            return None
+            data = read_small(path)
         except OSError as exc:
             raise os_failure("read", path, exc, directory=self._store_dir) from None
+        if data is None:
+            return None
         where = f"lock {key!r} ({path})"
         try:
             raw = json.loads(data)
@@ -109,14 +138,13 @@ class FsLocks:
 
     def _read_number(self, path: str) -> int:
         try:
-            with open(path, "rb") as f:
-                text = f.read().strip()
-        except FileNotFoundError:
-            return 0
+            data = read_small(path)
         except OSError as exc:
             raise os_failure("read", path, exc, directory=self._store_dir) from None
+        if data is None:
+            return 0
         try:
-            return int(text)
+            return int(data.strip())
         except ValueError:
             raise CorruptRecordError(
                 f"state: lock fence file {path!r} does not hold an integer; restore it or "
@@ -142,7 +170,7 @@ class FsLocks:
     def acquire(self, key: str, holder: LockHolder, ttl_ms: int) -> LockAcquired | LockHeld:
         check_id(key, "lock key")
         check_ttl(ttl_ms)
-        with self._locked(key):
+        with self._timed(key) as now_ms:
             current = self._state(key)
             # A key with no fence on disk may be one forgotten with its run: the floor.
             floor = self._read_number(os.path.join(self._dir, FLOOR)) if current is None else 0
@@ -150,7 +178,7 @@ class FsLocks:
                 current,
                 holder,
                 ttl_ms,
-                now_ms=self._clock.now_ms(),
+                now_ms=now_ms,
                 token=uuid.uuid4().hex,
                 fence_floor=floor,
             )
@@ -168,10 +196,8 @@ class FsLocks:
         check_ttl(ttl_ms)
         if not os.path.isdir(self._dir):
             return False
-        with self._locked(key):
-            renewed = lock_rules.renew(
-                self._read_claim(key), token, ttl_ms, now_ms=self._clock.now_ms()
-            )
+        with self._timed(key) as now_ms:
+            renewed = lock_rules.renew(self._read_claim(key), token, ttl_ms, now_ms=now_ms)
             if renewed is None:
                 return False
             self._write(self._path(key, ".json"), _claim_bytes(renewed))
@@ -229,9 +255,9 @@ class FsLocks:
         check_id(key, "lock key")
         if not os.path.exists(self._path(key, ".lock")):
             return
-        with self._locked(key):
+        with self._timed(key) as now_ms:
             current = self._state(key)
-            if current is not None and current.is_live(self._clock.now_ms()):
+            if current is not None and current.is_live(now_ms):
                 return
             if current is not None:
                 self._raise_floor(current.fence)

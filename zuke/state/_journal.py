@@ -64,6 +64,11 @@ def gen_of(version: str) -> str:
     return version.partition(":")[0]
 
 
+def length_of(version: str) -> int:
+    """The ``length`` part of a version."""
+    return int(version.partition(":")[2])
+
+
 def compacted(record: RunRecord) -> tuple[bytes, str]:
     """The whole file for ``record`` under a fresh ``gen``, and its version."""
     body = encode_line(record_to_json(record))
@@ -141,8 +146,9 @@ def probe(path: str, where: str) -> Probe | None:
         os.close(fd)
 
 
-def _probe_fd(fd: int, where: str) -> Probe:
-    size = os.fstat(fd).st_size
+def _probe_fd(fd: int, where: str, size: int | None = None) -> Probe:
+    if size is None:
+        size = os.fstat(fd).st_size
     first = os.pread(fd, _HEADER_MAX, 0)
     end = first.find(b"\n")
     if end < 0:
@@ -157,6 +163,28 @@ def _probe_fd(fd: int, where: str) -> Probe:
 
 
 @dataclass(frozen=True)
+class Seen:
+    """A journal as its index row last saw it: ``length`` complete bytes, and its ``stat``.
+
+    A journal whose ``stat`` still shows this inode, size (= ``length``) and
+    mtime has not been written since, so its row needs no read at all; one
+    that grew only needs its lines after ``length`` checked for a listed field.
+    """
+
+    length: int
+    ino: int
+    mtime_ns: int
+
+    def matches(self, st: os.stat_result) -> bool:
+        return (st.st_ino, st.st_size, st.st_mtime_ns) == (self.ino, self.length, self.mtime_ns)
+
+
+def seen(length: int, st: os.stat_result) -> Seen | None:
+    """What to remember of a journal just written or read: ``None`` if ``st`` is not of it."""
+    return Seen(length, st.st_ino, st.st_mtime_ns) if st.st_size == length else None
+
+
+@dataclass(frozen=True)
 class Tail:
     """What a listing needs of a journal beyond its index row, read from its ends."""
 
@@ -165,40 +193,89 @@ class Tail:
     #: line, or if the last line does not start with it (then read the whole journal)
     updated_at: str | None
     deltas: bool
+    valid: int  #: bytes up to and including the last newline
+    #: whether a complete line after byte ``since`` changes ``status`` or ``actor``
+    #: (a listed field); ``None`` when that cannot be told without reading it all
+    listed: bool | None
+    ino: int  #: the file's ``fstat``, taken before anything was read
+    size: int
+    mtime_ns: int
+
+    @property
+    def seen(self) -> Seen | None:
+        """The journal as read here (``None`` with a torn tail: an append in flight)."""
+        return Seen(self.valid, self.ino, self.mtime_ns) if self.size == self.valid else None
 
 
 _STAMP_PREFIX = b'{"updatedAt":'
+_LISTED_KEYS = (b',"status":', b',"actor":')
 _TAIL_READ = 4096
 
 
-def tail(path: str, where: str) -> Tail | None:
-    """The journal's ``gen`` and its last delta's ``updatedAt``; ``None`` if it does not exist.
+def tail(path: str, where: str, *, since: int | None = None) -> Tail | None:
+    """The journal's ``gen``, its last delta's ``updatedAt``, and what changed after ``since``.
 
     A few small reads however long the journal: the header, and the last
-    line's first bytes (:func:`delta_line` writes ``updatedAt`` first).
+    line's first bytes (:func:`delta_line` writes ``updatedAt`` first). With
+    ``since`` (the length the index last saw), the lines after it are checked
+    for a listed field — usually within the bytes already read.
+    ``None`` if the file does not exist.
     """
     try:
         fd = os.open(path, os.O_RDONLY)
     except FileNotFoundError:
         return None
     try:
-        found = _probe_fd(fd, where)
+        st = os.fstat(fd)
+        found = _probe_fd(fd, where, st.st_size)
         records_end = found.header.length + found.header.base
+        stat = {"ino": st.st_ino, "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+        known = since is not None and records_end <= since <= found.valid
         if found.valid == records_end:
-            return Tail(gen=found.header.gen, updated_at=None, deltas=False)
+            listed = False if known else None
+            return Tail(found.header.gen, None, False, found.valid, listed, **stat)
         span = min(_TAIL_READ, found.valid - records_end)
-        chunk = os.pread(fd, span, found.valid - span)
+        chunk_at = found.valid - span
+        chunk = os.pread(fd, span, chunk_at)
         at = chunk.rfind(b"\n", 0, len(chunk) - 1)
         if at >= 0:
-            start = found.valid - span + at + 1
+            start = chunk_at + at + 1
         elif span == found.valid - records_end:
             start = records_end
         else:  # a last line longer than the chunk
             start = _last_newline(fd, found.valid - 1) + 1
         line = chunk[at + 1 :] if at >= 0 else os.pread(fd, 256, start)
-        return Tail(gen=found.header.gen, updated_at=_leading_stamp(line), deltas=True)
+        listed = None
+        if known:
+            assert since is not None
+            after = (
+                chunk[since - chunk_at :]
+                if since >= chunk_at
+                else os.pread(fd, found.valid - since, since)
+            )
+            listed = _changes_listed(after)
+        updated_at = _leading_stamp(line)
+        return Tail(found.header.gen, updated_at, True, found.valid, listed, **stat)
     finally:
         os.close(fd)
+
+
+def _changes_listed(lines: bytes) -> bool | None:
+    """Whether any of these complete delta lines sets ``status`` or ``actor``.
+
+    :func:`delta_line` writes ``updatedAt`` first and those two right after it,
+    so only each line's start is looked at; a line laid out otherwise (not
+    written by this code) answers ``None``: read the journal to know.
+    """
+    for line in lines.split(b"\n")[:-1]:
+        if not line.startswith(_STAMP_PREFIX):
+            return None
+        close = line.find(b'"', len(_STAMP_PREFIX) + 1)  # ISO stamps hold no quote
+        if close < 0:
+            return None
+        if line.startswith(_LISTED_KEYS, close + 1):
+            return True
+    return False
 
 
 def _leading_stamp(line: bytes) -> str | None:

@@ -30,17 +30,19 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Final
 
-from zuke._clock import SYSTEM_CLOCK, Clock
+from zuke._clock import Clock
 from zuke._errors import CorruptRecordError, StoreUnavailableError, UnsafeIdError
 from zuke.state import _journal
 from zuke.state._files import (
+    FileTimeClock,
     append_line,
     atomic_write,
     ensure_directory,
     mutex,
     os_failure,
+    read_to_end,
 )
-from zuke.state._fs_locks import FsLocks
+from zuke.state._fs_locks import CLOCK_FILE, FsLocks
 from zuke.state._ids import check_id
 from zuke.state._protocol import (
     RUN_LEASE_PREFIX,
@@ -79,6 +81,12 @@ class FileSystemStateStore:
     ``bytes_written`` counts every byte this instance has written to run and
     lock files (for benchmarks and the linear-cost tests; not the index's).
 
+    Lock and lease expiry are judged by the filesystem's time (a file the
+    store stamps), not this process's clock, so processes whose clocks
+    disagree agree on who holds a key; ``clock`` replaces that judge (tests
+    inject a :class:`~zuke._clock.ManualClock`). ``self.clock`` reads the
+    judge's time.
+
     Whole-record writes are always fsynced. A journal append is fsynced when it
     changes the run's status (a checkpoint: suspended, finished, cancelled), or
     always with ``sync_appends``; otherwise it is durable against the process
@@ -89,12 +97,14 @@ class FileSystemStateStore:
         self,
         directory: str | os.PathLike[str] = ".zuke/runs",
         *,
-        clock: Clock = SYSTEM_CLOCK,
+        clock: Clock | None = None,
         mutex_timeout_s: float = 5.0,
         sync_appends: bool = False,
     ) -> None:
         self.directory: Final[str] = os.fspath(directory)
-        self.clock: Final[Clock] = clock
+        self.clock: Final[Clock] = clock or FileTimeClock(
+            os.path.join(self.directory, "locks", CLOCK_FILE), directory=self.directory
+        )
         self.mutex_timeout_s: Final[float] = mutex_timeout_s
         self.sync_appends: Final[bool] = sync_appends
         self.bytes_written = 0
@@ -159,20 +169,31 @@ class FileSystemStateStore:
     # ------------------------------------------------------------ runs
 
     def get_run(self, run_id: str) -> StoredRun | None:
+        found = self.read_run(run_id)
+        return None if found is None else found[0]
+
+    def read_run(self, run_id: str) -> tuple[StoredRun, os.stat_result] | None:
+        """:meth:`get_run`, and the journal's ``fstat`` taken before it was read (for the index)."""
         path = self.path_of(run_id)
         try:
-            with open(path, "rb") as f:
-                data = f.read()
+            fd = os.open(path, os.O_RDONLY)
         except FileNotFoundError:
             return None
         except OSError as exc:
             raise os_failure("read", path, exc, directory=self.directory) from None
+        try:
+            st = os.fstat(fd)
+            data = read_to_end(fd, st.st_size)
+        except OSError as exc:
+            raise os_failure("read", path, exc, directory=self.directory) from None
+        finally:
+            os.close(fd)
         record, version = _journal.read(data, self.where(run_id))
         if record.id != run_id:
             raise CorruptRecordError(
                 f"state: {self.where(run_id)} holds a record with id {record.id!r}"
             )
-        return StoredRun(record=record, version=version)
+        return StoredRun(record=record, version=version), st
 
     def create_run(self, record: RunRecord) -> Written | Conflict:
         path = self.path_of(record.id)
@@ -221,12 +242,14 @@ class FileSystemStateStore:
                 written = self._compact(run_id, path)
             if listed or compact:
                 gen = _journal.gen_of(written.version)
+                seen = self._seen(path, written.version)
                 self._after(
                     "change",
                     run_id,
                     lambda index: index.update(
                         run_id,
                         gen=gen,
+                        seen=seen,
                         updated_at=delta.updated_at,
                         status=delta.status,
                         actor=delta.actor,
@@ -239,8 +262,16 @@ class FileSystemStateStore:
         self.index.mark(record.id)
         written = self._write_whole(path, record)
         gen = _journal.gen_of(written.version)
-        self._after(change, record.id, lambda index: index.put(record, gen))
+        seen = self._seen(path, written.version)
+        self._after(change, record.id, lambda index: index.put(record, gen, seen))
         return written
+
+    def _seen(self, path: str, version: str) -> _journal.Seen | None:
+        """The journal just written (under its mutex), as its index row should remember it."""
+        try:
+            return _journal.seen(_journal.length_of(version), os.stat(path))
+        except OSError:
+            return None  # the row is still right; the next listing reads the journal
 
     def _write_whole(self, path: str, record: RunRecord) -> Written:
         data, version = _journal.compacted(record)
