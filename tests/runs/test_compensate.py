@@ -81,6 +81,19 @@ def test_the_canceller_takes_over_the_walk_of_a_dead_holder() -> None:
     assert store.list_locks() == []  # the lease and the cancel lock are both given back
 
 
+def test_zuke_cancel_says_which_compensation_an_earlier_walk_left_interrupted() -> None:
+    clock, log = ManualClock(), list[Any]()
+    store = MemoryStateStore(clock=clock)
+    build = cd_build(store, log)
+    started = RunEvent(at=AT, tool="compensating", actor="owner", detail="migrate → unmigrate",
+                       args={"target": "migrate", "compensation": "unmigrate"})  # fmt: skip
+    dead_run(store, clock, status="cancelling", events=(started,))
+    result = cancel_run(store, "run-1", actor="ops", clock=clock, build=build, env={})
+    assert log == [("undeploy", {"slot": "sit-7"})]  # unmigrate may be partly done: not again
+    assert result.interrupted == ["migrate → unmigrate"]
+    assert "Not run again" in result.summary() and "migrate → unmigrate" in result.summary()
+
+
 def test_a_walk_cut_short_by_a_crash_is_resumed_by_the_sweep_without_repeating_one() -> None:
     clock, log = ManualClock(), list[Any]()
     store = MemoryStateStore(clock=clock)

@@ -87,6 +87,8 @@ class CancelResult:
     failures: list[str] = field(default_factory=list)
     #: what the walk said (a degraded record widened it, no build to compensate with)
     notes: list[str] = field(default_factory=list)
+    #: "deploy → rollback" per compensation an earlier walk started and never finished
+    interrupted: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
         """One line for the console."""
@@ -107,6 +109,11 @@ class CancelResult:
         if self.compensated:
             line += f" Ran {len(self.compensated)} compensation(s)"
             line += f", {len(self.failures)} failed." if self.failures else "."
+        if self.interrupted:
+            line += (
+                f" Not run again (an earlier walk was interrupted mid-way; they may be partly "
+                f"done: check by hand): {', '.join(self.interrupted)}."
+            )
         return line
 
 
@@ -292,6 +299,7 @@ async def _settle_held(
         compensated=result.compensated,
         failures=[f"{t} → {c}: {e}" for t, c, e in result.failures],
         notes=result.notes,
+        interrupted=result.interrupted,
     )
 
 
