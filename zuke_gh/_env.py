@@ -20,23 +20,16 @@ deliberate choice, while ``GITHUB_TOKEN`` is often present by default.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
-from typing import TYPE_CHECKING
 
 import httpx
 
-from zuke._clock import Clock
-from zuke_gh._paths import repo_slug
-from zuke_gh.errors import GitHubAppKeyError, GitHubError
-
-if TYPE_CHECKING:
-    from zuke_gh.client import TokenSource
+from zuke_gh.errors import GitHubError
 
 DEFAULT_BASE_URL = "https://api.github.com"
 _LOOPBACK = ("localhost", "::1")
 
 
-def _get(env: Mapping[str, str], name: str) -> str | None:
+def env_value(env: Mapping[str, str], name: str) -> str | None:
     value = env.get(name, "").strip()
     return value or None
 
@@ -73,47 +66,4 @@ def graphql_url(base: str) -> str:
 
 
 def base_url_from(env: Mapping[str, str]) -> str:
-    return normalise_base_url(_get(env, "GITHUB_API_URL") or DEFAULT_BASE_URL)
-
-
-def token_from(
-    env: Mapping[str, str],
-    *,
-    base_url: str,
-    transport: httpx.BaseTransport | None,
-    clock: Clock,
-) -> str | TokenSource | None:
-    """An App token source, ``GH_TOKEN``, ``GITHUB_TOKEN``, or None (in that order)."""
-    app_id = _get(env, "ZUKE_GH_APP_ID")
-    key_text = _get(env, "ZUKE_GH_APP_PRIVATE_KEY")
-    key_file = _get(env, "ZUKE_GH_APP_PRIVATE_KEY_FILE")
-    if app_id is None and key_text is None and key_file is None:
-        return _get(env, "GH_TOKEN") or _get(env, "GITHUB_TOKEN")
-    if app_id is None:
-        raise GitHubAppKeyError(
-            "a GitHub App private key is set but ZUKE_GH_APP_ID is not: set the App's id."
-        )
-    if key_text is None and key_file is None:
-        raise GitHubAppKeyError(
-            "ZUKE_GH_APP_ID is set but no private key: set ZUKE_GH_APP_PRIVATE_KEY "
-            "or ZUKE_GH_APP_PRIVATE_KEY_FILE."
-        )
-    owner = _get(env, "ZUKE_GH_APP_OWNER")
-    repository = _get(env, "GITHUB_REPOSITORY")
-    if owner is None and repository is not None:
-        owner = repo_slug(repository)[0]
-    if owner is None:
-        raise GitHubAppKeyError(
-            "a GitHub App needs the account it is installed on: set ZUKE_GH_APP_OWNER "
-            "(or GITHUB_REPOSITORY)."
-        )
-    names = _get(env, "ZUKE_GH_APP_REPOSITORIES") or ""
-    from zuke_gh.app_token import AppCredentials, AppTokenSource
-
-    credentials = AppCredentials(
-        app_id=app_id,
-        private_key=Path(key_file) if key_file is not None else (key_text or ""),
-        owner=owner,
-        repositories=tuple(n.strip() for n in names.split(",") if n.strip()),
-    )
-    return AppTokenSource(credentials, base_url=base_url, transport=transport, clock=clock, env=env)
+    return normalise_base_url(env_value(env, "GITHUB_API_URL") or DEFAULT_BASE_URL)

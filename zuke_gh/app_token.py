@@ -31,10 +31,10 @@ from typing import IO, Any
 import httpx
 
 from zuke._clock import SYSTEM_CLOCK, Clock, parse_iso
+from zuke_gh._client_core import ClientCore, GitHubResponse
 from zuke_gh._jwt import app_jwt, load_private_key
 from zuke_gh._paths import check_segment
 from zuke_gh._retry import RetryPolicy
-from zuke_gh.client import GitHubClient, GitHubResponse
 from zuke_gh.errors import GitHubAppKeyError, GitHubError, answered, github_detail
 
 _LEVELS = ("read", "write", "admin")
@@ -115,7 +115,7 @@ class AppTokenSource:
         self._env = os.environ if env is None else env
         self._margin_ms = int(refresh_margin_s * 1000)
         self._out = out
-        self._client = GitHubClient(
+        self._client = ClientCore(
             token=_AppJwt(credentials.app_id, key, clock),
             base_url=base_url,
             transport=transport,

@@ -3,102 +3,50 @@
 Synchronous on purpose: zuke's ``StateStore`` protocol is synchronous, and the
 async ``github_workflow`` gate calls it through ``asyncio.to_thread``. Built on
 httpx with an injectable transport (``httpx.MockTransport``, a respx router's
-handler), so every path is testable without GitHub.
-
-What it guarantees (``docs/github-client.md`` says it for users):
-
-* Paths are templates with named segments, each value validated against git's
-  ref-name rules and percent-encoded (:mod:`zuke_gh._paths`).
-* The token goes only to URLs under the configured base URL: a redirect or a
-  ``Link: rel="next"`` elsewhere is refused, never followed with the token.
-* 5xx answers, rate limits and transport failures are retried inside one
-  budget (:mod:`zuke_gh._retry`); a POST or PATCH is resent only when GitHub
-  certainly did not act on it, unless the caller says it is idempotent.
-* ``etag=True`` GETs are conditional (:mod:`zuke_gh._etags`).
-* A failure is one :class:`~zuke_gh.errors.GitHubError` line; no token ever
-  reaches a message, a repr, a log line or an exception chain (errors are
-  raised outside ``except`` blocks, so no httpx exception rides along).
+handler), so every path is testable without GitHub. What it guarantees —
+paths checked and encoded, the token only for the configured origin, retries
+in one budget, conditional GETs, one-line errors without the token — lives in
+:mod:`zuke_gh._client_core`; this module adds :meth:`GitHubClient.from_env`,
+which may build a GitHub App token source (:mod:`zuke_gh.app_token`, itself a
+user of the core: no import circle).
 """
 
 from __future__ import annotations
 
-import logging
 import os
-import random
-import time
-from collections.abc import Callable, Collection, Iterator, Mapping
-from contextlib import contextmanager
-from types import TracebackType
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import httpx
 
 from zuke._clock import SYSTEM_CLOCK, Clock
 from zuke_gh import _env
-from zuke_gh._etags import CachedAnswer, EtagCache
-from zuke_gh._judge import judge
-from zuke_gh._paths import expand, redirect_target, same_origin
-from zuke_gh._response import (
+from zuke_gh._client_core import (
+    DEFAULT_API_VERSION,
+    DEFAULT_USER_AGENT,
+    ClientCore,
     GitHubResponse,
     StaticToken,
     TokenSource,
-    answer_of,
-    from_cache,
-    items_of,
-    scrub,
 )
-from zuke_gh._retry import RetryPolicy, safe_to_resend, transient_status
-from zuke_gh.errors import GitHubError, one_line
+from zuke_gh._paths import repo_slug
+from zuke_gh.app_token import AppCredentials, AppTokenSource
+from zuke_gh.errors import GitHubAppKeyError
 
-DEFAULT_API_VERSION = "2022-11-28"
-DEFAULT_USER_AGENT = "zuke-gh/0.1"
-_IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
-_REDIRECTS = frozenset({301, 302, 303, 307, 308})
-_log = logging.getLogger("zuke_gh")
-
-__all__ = ["GitHubClient", "GitHubResponse", "StaticToken", "TokenSource"]
-
-
-@contextmanager
-def _not_sent(reached: bool) -> Iterator[None]:
-    """A token that cannot be had stops the call before it goes out: it is unsent, unless an
-    earlier attempt reached GitHub."""
-    try:
-        yield
-    except GitHubError as exc:
-        exc.unsent = not reached
-        raise
+__all__ = [
+    "DEFAULT_API_VERSION",
+    "DEFAULT_USER_AGENT",
+    "GitHubClient",
+    "GitHubResponse",
+    "StaticToken",
+    "TokenSource",
+    "token_from",
+]
 
 
-class GitHubClient:
+class GitHubClient(ClientCore):
     """A synchronous GitHub REST client. Use as a context manager, or call :meth:`close`."""
-
-    def __init__(
-        self,
-        *,
-        token: str | TokenSource | None = None,
-        base_url: str | None = None,
-        transport: httpx.BaseTransport | None = None,
-        api_version: str = DEFAULT_API_VERSION,
-        retry: RetryPolicy | None = None,
-        timeout_s: float = 30.0,
-        user_agent: str = DEFAULT_USER_AGENT,
-        etag_cache_size: int = 256,
-        clock: Clock = SYSTEM_CLOCK,
-        sleep: Callable[[float], None] = time.sleep,
-        rand: Callable[[], float] = random.random,
-    ) -> None:
-        self._base_text = _env.normalise_base_url(base_url or _env.DEFAULT_BASE_URL)
-        self._base = httpx.URL(self._base_text)
-        self._graphql_url = _env.graphql_url(self._base_text)
-        self._tokens: TokenSource | None = StaticToken(token) if isinstance(token, str) else token
-        self._api_version = api_version
-        self._retry = retry or RetryPolicy()
-        self._user_agent = user_agent
-        self._etags = EtagCache(etag_cache_size)
-        self._clock, self._sleep, self._rand = clock, sleep, rand
-        self._owned: list[Any] = []  # token sources from_env made (closed with the client)
-        self._http = httpx.Client(transport=transport, timeout=timeout_s, follow_redirects=False)
 
     @classmethod
     def from_env(
@@ -118,284 +66,49 @@ class GitHubClient:
         env = os.environ if env is None else env
         base_url = _env.base_url_from(env)
         clock = options.get("clock", SYSTEM_CLOCK)
-        token = _env.token_from(env, base_url=base_url, transport=transport, clock=clock)
+        token = token_from(env, base_url=base_url, transport=transport, clock=clock)
         client = cls(token=token, base_url=base_url, transport=transport, **options)
         if hasattr(token, "close"):
             client._owned.append(token)
         return client
 
-    @property
-    def base_url(self) -> str:
-        return self._base_text
 
-    # -- calls -------------------------------------------------------------------------------
-
-    def request(
-        self,
-        method: str,
-        path: str,
-        /,
-        *,
-        params: Mapping[str, Any] | None = None,
-        json: Any = None,
-        etag: bool = False,
-        idempotent: bool | None = None,
-        expected: Collection[int] = (),
-        headers: Mapping[str, str] | None = None,
-        **segments: object,
-    ) -> GitHubResponse:
-        """Call ``METHOD base_url + path`` with ``segments`` filled into the template.
-
-        Any 2xx, or a status in ``expected``, is returned; anything else raises
-        :class:`GitHubError`. ``idempotent`` (default: true for GET, HEAD, PUT,
-        DELETE) allows resending after a 5xx or a read timeout.
-        """
-        expanded = expand(path, segments)
-        return self._call(
-            method.upper(),
-            httpx.URL(self._base_text + expanded),
-            expanded,
-            params=params,
-            json=json,
-            etag=etag,
-            idempotent=idempotent,
-            expected=expected,
-            headers=headers,
+def token_from(
+    env: Mapping[str, str],
+    *,
+    base_url: str,
+    transport: httpx.BaseTransport | None,
+    clock: Clock,
+) -> str | TokenSource | None:
+    """An App token source, ``GH_TOKEN``, ``GITHUB_TOKEN``, or None (in that order)."""
+    app_id = _env.env_value(env, "ZUKE_GH_APP_ID")
+    key_text = _env.env_value(env, "ZUKE_GH_APP_PRIVATE_KEY")
+    key_file = _env.env_value(env, "ZUKE_GH_APP_PRIVATE_KEY_FILE")
+    if app_id is None and key_text is None and key_file is None:
+        return _env.env_value(env, "GH_TOKEN") or _env.env_value(env, "GITHUB_TOKEN")
+    if app_id is None:
+        raise GitHubAppKeyError(
+            "a GitHub App private key is set but ZUKE_GH_APP_ID is not: set the App's id."
         )
-
-    def get(self, path: str, /, **kwargs: Any) -> GitHubResponse:
-        return self.request("GET", path, **kwargs)
-
-    def post(self, path: str, /, **kwargs: Any) -> GitHubResponse:
-        return self.request("POST", path, **kwargs)
-
-    def patch(self, path: str, /, **kwargs: Any) -> GitHubResponse:
-        return self.request("PATCH", path, **kwargs)
-
-    def put(self, path: str, /, **kwargs: Any) -> GitHubResponse:
-        return self.request("PUT", path, **kwargs)
-
-    def delete(self, path: str, /, **kwargs: Any) -> GitHubResponse:
-        return self.request("DELETE", path, **kwargs)
-
-    def paginate(
-        self,
-        path: str,
-        /,
-        *,
-        params: Mapping[str, Any] | None = None,
-        per_page: int = 100,
-        max_pages: int = 10,
-        item_key: str | None = None,
-        etag: bool = False,
-        **segments: object,
-    ) -> Iterator[Any]:
-        """Yield the items of every page, following ``Link: rel="next"`` (at most ``max_pages``).
-
-        ``item_key`` names the list in an object body (``"workflow_runs"``);
-        without it the body must be a list. Lazy: stop iterating to stop fetching.
-        """
-        expanded = expand(path, segments)
-        query = {**(params or {}), "per_page": per_page}
-        url: httpx.URL = httpx.URL(self._base_text + expanded)
-        for page in range(max_pages):
-            answer = self._call(
-                "GET",
-                url,
-                expanded,
-                params=query if page == 0 else None,
-                etag=etag,
-                idempotent=True,
-            )
-            yield from items_of(answer.body, item_key, expanded)
-            if answer.next_url is None:
-                return
-            url = httpx.URL(answer.next_url)
-            if not same_origin(url, self._base):
-                raise GitHubError(
-                    f"GitHub's next-page link for GET {expanded} points to "
-                    f"{url.host or 'elsewhere'}, outside {self._base_text}: the token is not sent "
-                    "there. Check GITHUB_API_URL.",
-                    method="GET",
-                    path=expanded,
-                )
-
-    def graphql(
-        self, query: str, variables: Mapping[str, Any] | None = None, *, idempotent: bool = False
-    ) -> dict[str, Any]:
-        """POST a GraphQL document; the whole body (``data`` and ``errors``) is returned.
-
-        GraphQL errors (``errors[0].type == "STALE_DATA"``) are the caller's to
-        judge; only an HTTP failure raises. A mutation is not resent after a 5xx
-        unless ``idempotent`` (e.g. a compare-and-swap on ``expectedHeadOid``).
-        """
-        answer = self._call(
-            "POST",
-            httpx.URL(self._graphql_url),
-            "/graphql",
-            json={"query": query, "variables": dict(variables or {})},
-            idempotent=idempotent,
+    if key_text is None and key_file is None:
+        raise GitHubAppKeyError(
+            "ZUKE_GH_APP_ID is set but no private key: set ZUKE_GH_APP_PRIVATE_KEY "
+            "or ZUKE_GH_APP_PRIVATE_KEY_FILE."
         )
-        if not isinstance(answer.body, dict):
-            raise GitHubError(
-                "GitHub's GraphQL answer is not an object. Check GITHUB_API_URL.",
-                status=answer.status,
-                method="POST",
-                path="/graphql",
-            )
-        return answer.body
-
-    # -- the loop ----------------------------------------------------------------------------
-
-    def _call(
-        self,
-        method: str,
-        url: httpx.URL,
-        display: str,
-        *,
-        params: Mapping[str, Any] | None = None,
-        json: Any = None,
-        etag: bool = False,
-        idempotent: bool | None = None,
-        expected: Collection[int] = (),
-        headers: Mapping[str, str] | None = None,
-    ) -> GitHubResponse:
-        resend = method in _IDEMPOTENT if idempotent is None else idempotent
-        policy, waited, attempt, hops = self._retry, 0.0, 0, 0
-        refreshed = False  # a token refused with 401 is renewed (an App token) once
-        reached = False  # an attempt reached GitHub and may have acted (a 5xx, a lost answer)
-        while True:
-            attempt += 1
-            with _not_sent(reached):
-                token = self._tokens.token() if self._tokens is not None else None
-            request = self._build(method, url, params, json, headers, token)
-            cached = self._etags.get(str(request.url)) if etag and method == "GET" else None
-            if cached is not None:
-                request.headers["If-None-Match"] = cached.etag
-            response, why, unsent = self._send(request, token)
-            wait: float | None = None
-            if response is None:
-                reached = reached or not unsent
-                error = GitHubError(
-                    f"could not reach GitHub at {self._base_text}: {why}. "
-                    "Check GITHUB_API_URL and the network.",
-                    method=method,
-                    path=display,
-                    unsent=not reached,
-                )
-                if resend or unsent:
-                    wait = policy.backoff_s(attempt, self._rand())
-            else:
-                status = response.status_code
-                if status in _REDIRECTS and "location" in response.headers:
-                    hops += 1
-                    url = redirect_target(response, self._base, method, display, hops)
-                    method = "GET" if status == 303 else method
-                    params, attempt = None, attempt - 1
-                    continue
-                if status == 304 and cached is not None:
-                    return from_cache(cached, response)
-                if 200 <= status < 300:
-                    return self._answer(response, method, display, token, etag)
-                why = f"{status} on {method} {display}"
-                with _not_sent(reached):  # a 401 changed nothing on GitHub's side
-                    renewed = status == 401 and not refreshed and self._refresh_token()
-                if renewed:
-                    refreshed, attempt = True, attempt - 1
-                    continue  # so any method may go again
-                reached = reached or transient_status(status)
-                error, wait = judge(
-                    response, method, display, token, resend=resend, attempt=attempt,
-                    policy=self._retry, rand=self._rand(), now_ms=self._clock.now_ms(),
-                )  # fmt: skip
-                if status in expected and error.retry_at_ms is None:
-                    return self._answer(response, method, display, token, etag)  # not a rate limit
-            if wait is None or not self._fits(policy, attempt, waited, wait):
-                raise error
-            _log.info(
-                "GitHub: %s; retrying in %.1f s (attempt %d of %d)",
-                why,
-                wait,
-                attempt + 1,
-                policy.max_attempts,
-            )
-            self._sleep(wait)
-            waited += wait
-
-    def _refresh_token(self) -> bool:
-        """Renew a refused token if its source can (``refresh()``, as App tokens have)."""
-        refresh = getattr(self._tokens, "refresh", None)
-        if not callable(refresh):
-            return False
-        refresh()
-        return True
-
-    def _build(
-        self,
-        method: str,
-        url: httpx.URL,
-        params: Mapping[str, Any] | None,
-        json: Any,
-        extra: Mapping[str, str] | None,
-        token: str | None,
-    ) -> httpx.Request:
-        headers = httpx.Headers(
-            {
-                "Accept": "application/vnd.github+json",
-                "X-GitHub-Api-Version": self._api_version,
-                "User-Agent": self._user_agent,
-            }
+    owner = _env.env_value(env, "ZUKE_GH_APP_OWNER")
+    repository = _env.env_value(env, "GITHUB_REPOSITORY")
+    if owner is None and repository is not None:
+        owner = repo_slug(repository)[0]
+    if owner is None:
+        raise GitHubAppKeyError(
+            "a GitHub App needs the account it is installed on: set ZUKE_GH_APP_OWNER "
+            "(or GITHUB_REPOSITORY)."
         )
-        headers.update({k: v for k, v in (extra or {}).items() if k.lower() != "authorization"})
-        if token:
-            headers["Authorization"] = f"Bearer {token}"
-        return self._http.build_request(
-            method, url, params=dict(params) if params else None, json=json, headers=headers
-        )
-
-    def _send(
-        self, request: httpx.Request, token: str | None
-    ) -> tuple[httpx.Response | None, str, bool]:
-        """The response, or (None, why, certainly-unsent); never lets an httpx error escape."""
-        try:
-            return self._http.send(request), "", False
-        except httpx.TransportError as exc:
-            reason = scrub(one_line(f"{type(exc).__name__}: {exc}".rstrip(": ")), token)
-            unsent = safe_to_resend(exc)
-        return None, reason, unsent
-
-    def _fits(self, policy: RetryPolicy, attempt: int, waited: float, wait: float) -> bool:
-        return attempt < policy.max_attempts and waited + wait <= policy.max_wait_s
-
-    def _answer(
-        self, response: httpx.Response, method: str, display: str, token: str | None, etag: bool
-    ) -> GitHubResponse:
-        answer = answer_of(response, method, display, token)
-        tag = response.headers.get("etag")
-        if etag and method == "GET" and response.status_code == 200 and tag:
-            link = response.headers.get("link")
-            entry = CachedAnswer(tag, response.status_code, response.content, link)
-            self._etags.put(str(response.request.url), entry)
-        return answer
-
-    # -- lifetime ----------------------------------------------------------------------------
-
-    def close(self) -> None:
-        self._http.close()
-        for owned in self._owned:
-            owned.close()
-
-    def __enter__(self) -> GitHubClient:
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        value: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    def __repr__(self) -> str:
-        auth = "none" if self._tokens is None else type(self._tokens).__name__
-        return f"GitHubClient(base_url={self._base_text!r}, auth={auth})"
+    names = _env.env_value(env, "ZUKE_GH_APP_REPOSITORIES") or ""
+    credentials = AppCredentials(
+        app_id=app_id,
+        private_key=Path(key_file) if key_file is not None else (key_text or ""),
+        owner=owner,
+        repositories=tuple(n.strip() for n in names.split(",") if n.strip()),
+    )
+    return AppTokenSource(credentials, base_url=base_url, transport=transport, clock=clock, env=env)
