@@ -44,7 +44,7 @@ def safety_margin_ms(ttl_ms: int) -> int:
 
     The store's expiry is at least the last successful renewal's start plus the
     TTL, by the store's clock. 10 % covers a holder's clock running slow against
-    the store's a hundred times over (NTP allows 0.05 %); the floor covers the
+    the store's two hundred times over (NTP allows 0.05 %); the floor covers the
     time to stop.
     """
     return max(ttl_ms // 10, MARGIN_FLOOR_MS)

@@ -282,3 +282,22 @@ def test_what_a_lapsed_claim_does_depends_on_what_still_runs(
     sync: int, running: int, action: str
 ) -> None:
     assert lapse_action(sync_running=sync, async_running=running) == action
+
+
+def test_a_holder_that_wakes_past_its_ttl_stops_at_once_and_says_it_may_be_late() -> None:
+    clock = ManualClock(start_ms=0)
+    store = ScriptedStore(clock, [])
+    guard = Guard(sync=1)
+
+    def paused(seconds: float) -> bool:  # SIGSTOP for 70 s while the beat waited
+        clock.advance(70_000)
+        return False
+
+    claim = Claim(store, "deploy", "tok", 1, 60_000, on_lost=lambda c: None,
+                  warn=lambda m: None, clock=clock, wait=paused,
+                  guards=guard.guarded())  # fmt: skip
+    claim.beat()
+    assert store.calls == []  # no renewal first: it cannot prove anything any more
+    assert claim.late and claim.lapsed is not None and "was the process paused" in claim.lapsed
+    (line,) = guard.lines
+    assert "as the store may have given it to another process already" in line

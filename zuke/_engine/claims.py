@@ -148,6 +148,7 @@ class Claim:
         self.label = self.label or f'lock "{self.key}"'
         #: why the claim lapsed (no renewal succeeded in time); ``None`` if it did not
         self.lapsed: str | None = None
+        self.late = False
         self._stopped = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -164,7 +165,8 @@ class Claim:
         """The heartbeat loop (the thread's body; tests call it directly)."""
         wait = self.wait or self._stopped.wait
         assert self.since_ms is not None
-        since, failures, why = self.since_ms, 0, "no renewal was attempted in time"
+        since, failures = self.since_ms, 0
+        why = "the heartbeat did not run in time (was the process paused or starved?)"
         while True:
             now = self.clock.now_ms()
             stop_at = stop_at_ms(ttl_ms=self.ttl_ms, since_ms=since)
@@ -182,11 +184,11 @@ class Claim:
             try:
                 renewed = self._renew((stop_at - attempted_at) / 1000)
             except Exception as exc:  # any failure to answer says nothing about the holder
-                failures, why = failures + 1, str(exc) or type(exc).__name__
+                failures, why = failures + 1, f"the last attempt: {exc or type(exc).__name__}"
                 left = format_duration(max(0, stop_at - self.clock.now_ms()))
                 self._to_loop(
                     self.warn,
-                    f"state: renewing {self.key} failed ({why}); retrying — what it guards "
+                    f"state: renewing {self.key} failed ({exc}); retrying — what it guards "
                     f"stops in {left} unless a renewal succeeds",
                 )
                 continue
@@ -225,9 +227,9 @@ class Claim:
 
     def _lapse(self, why: str, unproven_ms: int) -> None:
         """No renewal succeeded in time: stop what the claim guards (see the module doc)."""
-        self.lapsed = (
-            f"no renewal succeeded for {format_duration(unproven_ms)}; the last attempt: {why}"
-        )
+        self.lapsed = f"no renewal succeeded for {format_duration(unproven_ms)}; {why}"
+        #: noticed only past the TTL (a paused process): another may hold the claim already
+        self.late = unproven_ms >= self.ttl_ms
         guarded = self.guards
         if guarded is None:
             self._to_loop(self._lose)
@@ -242,10 +244,14 @@ class Claim:
                                        guarded))  # fmt: skip
 
     def _end_line(self, cause: str, guarded: Guarded) -> str:
+        when = (
+            "as the store may have given it to another process already"
+            if self.late
+            else "before the store can give it to another process"
+        )
         return (
             f"{self.label} could not be renewed ({self.lapsed}); {cause}, so this process "
-            "ends now (exit 3), before the store can give it to another process"
-            f"{guarded.note}"
+            f"ends now (exit 3), {when}{guarded.note}"
         )
 
     def _lose(self) -> None:

@@ -102,10 +102,14 @@ class TargetLock:
 
     def loss_message(self) -> str:
         if self.claim.lapsed is not None:
+            when = (
+                "another process may hold it already"
+                if self.claim.late
+                else "the target was stopped before the store could give it to another process"
+            )
             return (
                 f'lock "{self.claim.key}" was lost while this target ran: it could not be '
-                f"renewed ({self.claim.lapsed}); the target was stopped before the store could "
-                "give the lock to another process"
+                f"renewed ({self.claim.lapsed}); {when}"
             )
         return (
             f'lock "{self.claim.key}" was lost while this target ran: the store refused its '
@@ -314,11 +318,15 @@ class DurableRun:
     def _lease_lost(self) -> None:
         self.writer.disown()
         if self.lease.lapsed is not None:
+            when = (
+                "Another process may have taken the run over already"
+                if self.lease.late
+                else "It stopped before the store could give the run to another process"
+            )
             self._stop(
                 f"Run {self.state.run_id} stopped: its lease could not be renewed "
-                f"({self.lease.lapsed}). It stopped before the store could give the run to "
-                "another process; its record is left as it is, for a sweep "
-                "(zuke resume --check) to reap."
+                f"({self.lease.lapsed}). {when}. Nothing was rolled back; the record is left "
+                "as it is, for a sweep (zuke resume --check) to reap or for the new holder."
             )
             return
         self._stop(
