@@ -219,6 +219,7 @@ def test_a_successful_renewal_moves_the_stop_point_from_its_own_start() -> None:
     claim.beat()
     # Renewed by the attempt that started at 27 s: the store's expiry is at least 87 s.
     assert store.calls[0] == 27_000 and clock.now_ms() == 27_000 + 54_000
+    assert claim.since_ms == 27_000  # what a resume adopting the lease would carry on from
 
 
 def test_a_renewal_that_never_answers_counts_as_failed_at_the_stop_point() -> None:

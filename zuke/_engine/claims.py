@@ -134,7 +134,9 @@ class Claim:
     clock: Clock = SYSTEM_CLOCK
     #: waits up to the given seconds; True means "stop now" (tests inject one)
     wait: Callable[[float], bool] | None = field(default=None, repr=False)
-    #: when the acquisition that granted the claim started (default: now)
+    #: when the acquisition that granted the claim started (default: now); from then on,
+    #: the start of the last successful renewal (what another holder of the same token
+    #: — a resume adopting a lease — hands on)
     since_ms: int | None = None
     #: what the claim guards; ``None``: nothing to stop but the claim's user (``lost``)
     guards: Guarded | None = None
@@ -199,6 +201,7 @@ class Claim:
                 return
             self.renewals += 1
             since, failures = attempted_at, 0
+            self.since_ms = since
 
     def _renew(self, timeout_s: float) -> bool:
         """One renewal; a :class:`TimeoutError` if it has not answered within ``timeout_s``.

@@ -231,11 +231,14 @@ class DurableRun:
         env: Mapping[str, str],
         clock: Clock,
         warn: Callable[[str], None],
+        since_ms: int | None = None,
     ) -> DurableRun:
         """Go on with a run another process started (a resume).
 
         The resumer has taken the run's lease and moved the record to
         ``running``; from here this run owns both, as a fresh one would.
+        ``since_ms`` is when the lease was last proven (its acquisition's or
+        last successful renewal's start, :attr:`Claim.since_ms`); unknown: now.
         """
         ttl = lease_ttl_ms(env, store)
         writer = RunStateWriter(
@@ -244,7 +247,7 @@ class DurableRun:
         )  # fmt: skip
         writer.note_lock(lease_key(state.run_id), lease.token)  # the record lists the new lease
         run = cls._with_lease(store, writer, lease, ttl, state=state, env=env, clock=clock,
-                              warn=warn)  # fmt: skip
+                              warn=warn, since_ms=since_ms)  # fmt: skip
         run._start(poll_interval_s(env))
         return run
 
