@@ -6,17 +6,50 @@ for; every wait is a poll or a process exit with a deadline.
 
 from __future__ import annotations
 
-import http.client
 import json
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from fixtures.fake_github import FakeGitHub
 from tests.e2e.resume_support import MARKER_WRITER
+
+#: A ``github_workflow`` gate (``e2e``, then ``ship``) whose GitHub client is made by the
+#: build: with ``CLIENT_GATE`` set (a directory), a process about to ask the gate's
+#: trigger says so in ``CLIENT_GATE/arrived`` and waits for ``CLIENT_GATE/open`` — before
+#: the trigger persists its marker or dispatches, so sweeps that would both ask it both
+#: get there.
+WORKFLOW_BUILD = (
+    MARKER_WRITER
+    + """
+    import os, pathlib
+    from zuke import Build, parameter, target
+    from zuke_gh import GitHubClient, github_workflow, read_workflow_result
+
+    def client():
+        gate = os.environ.get("CLIENT_GATE")
+        if gate:
+            append_line(pathlib.Path(gate) / "arrived", str(os.getpid()))
+            wait_for(pathlib.Path(gate) / "open", "the client gate to open")
+        return GitHubClient.from_env()
+
+    class Release(Build):
+        @target
+        def e2e(self, t):
+            return t.waits_for(lambda s: s.on(github_workflow(self._workflow)).timeout("2h"))
+
+        def _workflow(self, g):
+            g.repo("acme/app").workflow("e2e.yml").ref("main").input("suite", "smoke")
+            g.client(client)
+
+        @target
+        def ship(self, t):
+            return t.depends_on(self.e2e).executes(self._ship)
+
+        def _ship(self, ctx):
+            result = read_workflow_result(ctx.state_of("e2e"))
+            if result is None or not result.passed:
+                raise RuntimeError("the e2e suite did not pass")
+"""
+)
 
 #: deploy, a gate on ``approved``, promote, a gate on ``confirmed``, finish: two signal
 #: gates in a row, so a run is still suspended after its first signal. ``promote`` holds
@@ -191,67 +224,3 @@ def sweep_summary(code: int, out: str) -> dict[str, Any]:
     assert start >= 0, f"no JSON summary (exit {code}):\n{out}"
     summary: dict[str, Any] = json.loads(out[start:])
     return summary
-
-
-class DispatchGate(ThreadingHTTPServer):
-    """A proxy to the fake GitHub that holds every workflow dispatch until :attr:`open` is
-    set, then forwards it: sweeps that would dispatch at once all get into the window."""
-
-    daemon_threads = True
-
-    def __init__(self, upstream: FakeGitHub) -> None:
-        super().__init__(("127.0.0.1", 0), _GateHandler)
-        self.upstream = upstream
-        self.open = threading.Event()
-        self._lock = threading.Lock()
-        self.arrived = 0
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}"
-
-    def count(self) -> None:
-        with self._lock:
-            self.arrived += 1
-
-
-class _GateHandler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    server: DispatchGate
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-    def do_GET(self) -> None:
-        body = self.rfile.read(int(self.headers.get("content-length") or 0))
-        if self.command == "POST" and self.path.endswith("/dispatches"):
-            self.server.count()
-            self.server.open.wait(30)
-        conn = http.client.HTTPConnection("127.0.0.1", self.server.upstream.port, timeout=30)
-        skip = {"host", "connection", "content-length"}
-        headers = {k: v for k, v in self.headers.items() if k.lower() not in skip}
-        conn.request(self.command, self.path, body=body or None, headers=headers)
-        answer = conn.getresponse()
-        data = answer.read()
-        conn.close()
-        self.send_response_only(answer.status)
-        for name, value in answer.getheaders():
-            if name.lower() not in ("content-length", "connection", "transfer-encoding"):
-                self.send_header(name, value)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    do_POST = do_GET
-
-
-@contextmanager
-def dispatch_gate(upstream: FakeGitHub) -> Iterator[DispatchGate]:
-    gate = DispatchGate(upstream)
-    threading.Thread(target=gate.serve_forever, args=(0.02,), daemon=True).start()
-    try:
-        yield gate
-    finally:
-        gate.open.set()
-        gate.shutdown()
-        gate.server_close()
