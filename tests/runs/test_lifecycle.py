@@ -16,10 +16,12 @@ import pytest
 from tests.runs.support import Harness, RecordingStore, approval, release_build
 from zuke._clock import ManualClock, iso, parse_iso
 from zuke._errors import AlreadyResumedError, DurationError, LeaseLostError
+from zuke._redact import Redactor
 from zuke._waits import NotYet, WaitContext, WaitTrigger
 from zuke.runs.cancel import cancel_run
 from zuke.runs.lifecycle import take
 from zuke.runs.resume import pushed_deadline
+from zuke.runs.signals import SignalDelivery
 from zuke.state._protocol import LockHolder, lease_key
 from zuke.state.memory import MemoryStateStore
 from zuke.state.records import RunDelta, RunEvent, RunRecord, WaitingFor
@@ -268,8 +270,11 @@ def test_a_secret_in_a_signals_data_is_stored_redacted() -> None:
     h, _, run_id = parked()
     h.env["TOKEN"] = "hunter2-secret-value"
     h.resume(run_id, "approved", {"token": "hunter2-secret-value", "by": "qa"})
-    stored = h.record(run_id).signals["approved"].data
-    assert stored == {"token": "[redacted]", "by": "qa"}
+    stored = h.record(run_id).signals["approved"]
+    assert stored.data == {"token": "[redacted]", "by": "qa"}
+    # its default id is hashed from the masked data: it cannot confirm a guess at the secret
+    raw = SignalDelivery("approved", {"token": "hunter2-secret-value", "by": "qa"})
+    assert stored.id != raw.key() and stored.id == raw.key(Redactor(["hunter2-secret-value"]))
 
 
 def test_a_signal_for_a_gate_not_reached_yet_is_stored_with_a_note() -> None:

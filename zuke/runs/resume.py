@@ -114,7 +114,7 @@ async def resume_run_async(
         return await continue_run(build_cls, store, run_id, resume, run, actor=actor)
     loaded = load_for(build_cls, record, run)
     stored = record.signals.get(signal.name)
-    if stored is None or stored.id != signal.key():  # a repeat is answered the same way
+    if stored is None or stored.id != signal.key(loaded.redactor):  # a repeat: same answer
         refuse_unknown(record, signal.name, await waited_signals(loaded, record))
         expired = expired_gate(record, run.clock.now_ms())
         if expired is not None and _gate_signal(record, expired) == signal.name:
@@ -129,7 +129,7 @@ async def resume_run_async(
     first = after.signals[signal.name]
     delivered = {
         "stored": f"signal {signal.name!r} delivered to run {run_id}",
-        "already": f"signal {signal.name!r} (id {signal.key()}) was already delivered to run "
+        "already": f"signal {signal.name!r} (id {first.id}) was already delivered to run "
         f"{run_id} at {first.received_at}",
         "superseded": f"signal {signal.name!r} was already delivered to run {run_id} at "
         f"{first.received_at} by another delivery (id {first.id}), which stands; this "

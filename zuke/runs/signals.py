@@ -54,10 +54,13 @@ class SignalDelivery:
     #: the idempotency key; by default a hash of the name and the data
     id: str | None = None
 
-    def key(self) -> str:
+    def key(self, redactor: Redactor | None = None) -> str:
+        """The idempotency key. The default is hashed from the data as it is stored —
+        secrets masked — so the stored key cannot confirm a guess at a secret."""
         if self.id:
             return self.id
-        text = json.dumps([self.name, self.data], sort_keys=True, separators=(",", ":"))
+        data = self.data if redactor is None else redact_data(self.data, redactor)
+        text = json.dumps([self.name, data], sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -140,7 +143,7 @@ async def store_signal(
     same name was stored first (the first one stands: a gate reads one value), and the
     record after.
     """
-    key = delivery.key()
+    key = delivery.key(redactor)
     data = redact_data(delivery.data, redactor)
 
     def append(fresh: RunRecord) -> RunDelta | None:
