@@ -23,9 +23,11 @@ than every 100 ms), counted from the last *successful* renewal's start, so a
 slow renewal does not push the next one late. After a failed renewal, retry
 soon — a quarter of the interval at most 1 s, doubling, capped at half the
 interval — and never past the stop point. An explicit refusal from the store
-means the claim is lost (someone else holds it now); an error (a mutex
-timeout, an HTTP 503, a DNS blip) is reported and retried until the stop
-point. A renewal that has not answered by the stop point counts as failed.
+means the claim is lost (someone else holds it now: it was broken or taken
+over), and its user stops — a synchronous body is told through
+``ctx.cancelled`` and waited for; an error (a mutex timeout, an HTTP 503, a
+DNS blip) is reported and retried until the stop point. A renewal that has
+not answered by the stop point counts as failed.
 """
 
 from __future__ import annotations
@@ -230,6 +232,8 @@ class Claim:
 
     def _lapse(self, why: str, unproven_ms: int) -> None:
         """No renewal succeeded in time: stop what the claim guards (see the module doc)."""
+        if self._stopped.is_set():
+            return  # released meanwhile: what it guarded has returned
         self.lapsed = f"no renewal succeeded for {format_duration(unproven_ms)}; {why}"
         #: noticed only past the TTL (a paused process): another may hold the claim already
         self.late = unproven_ms >= self.ttl_ms
