@@ -162,6 +162,93 @@ def test_a_violation_names_the_file_and_the_import(tmp_path: Path) -> None:
     ]
 
 
+def module_graph(packages: tuple[str, ...] = ("zuke", "zuke_gh")) -> dict[str, set[str]]:
+    """Module -> the modules of ``packages`` it imports at run time, deferred imports in
+    functions included (``if TYPE_CHECKING:`` blocks are annotations, not dependencies).
+
+    ``from pkg import sub`` names the submodule ``pkg.sub``; a package's ``__init__``
+    is an edge only when a name is taken from the package itself.
+    """
+    paths = {module_name(p): p for pkg in packages for p in sorted((ROOT / pkg).rglob("*.py"))}
+    modules = {name.removesuffix(".__init__"): path for name, path in paths.items()}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text(), filename=str(path))
+        skip = _type_checking_lines(tree)
+        package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        edges: set[str] = set()
+        for node in ast.walk(tree):
+            if getattr(node, "lineno", None) in skip:
+                continue
+            if isinstance(node, ast.Import):
+                edges.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                base = package[: len(package) - node.level + 1] if node.level else []
+                source = ".".join([*base, *([node.module] if node.module else [])])
+                subs = {f"{source}.{a.name}" for a in node.names} & modules.keys()
+                edges |= subs
+                if len(subs) < len(node.names):
+                    edges.add(source)
+        known = set()
+        for edge in edges:
+            while edge and edge not in modules:
+                edge = edge.rpartition(".")[0]
+            if edge and edge != name:
+                known.add(edge)
+        graph[name] = known
+    return graph
+
+
+def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every strongly connected group of two or more modules (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for other in sorted(graph[node]):
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_module_imports_itself_through_others_not_even_deferred() -> None:
+    """An import circle makes a module's meaning depend on import order; a deferred import
+    only hides one. Each circle is named with the imports that close it."""
+    graph = module_graph()
+    circles = import_circles(graph)
+    named = [
+        " ; ".join(f"{a} -> {b}" for a in group for b in sorted(graph[a]) if b in group)
+        for group in circles
+    ]
+    assert named == []
+
+
+def test_the_circle_finder_finds_a_deferred_circle(tmp_path: Path) -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert import_circles(graph) == [["a", "b", "c"]]
+    assert import_circles({"a": {"b"}, "b": set()}) == []
+
+
 def test_modules_are_put_in_the_layer_their_folder_says() -> None:
     assert layer_of_module("zuke._errors") == "base"
     assert layer_of_module("zuke.state.update") == "state"

@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from zuke._clock import SYSTEM_CLOCK, Clock, iso
 from zuke._duration import parse_duration
@@ -35,10 +36,9 @@ from zuke._engine.context import Context, LockInfo, RunState
 from zuke._engine.executor import BODIES
 from zuke._engine.gates import EffectDriver, GateKeeper
 from zuke._engine.hooks import EffectRunner, GateCheck, Held
-from zuke._engine.plan import Plan, TargetSpec
+from zuke._engine.plan import Plan, TargetSpec, requires_state
 from zuke._engine.record import ci_run_url, deadline_at, new_record
 from zuke._engine.result import RunVerdict
-from zuke._engine.scheduler import Scheduler
 from zuke._engine.walk import WalkResult, walk
 from zuke._engine.writer import RunStateWriter
 from zuke._errors import LockConflictError, StateError
@@ -46,6 +46,9 @@ from zuke._lock_settings import LockSettings, check_claim_ttl
 from zuke.state._protocol import LockAcquired, LockHeld, LockHolder, StateStore, StoredRun
 from zuke.state.records import RunStatus, WaitingFor
 from zuke.state.resolve import resolve_store
+
+if TYPE_CHECKING:
+    from zuke._engine.scheduler import Scheduler
 
 
 def lease_ttl_ms(env: Mapping[str, str], store: StateStore | None = None) -> int:
@@ -63,13 +66,6 @@ def lease_ttl_ms(env: Mapping[str, str], store: StateStore | None = None) -> int
     if isinstance(default, int) and not isinstance(default, bool) and default > 0:
         return default
     return LEASE_TTL_MS
-
-
-def requires_state(spec: TargetSpec) -> bool:
-    """Whether ``spec`` cannot run without a store: a lock, a gate, an effect, a compensation."""
-    return (
-        spec.lock is not None or spec.wait is not None or bool(spec.effects) or bool(spec.on_cancel)
-    )
 
 
 def needs_state(plan: Plan) -> bool:

@@ -25,7 +25,7 @@ from zuke._engine.executor import settle
 from zuke._engine.fan_out import FanOutError, Item, materialise
 from zuke._engine.hooks import GateVerdict
 from zuke._engine.observer import FanOutProgress
-from zuke._engine.plan import TargetSpec
+from zuke._engine.plan import TargetSpec, requires_state
 from zuke._engine.result import Outcome
 from zuke._errors import ZukeError
 from zuke._lock_settings import check_lock
@@ -70,8 +70,6 @@ def _check_stages(s: Scheduler, spec: TargetSpec, items: list[Item]) -> None:
     """Before any item runs: every stage's lock settings are valid, and a run without a
     store (``ZUKE_STATE=off``) has no stage that needs one — a locked stage never runs
     unlocked."""
-    from zuke._engine.durable import requires_state
-
     for item in items:
         for stage in item.stages:
             if stage.lock is not None:

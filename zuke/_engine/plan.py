@@ -259,3 +259,10 @@ def _topological(members: Sequence[str], preds: Mapping[str, Sequence[str]]) -> 
                 done.add(nxt)
                 stack.append((nxt, iter(preds[nxt])))
     return out
+
+
+def requires_state(spec: TargetSpec) -> bool:
+    """Whether ``spec`` cannot run without a store: a lock, a gate, an effect, a compensation."""
+    return (
+        spec.lock is not None or spec.wait is not None or bool(spec.effects) or bool(spec.on_cancel)
+    )

@@ -31,6 +31,9 @@ class Adoption:
     store: StateStore
     found: StoredRun
     lease: LockAcquired
+    #: when the lease was last proven (a renewal's or the acquisition's start): the
+    #: engine's heartbeat counts its stop point from there, not from the hand-over
+    since_ms: int | None = None
 
 
 async def plan_of(loaded: LoadedBuild, record: RunRecord) -> Plan:
@@ -99,6 +102,7 @@ async def execute_resumed(
         store=adoption.store,
         found=adoption.found,
         lease=adoption.lease,
+        since_ms=adoption.since_ms,
         state=state,
         env=options.env,
         clock=options.clock,

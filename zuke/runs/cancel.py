@@ -284,7 +284,7 @@ async def _settle_held(
             intended="cancelled", reason=f"cancelled by {actor}", first=(event,),
         )  # fmt: skip
     finally:
-        await hold.hand_over()  # the caller gives the lease back
+        await hold.release()
     if result.stopped is not None:
         raise RunError(f"cancelling {run_id} stopped: {result.stopped}; try again", run_id=run_id)
     left = _untracked_claims(store, run_id, known={*result.claims, *record.locks},

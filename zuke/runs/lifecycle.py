@@ -46,7 +46,7 @@ from zuke._engine.claims import Claim, acquire_lease
 from zuke._engine.durable import lease_ttl_ms
 from zuke._engine.record import ci_run_url
 from zuke._engine.result import RunResult
-from zuke._engine.resumed import graph_drift
+from zuke._engine.resumed import Adoption, graph_drift
 from zuke._engine.run import LoadedBuild, RunOptions, load
 from zuke._errors import AlreadyResumedError, ForeignRunError, LeaseLostError, RunNotFoundError
 from zuke.runs.ownership import check_ownership, ownership_problem, take_sync
@@ -112,6 +112,7 @@ class Hold:
         self.found = found
         self.clock = clock
         self._released = False
+        self._proven_ms = claim.since_ms or 0
 
     @property
     def record(self) -> RunRecord:
@@ -132,9 +133,16 @@ class Hold:
     def lost(self) -> bool:
         return self.claim.lost.is_set()
 
+    @property
+    def since_ms(self) -> int:
+        """When the lease was last proven: the start of the latest renewal that succeeded
+        (this hold's own or its heartbeat's), or of the acquisition."""
+        return max(self._proven_ms, self.claim.since_ms or 0)
+
     async def prove(self) -> None:
         """Renew the lease now; raise :class:`LeaseLostError` unless the store confirms it."""
         if not self.lost():
+            started = self.claim.clock.now_ms()
             try:
                 renewed = await asyncio.to_thread(
                     self.store.renew_lock, lease_key(self.run_id), self.token, self.ttl_ms
@@ -146,6 +154,7 @@ class Hold:
                     run_id=self.run_id,
                 ) from None
             if renewed:
+                self._proven_ms = max(self._proven_ms, started)
                 return
         raise LeaseLostError(
             f"run {self.run_id}: its lease was taken over by another process; stopped before "
@@ -169,11 +178,12 @@ class Hold:
             self.found = StoredRun(outcome.record, outcome.version)
         return outcome
 
-    async def hand_over(self) -> LockAcquired:
-        """Stop this hold's heartbeat; the engine's own takes over the same lease."""
+    async def hand_over(self) -> Adoption:
+        """Stop this hold's heartbeat and hand the run to the engine, whose own heartbeat
+        takes over the same lease, its stop point counted from when it was last proven."""
         await self.claim.stop()
         self._released = True
-        return self.taken
+        return Adoption(self.store, self.found, self.taken, since_ms=self.since_ms)
 
     async def release(self) -> None:
         """Give the lease back (a no-op once handed over or released)."""
@@ -221,8 +231,10 @@ async def hold_taken(
 ) -> Hold:
     """A :class:`Hold` on a lease just taken: its heartbeat starts now, then the record
     is read (a record read before the lease was ours decides nothing)."""
+    # Heartbeats run in real time, on the system clock (as the engine's do): ``clock``
+    # (injectable) stamps the record, never the lease's stop point.
     claim = Claim(store, lease_key(run_id), taken.token, taken.fence, ttl_ms,
-                  on_lost=lambda claim: None, warn=warn, clock=clock)  # fmt: skip
+                  on_lost=lambda claim: None, warn=warn)  # fmt: skip
     claim.start()
     try:
         found = await asyncio.to_thread(store.get_run, run_id)

@@ -36,7 +36,7 @@ from typing import Any
 from zuke._build import Build, parameters
 from zuke._clock import iso, parse_iso
 from zuke._engine.plan import Plan, TargetSpec
-from zuke._engine.resumed import Adoption, execute_resumed, plan_of
+from zuke._engine.resumed import execute_resumed, plan_of
 from zuke._engine.run import LoadedBuild, RunOptions
 from zuke._errors import (
     AlreadyResumedError,
@@ -348,7 +348,7 @@ async def resume_now(
             run_id=record.id,
             by=updated.record.actor,
         )
-    adoption = Adoption(hold.store, hold.found, await hold.hand_over())
+    adoption = await hold.hand_over()
     try:
         result = await execute_resumed(loaded, rollback or plan, adoption, run, actor=actor,
                                        settle_as="cancelled" if rollback else None)  # fmt: skip

@@ -25,7 +25,7 @@ from dataclasses import replace
 
 from zuke._clock import iso, parse_iso
 from zuke._engine.plan import Plan, make_plan
-from zuke._engine.resumed import Adoption, execute_resumed, plan_of
+from zuke._engine.resumed import execute_resumed, plan_of
 from zuke._engine.run import LoadedBuild, RunOptions, ordering_edges
 from zuke._errors import AlreadyResumedError, RunError
 from zuke.runs.compensate import walk_taken
@@ -291,7 +291,7 @@ async def _run_rollback(
     # The record's graph gains the rollback's rows; the plan is just the rollback.
     # The rollback runs, then the run's compensation walk covers the whole run.
     whole = await plan_of(loaded, record)
-    adoption = Adoption(hold.store, hold.found, await hold.hand_over())
+    adoption = await hold.hand_over()
     result = await execute_resumed(
         loaded, plan, adoption, run, actor=actor, settle_as="cancelled", walk_plan=whole
     )
