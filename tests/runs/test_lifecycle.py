@@ -140,18 +140,17 @@ class Slow(WaitTrigger):
         return NotYet("not yet")
 
 
-def test_a_gate_check_writes_only_its_own_fields_on_the_fresh_row() -> None:
+def test_a_gate_check_never_reverts_a_gate_that_moved_during_it_to_waiting() -> None:
+    """Item 13: the rows a check writes are decided on the fresh record, so a gate another
+    writer passed while the trigger ran is left passed (it used to go back to waiting)."""
     box: dict[str, Any] = {}
 
     def during() -> None:
-        run_id = box["run_id"]
+        def passed(r: RunRecord) -> RunDelta:
+            row = replace(r.targets["approve"], status="succeeded", waiting_for=None)
+            return RunDelta(updated_at=r.updated_at, targets={"approve": row})
 
-        def note(r: RunRecord) -> RunDelta:
-            row = r.targets["approve"]
-            kept = replace(row, meta={"note": "kept"})
-            return RunDelta(updated_at=r.updated_at, targets={"approve": kept})
-
-        update_run(box["store"], run_id, note)
+        update_run(box["store"], box["run_id"], passed)
 
     def gate(build: Any, s: Any) -> Any:
         return s.on(Slow(during))
@@ -159,10 +158,63 @@ def test_a_gate_check_writes_only_its_own_fields_on_the_fresh_row() -> None:
     h, _, run_id = parked(gate=gate)
     box.update(run_id=run_id, store=h.store)
     [entry] = h.sweep().entries
-    assert entry.action == "still-waiting"
+    assert entry.action == "still-waiting"  # what the trigger said
     row = h.record(run_id).targets["approve"]
-    assert row.status == "waiting" and row.waiting_for is not None
-    assert row.waiting_for.detail == "not yet"
+    assert row.status == "succeeded" and row.waiting_for is None
+
+
+class Hooked(WaitTrigger):
+    """A trigger whose ``on_timeout`` hook outlasts the run lease's TTL (in store time)."""
+
+    def __init__(self, during: Any) -> None:
+        self.during = during
+
+    @property
+    def descriptor(self) -> str:
+        return "hooked"
+
+    def check(self, ctx: WaitContext) -> Any:
+        return NotYet("not yet")
+
+    async def on_timeout(self, ctx: WaitContext) -> None:
+        await self.during()
+
+
+def test_an_on_timeout_hook_runs_under_a_renewed_lease_and_a_second_sweep_waits() -> None:
+    """Item 15: the hook is user code; the lease is heartbeated while it runs, so a second
+    sweep finds the run held instead of calling the hook again."""
+    hooks: list[str] = []
+    box: dict[str, Any] = {}
+
+    async def during() -> None:
+        h, run_id = box["h"], box["run_id"]
+        hooks.append("hook")
+        h.clock.advance(5_000)  # the hook takes longer than the lease's TTL (2 s)...
+        key = lease_key(run_id)
+
+        def renewed() -> bool:  # ...and the lease is renewed meanwhile
+            return any(
+                e.key == key and e.expires_at > h.clock.now_ms() for e in h.store.list_locks()
+            )
+
+        for _ in range(400):  # a poll with a deadline (10 s), not a sleep as synchronisation
+            if renewed():
+                break
+            await asyncio.sleep(0.025)
+        assert renewed(), "the lease was not renewed while the hook ran"
+        second = await asyncio.to_thread(h.sweep)
+        box["second"] = [(e.action, e.result) for e in second.entries]
+
+    def gate(build: Any, s: Any) -> Any:
+        return s.on(Hooked(during)).timeout("1h")
+
+    h, _, run_id = parked(gate=gate)
+    h.env["ZUKE_RUN_LEASE_TTL"] = "2s"
+    box.update(h=h, run_id=run_id)
+    h.clock.advance(HOUR + 1)
+    [entry] = h.sweep().entries
+    assert entry.action == "timed-out" and hooks == ["hook"]
+    assert box["second"] == [("skipped-held", "suspended")]
 
 
 def test_a_sweep_finding_the_run_held_skips_it_naming_its_real_status() -> None:
