@@ -186,6 +186,9 @@ class RunDelta:
     locks: Mapping[str, str | None] = field(default_factory=dict)
     #: parameter values set (a resume's non-secret overrides)
     params: Mapping[str, str] = field(default_factory=dict)
+    #: with ``status="suspended"``: when the run was parked, if not ``updated_at`` (a merged
+    #: delta keeps the first suspension's time)
+    parked_at: str | None = None
 
 
 def apply_delta(record: RunRecord, delta: RunDelta) -> RunRecord:
@@ -212,7 +215,7 @@ def apply_deltas(record: RunRecord, deltas: Iterable[RunDelta]) -> RunRecord:
             if value is not None:
                 changes[name] = value
         if delta.status == "suspended":  # parked now: the clock a resume credits starts here
-            changes["parked_at"] = delta.updated_at
+            changes["parked_at"] = delta.parked_at or delta.updated_at
         if delta.targets:
             targets = dict(record.targets) if targets is None else targets
             targets.update(delta.targets)
@@ -263,7 +266,17 @@ def merge_deltas(first: RunDelta, second: RunDelta) -> RunDelta:
         events=first.events + second.events,
         locks={**first.locks, **second.locks},
         params={**first.params, **second.params},
+        parked_at=_parked(first, second),
     )
+
+
+def _parked(first: RunDelta, second: RunDelta) -> str | None:
+    """When the merged delta's suspension happened: the later one that set the status."""
+    if second.status is not None:
+        return second.parked_at
+    if first.status == "suspended":
+        return first.parked_at or first.updated_at
+    return None
 
 
 __all__ = [

@@ -122,6 +122,7 @@ def delta_to_json(d: RunDelta) -> dict[str, Any]:
     optional(out, "degraded", d.degraded)
     optional(out, "deadlineAt", d.deadline_at)
     optional(out, "intendedTerminal", d.intended_terminal)
+    optional(out, "parkedAt", d.parked_at)
     if d.targets:
         out["targets"] = {name: target_to_json(t) for name, t in d.targets.items()}
     if d.signals:
@@ -281,6 +282,7 @@ def parse_delta(raw: Any, *, where: str = "run delta") -> RunDelta:
         events=tuple(_parse_event(rd, e) for e in events),
         locks=_parse_delta_locks(rd, obj.get("locks")),
         params=_parse_params(rd, obj.get("params")),
+        parked_at=rd.opt_string(obj, "parkedAt"),
     )
 
 
