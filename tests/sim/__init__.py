@@ -1,0 +1,1 @@
+"""A deterministic simulation of the run lifecycle (see docs/simulation.md)."""

@@ -1,0 +1,192 @@
+"""The builds the simulation runs: one shape, its features switched on per seed.
+
+``deploy → gates (signals, a GitHub-like workflow) → promote → release``, with
+``lint`` an independent branch of ``release``. ``deploy`` may hold a lock, run an
+effect and have a compensation; a gate may time out into ``fail``, ``cancel-run``
+or a ``rollback`` target. Every body reports to :class:`~tests.sim.invariants.Invariants`
+and spends simulated time (``asyncio.sleep`` on the actor's loop), so other actors
+move while it runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from tests.sim.invariants import Invariants
+from zuke import Build, external_signal, parameter, target
+from zuke._target import TargetBuilder
+from zuke._waits import NotYet, Satisfied, WaitContext, WaitResult, WaitSettings, WaitTrigger
+from zuke.state._protocol import StateStore
+
+#: how long a dispatched workflow runs before it completes (sim ms)
+WORKFLOW_MS = 20_000
+LOCK_KEY = "prod"
+#: the secret parameter's value (from the environment as ``TOKEN``): never in a record
+SECRET = "s3cr3t-sim-token-4711"
+
+
+@dataclass(frozen=True)
+class Shape:
+    """Which features a seed's build has."""
+
+    signals: tuple[str, ...] = ("a",)
+    workflow: bool = False
+    rate_limit_first: bool = True
+    gate_timeout: str | None = None
+    #: "fail", "cancel-run" or "rollback"
+    on_timeout: str = "fail"
+    #: the on_timeout hook's duration (sim s) for the workflow gate
+    hook_s: float = 1.0
+    lock_ttl: str | None = None
+    deploy_s: float = 5.0
+    effect: bool = False
+    compensate: bool = False
+    #: the build's ``order_with`` takes this long (sim s): a remote lookup while loading
+    order_s: float = 0.0
+    #: ``Build.deadline()``
+    deadline: str | None = None
+
+    def gates(self) -> list[str]:
+        return [f"gate_{s}" for s in self.signals] + (["ci"] if self.workflow else [])
+
+
+class SimWorkflow(WaitTrigger):
+    """A GitHub-like trigger: persists its marker, then dispatches (as ``zuke_gh`` does)."""
+
+    def __init__(self, inv: Invariants, shape: Shape) -> None:
+        self.inv = inv
+        self.shape = shape
+
+    @property
+    def descriptor(self) -> str:
+        return "sim-github:ci"
+
+    async def check(self, ctx: WaitContext) -> WaitResult:
+        state = ctx.state.get()
+        if state.get("done"):
+            return Satisfied()
+        marker = state.get("marker")
+        if not isinstance(marker, str):
+            attempt = self.inv.new_attempt()
+            ctx.state.set({"marker": attempt, "dispatchedAt": ctx.now_ms})
+            await ctx.persist()  # durable BEFORE the dispatch
+            landed = self.inv.dispatch(
+                ctx.run_id, ctx.target, attempt, rate_limit_first=self.shape.rate_limit_first
+            )
+            if not landed:  # rate limited: GitHub did nothing, the dispatch is owed
+                ctx.state.set({"marker": None, "dispatchedAt": None})
+                await ctx.persist()
+                return NotYet("the dispatch was rate limited")
+            return NotYet("dispatched")
+        at = state.get("dispatchedAt")
+        if isinstance(at, int) and ctx.now_ms >= at + WORKFLOW_MS:
+            ctx.state.set({"done": True})
+            return Satisfied()
+        return NotYet("the workflow runs")
+
+    async def on_timeout(self, ctx: WaitContext) -> None:
+        self.inv.hook(ctx.run_id, ctx.target)
+        await asyncio.sleep(self.shape.hook_s)
+
+
+def sim_build(shape: Shape, store: StateStore, inv: Invariants) -> type[Build]:
+    """The build class for ``shape``, recording into ``store`` and reporting to ``inv``."""
+
+    async def deploy_body(ctx: Any) -> None:
+        run = inv.enter(ctx.run_id, "deploy", ctx.lock)
+        try:
+            await asyncio.sleep(shape.deploy_s)
+            if not inv.act(run):
+                raise RuntimeError("the deploy API refused a stale fence")
+        finally:
+            inv.exit(run)
+
+    async def notify(ctx: Any) -> None:
+        inv.effect(ctx.run_id, "deploy", "notify")
+        await asyncio.sleep(1)
+
+    def simple(name: str, seconds: float = 1.0) -> Callable[[Any], Any]:
+        async def body(ctx: Any) -> None:
+            run = inv.enter(ctx.run_id, name)
+            try:
+                await asyncio.sleep(seconds)
+                inv.act(run)
+            finally:
+                inv.exit(run)
+
+        return body
+
+    async def undeploy_body(ctx: Any) -> None:
+        inv.compensation(ctx.run_id, "deploy")
+        await asyncio.sleep(2)
+
+    def gate_settings(trigger: WaitTrigger, build: Build) -> Callable[[WaitSettings], Any]:
+        def configure(s: WaitSettings) -> Any:
+            s = s.on(trigger)
+            if shape.gate_timeout is not None:
+                s = s.timeout(shape.gate_timeout)
+                if shape.on_timeout == "rollback":
+                    s = s.on_timeout(build.rollback)  # type: ignore[attr-defined]
+                else:
+                    s = s.on_timeout(shape.on_timeout)  # type: ignore[arg-type]
+            return s
+
+        return configure
+
+    def deploy(self: Build, t: TargetBuilder) -> TargetBuilder:
+        t = t.executes(deploy_body)
+        if shape.lock_ttl is not None:
+            ttl = shape.lock_ttl
+            t = t.lock(lambda s: s.key(LOCK_KEY).with_ttl(ttl))
+        if shape.effect:
+            t = t.effect("notify", notify)
+        if shape.compensate:
+            t = t.on_cancel(self.undeploy)  # type: ignore[attr-defined]
+        return t
+
+    def undeploy(self: Build, t: TargetBuilder) -> TargetBuilder:
+        return t.executes(undeploy_body)
+
+    def lint(self: Build, t: TargetBuilder) -> TargetBuilder:
+        return t.executes(simple("lint"))
+
+    def promote(self: Build, t: TargetBuilder) -> TargetBuilder:
+        gates = [getattr(self, name) for name in shape.gates()]
+        return t.depends_on(*gates).executes(simple("promote"))
+
+    def release(self: Build, t: TargetBuilder) -> TargetBuilder:
+        return t.depends_on(self.promote, self.lint)  # type: ignore[attr-defined]
+
+    def rollback(self: Build, t: TargetBuilder) -> TargetBuilder:
+        return t.executes(simple("rollback"))
+
+    async def order_with(self: Build, targets: Any) -> list[Any]:
+        if shape.order_s:
+            await asyncio.sleep(shape.order_s)
+        return []
+
+    namespace: dict[str, Any] = {
+        "service": parameter("the service").default("api"),
+        "token": parameter("a secret").secret(),
+        "state_store": lambda self: store,
+        "deadline": lambda self: shape.deadline,
+        "order_with": order_with,
+    }
+    for fn in (deploy, undeploy, lint, promote, release, rollback):
+        namespace[fn.__name__] = target(fn)
+
+    def gate(trigger: Callable[[], WaitTrigger]) -> Any:
+        def define(self: Build, t: TargetBuilder) -> TargetBuilder:
+            configure = gate_settings(trigger(), self)
+            return t.depends_on(self.deploy).waits_for(configure)  # type: ignore[attr-defined]
+
+        return target(define)
+
+    for signal in shape.signals:
+        namespace[f"gate_{signal}"] = gate(lambda signal=signal: external_signal(signal))  # type: ignore[misc]
+    if shape.workflow:
+        namespace["ci"] = gate(lambda: SimWorkflow(inv, shape))
+    return type("SimRelease", (Build,), namespace)

@@ -1,0 +1,378 @@
+"""Every invariant the simulation checks, in one place.
+
+Two kinds of check:
+
+* **ledger checks**, made the moment something external happens — a body enters
+  or acts, an effect or a compensation runs, a workflow is dispatched, a trigger's
+  ``on_timeout`` hook is called, a signal's delivery returns. The builds of
+  :mod:`tests.sim.builds` call them from their bodies;
+* **record checks** (:meth:`Invariants.observe`), made after every step of the
+  scheduler on what the store holds.
+
+"Faulted" below means an actor that was crashed, stalled or cut off from the
+store at some point: work it started may legitimately be done again (at least
+once), work a healthy actor finished may not.
+
+========================  ==============================================================
+invariant                 what breaks it
+========================  ==============================================================
+signal-stored             a signal delivery that was not refused (late, or a run that
+                          ended) returned, and the record does not hold the signal
+body-once                 a body runs again after its target was recorded succeeded, or
+                          after a run of it by an actor that never faulted
+effect-once               an effect runs with no intent recorded, after it was recorded
+                          done, or twice for one recorded intent
+dispatch-once             a workflow is dispatched whose intent is not durable, or a
+                          second dispatch lands for one gate
+compensation-iff          a compensation runs for a target not recorded succeeded, twice
+                          (the first by a healthy actor), or a run ends ``cancelled``
+                          with a succeeded target's compensation never run
+lock-exclusive            a body enters while another body holding the same key is
+                          inside and not stalled (a stalled one that wakes up and acts
+                          is *fenced*: its stale fence is refused, and counted)
+claims-respected          a live claim (lock or lease, not past its TTL) is released or
+                          broken by a process other than its holder
+fences-rise               a key's fence goes down (in the store, or at a body's entry)
+terminal-once             a run leaves a terminal status
+succeeded-final           a target recorded succeeded is recorded otherwise later
+finished-not-resumed      a body of a run runs after the run ended
+hook-once                 a gate's ``on_timeout`` hook is called twice (the first by a
+                          healthy actor)
+deadline-credit           a resumed run's ``deadlineAt`` is earlier than its first deadline
+                          plus the time it spent suspended (less :data:`CREDIT_SLACK_MS`)
+signal-known              the record holds a signal no gate of the build waits for
+secret-never-stored       a record holds the secret parameter's value
+no-engine-error           an actor dies of an exception that is not a ``ZukeError``
+========================  ==============================================================
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from tests.sim.runtime import Actor, Crash, current_actor
+from zuke._clock import parse_iso
+from zuke.state.memory import MemoryStateStore
+from zuke.state.records import TERMINAL_STATUSES, RunRecord
+
+INVARIANTS = (
+    "signal-stored",
+    "body-once",
+    "effect-once",
+    "dispatch-once",
+    "compensation-iff",
+    "lock-exclusive",
+    "claims-respected",
+    "fences-rise",
+    "terminal-once",
+    "succeeded-final",
+    "finished-not-resumed",
+    "hook-once",
+    "deadline-credit",
+    "signal-known",
+    "secret-never-stored",
+    "no-engine-error",
+)
+#: a resume credits the time parked up to when it looked, not when its write landed
+CREDIT_SLACK_MS = 30_000
+
+
+@dataclass(frozen=True)
+class Violation:
+    invariant: str
+    detail: str
+    step: int
+
+    def __str__(self) -> str:
+        return f"[{self.invariant}] step {self.step}: {self.detail}"
+
+
+@dataclass(eq=False)
+class Exec:
+    """One run of a body, from its entry to its exit."""
+
+    run: str
+    target: str
+    actor: Actor
+    order: int
+    key: str | None = None
+    fence: int = 0
+    acted: bool = False
+    exited: bool = False
+
+
+@dataclass
+class Invariants:
+    store: MemoryStateStore
+    #: the signals the build's gates wait for
+    signals: frozenset[str] = frozenset()
+    #: a value no record may hold
+    secret: str = "\0"
+    #: invariants whose violations are kept apart (``ignored``) and do not end the seed
+    ignore: frozenset[str] = frozenset()
+    violations: list[Violation] = field(default_factory=list)
+    ignored: list[Violation] = field(default_factory=list)
+    step: int = 0
+
+    def __post_init__(self) -> None:
+        self._mutex = threading.Lock()
+        self._order = itertools.count()
+        self.bodies: dict[tuple[str, str], list[Exec]] = {}
+        self.holding: dict[str, list[Exec]] = {}
+        self.entry_fence: dict[str, int] = {}
+        self.intents: dict[tuple[str, str, str], set[tuple[str | None, int]]] = {}
+        self.dispatches: dict[tuple[str, str], list[str]] = {}
+        self.compensations: dict[tuple[str, str], list[Actor]] = {}
+        self.hooks: dict[tuple[str, str], list[Actor]] = {}
+        self.attempts = itertools.count(1)
+        self._seen: dict[str, str] = {}  # run id -> version observed
+        self._status: dict[str, str] = {}
+        self._succeeded: dict[str, set[str]] = {}
+        self._fences: dict[str, int] = {}
+        self.rate_limited: set[tuple[str, str]] = set()
+        #: acts refused for a stale fence (a paused holder that woke up after a takeover)
+        self.fenced = 0
+        #: which actor a claim's token was granted to
+        self.token_owner: dict[str, str] = {}
+        self._first_deadline: dict[str, int | None] = {}
+        self._parked: dict[str, int] = {}  # run id -> ms spent suspended so far
+        self._suspended_at: dict[str, int] = {}
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def fail(self, invariant: str, detail: str) -> None:
+        assert invariant in INVARIANTS, invariant
+        found = Violation(invariant, detail, self.step)
+        with self._mutex:
+            (self.ignored if invariant in self.ignore else self.violations).append(found)
+
+    def record(self, run_id: str) -> RunRecord | None:
+        found = self.store.get_run(run_id)
+        return found.record if found is not None else None
+
+    @staticmethod
+    def actor() -> Actor:
+        actor = current_actor.get()
+        assert actor is not None, "a ledger call outside an actor"
+        if actor.dead:
+            raise Crash  # its process is gone: nothing of it acts
+        return actor
+
+    # -- bodies and locks ------------------------------------------------------------------
+
+    def enter(self, run_id: str, target: str, lock: Any = None) -> Exec:
+        actor = self.actor()
+        run = Exec(run_id, target, actor, next(self._order))
+        record = self.record(run_id)
+        if record is not None and record.status in TERMINAL_STATUSES:
+            self.fail("finished-not-resumed", f"{actor.name} ran {target} of run {run_id}, "
+                      f"which had ended {record.status}")  # fmt: skip
+        row = record.targets.get(target) if record is not None else None
+        if row is not None and row.status == "succeeded":
+            self.fail("body-once", f"{actor.name} ran {target} again after it was recorded "
+                      "succeeded")  # fmt: skip
+        earlier = self.bodies.setdefault((run_id, target), [])
+        healthy = [e.actor.name for e in earlier if not e.actor.faulted]
+        if healthy:
+            self.fail("body-once", f"{actor.name} ran {target} again after {healthy[0]} ran it, "
+                      "with no fault to excuse it")  # fmt: skip
+        earlier.append(run)
+        if lock is not None:
+            run.key, run.fence = lock.key, lock.fence
+            top = self.entry_fence.get(lock.key, 0)
+            if lock.fence <= top:
+                self.fail("fences-rise", f"{actor.name} entered {target} holding {lock.key} "
+                          f"with fence {lock.fence}, not above {top}")  # fmt: skip
+            self.entry_fence[lock.key] = max(top, lock.fence)
+            now = self.store.clock.now_ms()
+            for other in self.holding.get(lock.key, []):
+                if not other.actor.frozen(now):
+                    self.fail("lock-exclusive", f"{actor.name} entered {target} with {lock.key} "
+                              f"(fence {lock.fence}) while {other.actor.name} was still inside "
+                              f"{other.target} with it (fence {other.fence})")  # fmt: skip
+            self.holding.setdefault(lock.key, []).append(run)
+        return run
+
+    def act(self, run: Exec) -> bool:
+        """The body's external action (a deploy), made against a resource that refuses a
+        fence lower than one it has seen: False when it was refused."""
+        if run.key is not None and run.fence < self.entry_fence.get(run.key, 0):
+            self.fenced += 1
+            return False
+        run.acted = True
+        return True
+
+    def exit(self, run: Exec) -> None:
+        run.exited = True
+        if run.key is not None:
+            self.holding[run.key] = [e for e in self.holding[run.key] if e is not run]
+
+    # -- claims -----------------------------------------------------------------------------
+
+    def granted(self, key: str, token: str, actor: Actor) -> None:
+        self.token_owner[token] = actor.name
+
+    def freeing(self, key: str, token: str | None, how: str, actor: Actor) -> None:
+        """``actor`` releases (``token``) or breaks (``None``) the claim on ``key``: fine for
+        its holder, or once the claim is past its TTL; never a live claim of another."""
+        state = self.store._claims.get(key)
+        now = self.store.clock.now_ms()
+        if state is None or state.token is None or not state.is_live(now):
+            return
+        if token is not None and token != state.token:
+            return  # a stale token: the release changes nothing
+        owner = self.token_owner.get(state.token, "?")
+        if owner != actor.name:
+            left = (state.expires_at or now) - now
+            self.fail("claims-respected", f"{actor.name} {how} {key}, held by {owner} for "
+                      f"{left // 1000} s more (fence {state.fence})")  # fmt: skip
+
+    # -- effects, dispatches, compensations, hooks ------------------------------------------
+
+    def effect(self, run_id: str, target: str, name: str) -> None:
+        actor = self.actor()
+        record = self.record(run_id)
+        row = record.targets.get(target) if record is not None else None
+        recorded = row.effects.get(name) if row is not None else None
+        where = f"{actor.name} ran effect {target}.{name} of run {run_id}"
+        if recorded is None:
+            self.fail("effect-once", f"{where} with no intent recorded")
+            return
+        if recorded.status == "done":
+            self.fail("effect-once", f"{where} after it was recorded done")
+        intent = (recorded.intent_at, recorded.attempts)
+        seen = self.intents.setdefault((run_id, target, name), set())
+        if intent in seen:
+            self.fail("effect-once", f"{where} a second time for intent #{recorded.attempts} "
+                      "(no new intent recorded)")  # fmt: skip
+        seen.add(intent)
+
+    def new_attempt(self) -> str:
+        return f"{self.actor().name}-{next(self.attempts)}"
+
+    def dispatch(self, run_id: str, gate: str, attempt: str, *, rate_limit_first: bool) -> bool:
+        """A workflow dispatch; False: rate limited (GitHub did nothing)."""
+        actor = self.actor()
+        record = self.record(run_id)
+        row = record.targets.get(gate) if record is not None else None
+        marker = row.meta.get("marker") if row is not None else None
+        where = f"{actor.name} dispatched the workflow of {gate} (attempt {attempt})"
+        if marker != attempt:
+            self.fail("dispatch-once", f"{where} while the record's intent is {marker!r}")
+        if rate_limit_first and (run_id, gate) not in self.rate_limited:
+            self.rate_limited.add((run_id, gate))
+            return False
+        landed = self.dispatches.setdefault((run_id, gate), [])
+        if landed:
+            self.fail("dispatch-once", f"{where}: a second run after {landed[0]}")
+        landed.append(attempt)
+        return True
+
+    def compensation(self, run_id: str, target: str) -> None:
+        actor = self.actor()
+        record = self.record(run_id)
+        row = record.targets.get(target) if record is not None else None
+        where = f"{actor.name} compensated {target} of run {run_id}"
+        recorded = row.status if row is not None else "absent"
+        if record is not None and not record.degraded and recorded != "succeeded":
+            status = row.status if row is not None else "absent"
+            self.fail("compensation-iff", f"{where}, which is recorded {status}")
+        earlier = self.compensations.setdefault((run_id, target), [])
+        healthy = [a.name for a in earlier if not a.faulted]
+        if healthy:
+            self.fail("compensation-iff", f"{where} again after {healthy[0]} did")
+        earlier.append(actor)
+
+    def hook(self, run_id: str, gate: str) -> None:
+        actor = self.actor()
+        earlier = self.hooks.setdefault((run_id, gate), [])
+        healthy = [a.name for a in earlier if not a.faulted]
+        if healthy:
+            self.fail("hook-once", f"{actor.name} called {gate}'s on_timeout hook after "
+                      f"{healthy[0]} did")  # fmt: skip
+        earlier.append(actor)
+
+    def delivered(self, run_id: str, signal: str, outcome: str, *, refused: bool) -> None:
+        """A signal delivery returned (``refused``: for a reason the design allows)."""
+        if refused:
+            return
+        record = self.record(run_id)
+        if record is not None and signal not in record.signals:
+            actor = self.actor()
+            self.fail("signal-stored", f"{actor.name} delivered {signal!r} to run {run_id} "
+                      f"({outcome}); the record ({record.status}) does not hold it")  # fmt: skip
+
+    # -- the record, after every step ---------------------------------------------------------
+
+    def observe(self) -> None:
+        """Check what the store holds now against what it held before."""
+        stored = dict(self.store._runs)  # the memory store's own map: id -> (JSON, version)
+        for run_id, (text, version) in sorted(stored.items()):
+            if self._seen.get(run_id) == version:
+                continue
+            self._seen[run_id] = version
+            record = self.record(run_id)
+            if record is None:
+                continue
+            if self.secret in text:
+                self.fail("secret-never-stored", f"run {run_id}'s record holds the secret")
+            unknown = sorted(set(record.signals) - self.signals)
+            if unknown:
+                self.fail("signal-known", f"run {run_id} stored the signal {unknown[0]!r}, which "
+                          "no gate waits for")  # fmt: skip
+            before = self._status.get(run_id)
+            if before in TERMINAL_STATUSES and record.status != before:
+                self.fail("terminal-once", f"run {run_id} went from {before} to {record.status}")
+            self._status[run_id] = record.status
+            self._deadline(record, before)
+            succeeded = self._succeeded.setdefault(run_id, set())
+            for name in sorted(succeeded):
+                row = record.targets.get(name)
+                if row is None or row.status != "succeeded":
+                    now = row.status if row is not None else "absent"
+                    self.fail("succeeded-final", f"run {run_id}: {name} was recorded succeeded, "
+                              f"now {now}")  # fmt: skip
+            succeeded.update(n for n, r in record.targets.items() if r.status == "succeeded")
+        for key, claim in sorted(self.store._claims.items()):
+            top = self._fences.get(key, 0)
+            if claim.fence < top:
+                self.fail("fences-rise", f"the fence of {key} went from {top} to {claim.fence}")
+            self._fences[key] = max(top, claim.fence)
+
+    def _deadline(self, record: RunRecord, before: str | None) -> None:
+        """Track the time parked; a resume must credit it to the run's deadline."""
+        now = self.store.clock.now_ms()
+        run_id = record.id
+        if before is None:
+            self._first_deadline[run_id] = parse_iso(record.deadline_at or "")
+        if record.status == "suspended" and before != "suspended":
+            self._suspended_at[run_id] = now
+        if before == "suspended" and record.status != "suspended":
+            since = self._suspended_at.pop(run_id, now)
+            self._parked[run_id] = self._parked.get(run_id, 0) + now - since
+            first = self._first_deadline.get(run_id)
+            current = parse_iso(record.deadline_at or "")
+            resumed = bool(record.events) and record.events[-1].tool == "resume"
+            if resumed and first is not None and current is not None:
+                owed = first + self._parked[run_id]
+                if current < owed - CREDIT_SLACK_MS:
+                    short = (owed - current) // 1000
+                    self.fail("deadline-credit", f"run {run_id} was resumed with its deadline "
+                              f"{short} s short of the time it was parked")  # fmt: skip
+
+    def settle(self, compensated_targets: dict[str, str]) -> None:
+        """At the end: a run that ended cancelled compensated every target it succeeded
+        (``compensated_targets``: target -> its compensation)."""
+        for run_id in sorted(self._status):
+            record = self.record(run_id)
+            if record is None or record.status != "cancelled":
+                continue
+            for target in sorted(compensated_targets):
+                row = record.targets.get(target)
+                succeeded = row is not None and row.status == "succeeded"
+                if succeeded and not self.compensations.get((run_id, target)):
+                    self.fail("compensation-iff", f"run {run_id} ended cancelled, and {target} "
+                              "succeeded, but its compensation never ran")  # fmt: skip

@@ -1,0 +1,239 @@
+"""A seed's scenario and its run: which build, which actors and faults, then the schedule.
+
+``run_seed(seed)`` is the whole simulation of one seed: the scenario comes from
+``random.Random(f"scenario:{seed}")``, every scheduling choice from
+``random.Random(seed)`` (or from Hypothesis, through a :class:`Chooser`), so the
+seed alone reproduces the run. The schedule — every move, in order — is hashed:
+two seeds with one hash took the same interleaving.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from tests.sim.actors import ActorSpec
+from tests.sim.builds import SECRET, Shape, sim_build
+from tests.sim.invariants import Invariants, Violation
+from tests.sim.runtime import Sim, installed
+from tests.sim.world import SimStore, World
+from zuke._clock import ManualClock
+from zuke._errors import ZukeError
+from zuke.state.memory import MemoryStateStore
+
+__all__ = ["DrawChooser", "SeedResult", "SeededChooser", "make_scenario", "run_seed"]
+
+MAX_STEPS = 6_000
+MAX_SIM_MS = 3 * 3_600_000
+LEASE_TTL_MS = 60_000
+FAMILIES = ("signals", "workflow", "locks", "cancel", "timeouts")
+
+
+class Chooser(Protocol):
+    def pick(self, weights: list[float]) -> int:
+        """The index of the move to make."""
+        ...
+
+
+class SeededChooser:
+    """Weighted choices from ``random.Random(seed)``."""
+
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+
+    def pick(self, weights: list[float]) -> int:
+        return self.rng.choices(range(len(weights)), weights)[0]
+
+
+class DrawChooser:
+    """Choices drawn by Hypothesis (``draw``: an index below the count given): a failing
+    interleaving shrinks towards the first move offered at each step."""
+
+    def __init__(self, draw: Callable[[int], int]) -> None:
+        self.draw = draw
+
+    def pick(self, weights: list[float]) -> int:
+        return self.draw(len(weights))
+
+
+@dataclass(frozen=True)
+class Scenario:
+    family: str
+    shape: Shape
+    actors: tuple[ActorSpec, ...]
+    faults: int
+    fault_ms: tuple[int, ...]
+
+
+@dataclass
+class SeedResult:
+    seed: int
+    scenario: Scenario
+    steps: int
+    sim_ms: int
+    schedule: str  #: the schedule's hash
+    violations: list[Violation] = field(default_factory=list)
+    exhausted: bool = False
+    moves: list[str] = field(default_factory=list)
+
+    def describe(self) -> str:
+        lines = [
+            f"seed {self.seed} ({self.scenario.family}): {self.steps} steps, "
+            f"{self.sim_ms / 1000:.1f} s simulated, schedule {self.schedule}",
+            f"  shape: {self.scenario.shape}",
+            "  actors: " + ", ".join(f"{a.name}@{a.start_ms}ms" for a in self.scenario.actors),
+        ]
+        lines += [f"  {v}" for v in self.violations]
+        lines.append(f"  reproduce: ZUKE_SIM_SEED={self.seed} pytest tests/sim -k one_seed")
+        return "\n".join(lines)
+
+
+def make_scenario(seed: int) -> Scenario:
+    """The build, actors and fault budget of ``seed`` (its family is ``seed % 5``)."""
+    rng = random.Random(f"scenario:{seed}")
+    family = FAMILIES[seed % len(FAMILIES)]
+
+    def at(low_s: float, high_s: float) -> int:
+        return int(rng.uniform(low_s, high_s) * 1000)
+
+    def sweepers(low: int, high: int, start_s: float, end_s: float) -> list[ActorSpec]:
+        return [
+            ActorSpec(
+                f"sweeper{i + 1}",
+                "sweeper",
+                at(start_s, end_s),
+                faultable=True,
+                repeat=rng.randint(1, 4),
+                every_ms=at(20, 90),
+            )
+            for i in range(rng.randint(low, high))
+        ]
+
+    def resumer(signal: str, low_s: float, high_s: float, name: str = "", data: Any = None,
+                kind: str = "resumer") -> ActorSpec:  # fmt: skip
+        return ActorSpec(name or f"resumer-{signal}", kind, at(low_s, high_s), signal=signal,
+                         data=data, faultable=rng.random() < 0.3)  # fmt: skip
+
+    actors: list[ActorSpec] = [ActorSpec("owner", "owner", 0, faultable=True)]
+    lock_ms = 120_000
+    order_s = rng.choice((0.0, 0.0, 5.0, 30.0))
+    if family == "signals":
+        shape = Shape(signals=("a", "b"), effect=rng.random() < 0.5, order_s=order_s)
+        secret = SECRET if rng.random() < 0.2 else "ok"
+        actors += [resumer("a", 0, 20, data={"by": "ops", "note": secret}),
+                   resumer("b", 0, 20, data={"by": "qa"})]  # fmt: skip
+        if rng.random() < 0.5:
+            actors.append(resumer("a", 0, 20, "resumer-a2", {"by": "ops", "note": secret}))
+        if rng.random() < 0.3:
+            actors.append(resumer("b", 0, 20, "mcp-b", "x", kind="mcp-resume"))
+        if rng.random() < 0.2:
+            actors.append(resumer("aa", 0, 20, "resumer-typo"))
+        actors += sweepers(0, 2, 0, 90)
+    elif family == "workflow":
+        shape = Shape(signals=("a",) if rng.random() < 0.3 else (), workflow=True,
+                      effect=rng.random() < 0.5, order_s=order_s)  # fmt: skip
+        if shape.signals:
+            actors.append(resumer("a", 0, 40))
+        actors += sweepers(2, 5, 5, 60)
+    elif family == "locks":
+        lock_ms = rng.choice((30_000, 120_000))
+        shape = Shape(signals=("a",), lock_ttl=f"{lock_ms}ms", deploy_s=40,
+                      effect=rng.random() < 0.5)  # fmt: skip
+        actors += [ActorSpec("owner2", "owner", at(0, 120), faultable=rng.random() < 0.5),
+                   resumer("a", 30, 150)]  # fmt: skip
+        actors += sweepers(1, 2, 40, 200)
+    elif family == "cancel":
+        shape = Shape(signals=("a",), compensate=True, effect=rng.random() < 0.5)
+        actors += [ActorSpec(f"canceller{i + 1}", "canceller", at(0, 40), faultable=True)
+                   for i in range(rng.randint(1, 2))]  # fmt: skip
+        if rng.random() < 0.4:
+            actors.append(ActorSpec("mcp-cancel", "mcp-cancel", at(0, 40)))
+        if rng.random() < 0.5:
+            actors.append(resumer("a", 0, 30))
+        actors += sweepers(0, 2, 0, 120)
+    else:
+        shape = Shape(
+            signals=("a",), workflow=rng.random() < 0.5, rate_limit_first=False,
+            gate_timeout="2m", on_timeout=rng.choice(("fail", "cancel-run", "rollback")),
+            compensate=rng.random() < 0.5, hook_s=rng.choice((1.0, 61.0)), order_s=order_s,
+            deadline="30m",
+        )  # fmt: skip
+        actors.append(resumer("a", 0, 200))
+        actors += sweepers(2, 3, 60, 300)
+        if rng.random() < 0.5:
+            actors.append(ActorSpec("mcp-show", "mcp-show", at(20, 200)))
+    faults = rng.choice((0, 1, 1, 2))
+    fault_ms = (LEASE_TTL_MS + 10_000, lock_ms + 10_000)
+    return Scenario(family, shape, tuple(actors), faults, tuple(sorted(set(fault_ms))))
+
+
+def run_seed(
+    seed: int,
+    chooser: Chooser | None = None,
+    *,
+    keep_moves: bool = False,
+    ignore: frozenset[str] = frozenset(),
+    store: type[MemoryStateStore] = MemoryStateStore,
+) -> SeedResult:
+    """Simulate one seed to its end, or to its first violation (of an invariant not in
+    ``ignore``: those are counted, and the seed goes on). ``store`` makes the store."""
+    scenario = make_scenario(seed)
+    chooser = chooser or SeededChooser(seed)
+    clock = ManualClock()
+    inner = store(clock=clock)
+    sim = Sim(clock)
+    shape = scenario.shape
+    inv = Invariants(inner, signals=frozenset(shape.signals), secret=SECRET, ignore=ignore)
+    shared = SimStore(sim, inner, inv)
+    world = World(
+        seed=seed, sim=sim, clock=clock, inner=inner, store=shared, inv=inv,
+        build=sim_build(scenario.shape, shared, inv), specs=list(scenario.actors),
+        env={"ZUKE_CANCEL_POLL": "10s", "TOKEN": SECRET}, fault_ms=scenario.fault_ms,
+        faults_left=scenario.faults,
+    )  # fmt: skip
+    digest = hashlib.sha256()
+    moves: list[str] = []
+    steps, exhausted = 0, False
+    with installed(sim):
+        try:
+            while True:
+                sim.wait_quiet()
+                while sim.wake_stopped():
+                    sim.wait_quiet()
+                inv.step = steps
+                inv.observe()
+                world.note_runs()
+                if inv.violations:
+                    break
+                options = world.moves()
+                if not options:
+                    break
+                if steps >= MAX_STEPS or clock.now_ms() - world.start > MAX_SIM_MS:
+                    exhausted = True
+                    break
+                move = options[chooser.pick([m.weight for m in options])]
+                digest.update(move.label.encode() + b"\n")
+                if keep_moves:
+                    moves.append(f"{clock.now_ms() - world.start:>9} {move.label}")
+                move.act()
+                steps += 1
+            if not inv.violations and not exhausted:
+                _final_checks(world, scenario)
+        finally:
+            sim.close(list(world.actors.values()))
+    return SeedResult(seed, scenario, steps, clock.now_ms() - world.start, digest.hexdigest()[:16],
+                      list(inv.violations), exhausted, moves)  # fmt: skip
+
+
+def _final_checks(world: World, scenario: Scenario) -> None:
+    inv = world.inv
+    if scenario.shape.compensate:
+        inv.settle({"deploy": "undeploy"})
+    for actor in world.actors.values():
+        errors = [actor.error, *actor.errors] if actor.error is not None else list(actor.errors)
+        for exc in errors:
+            if not isinstance(exc, ZukeError):
+                inv.fail("no-engine-error", f"{actor.name} died of {type(exc).__name__}: {exc}")

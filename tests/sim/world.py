@@ -1,0 +1,238 @@
+"""One seed's world: the store every actor shares, the actors, and the moves the scheduler
+may make at each quiescent point.
+
+A move is one of:
+
+* ``grant`` — let one held store call through (the only way actors touch the store);
+* ``advance`` — move the clock to the next timer (a loop's ``call_later``, a heartbeat,
+  a body's sleep, an actor's start, the end of a stall) and wake what is due;
+* ``spawn`` — start an actor whose time has come (one that acts on a run waits until
+  the run exists);
+* ``crash`` / ``stall`` / ``cut`` — a fault, at one of the actor's store calls: it dies
+  there (kill -9: nothing of it runs again), stops for longer than a lease's or a lock's
+  TTL, or finds the store unreachable for that long (its calls raise
+  :class:`~zuke.StoreUnavailableError`; it still runs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+from tests.sim.actors import ActorSpec, body
+from tests.sim.invariants import Invariants
+from tests.sim.runtime import Actor, Sim, SimThread, current_actor
+from zuke._build import Build
+from zuke._clock import ManualClock
+from zuke.state._protocol import LockAcquired, LockHolder, RunQuery
+from zuke.state.memory import MemoryStateStore
+from zuke.state.records import TERMINAL_STATUSES, RunDelta, RunRecord
+
+#: fault weights, beside 1.0 for a grant
+FAULT_WEIGHT = 0.01
+#: how much less likely time moves while calls are held (a slow call, not a lost one)
+ADVANCE_WEIGHT = 0.3
+#: the longest a healthy store keeps a call waiting: time jumps further only when no
+#: call is held (a longer wait is a fault: a stall or a cut-off, chosen as such)
+CALL_MS = 1_000
+
+
+class SimStore:
+    """The store as actors see it: every call waits for the scheduler's grant."""
+
+    def __init__(self, sim: Sim, inner: MemoryStateStore, inv: Invariants) -> None:
+        self.sim = sim
+        self.inner = inner
+        self.inv = inv
+
+    def __repr__(self) -> str:
+        return "SimStore"
+
+    def get_run(self, run_id: str) -> Any:
+        return self.sim.call(f"get_run {run_id}", lambda: self.inner.get_run(run_id))
+
+    def create_run(self, record: RunRecord) -> Any:
+        return self.sim.call(f"create_run {record.id}", lambda: self.inner.create_run(record))
+
+    def put_run(self, record: RunRecord, *, expected_version: str) -> Any:
+        return self.sim.call(
+            f"put_run {record.id}",
+            lambda: self.inner.put_run(record, expected_version=expected_version),
+        )
+
+    def append_run(self, run_id: str, delta: RunDelta, *, expected_version: str) -> Any:
+        return self.sim.call(
+            f"append_run {run_id}",
+            lambda: self.inner.append_run(run_id, delta, expected_version=expected_version),
+        )
+
+    def delete_run(self, run_id: str) -> None:
+        self.sim.call(f"delete_run {run_id}", lambda: self.inner.delete_run(run_id))
+
+    def list_runs(self, query: RunQuery | None = None) -> Any:
+        query = query or RunQuery()
+        return self.sim.call(f"list_runs {query.status}", lambda: self.inner.list_runs(query))
+
+    def acquire_lock(self, key: str, holder: LockHolder, ttl_ms: int) -> Any:
+        def acquire() -> Any:
+            taken = self.inner.acquire_lock(key, holder, ttl_ms)
+            if isinstance(taken, LockAcquired):
+                self.inv.granted(key, taken.token, self._caller())
+            return taken
+
+        return self.sim.call(f"acquire_lock {key}", acquire)
+
+    def _caller(self) -> Actor:
+        actor = current_actor.get()
+        assert actor is not None
+        return actor
+
+    def renew_lock(self, key: str, token: str, ttl_ms: int) -> Any:
+        return self.sim.call(f"renew_lock {key}", lambda: self.inner.renew_lock(key, token, ttl_ms))
+
+    def release_lock(self, key: str, token: str) -> None:
+        def release() -> None:
+            self.inv.freeing(key, token, "released", self._caller())
+            self.inner.release_lock(key, token)
+
+        self.sim.call(f"release_lock {key}", release)
+
+    def list_locks(self, *, run_id: str | None = None) -> Any:
+        return self.sim.call("list_locks", lambda: self.inner.list_locks(run_id=run_id))
+
+    def break_lock(self, key: str) -> Any:
+        def smash() -> Any:
+            self.inv.freeing(key, None, "broke", self._caller())
+            return self.inner.break_lock(key)
+
+        return self.sim.call(f"break_lock {key}", smash)
+
+
+def _timer_label(st: SimThread) -> str:
+    assert st.park is not None
+    return f"{st.actor.name}|{st.park.kind}|{st.origin}"
+
+
+@dataclass(frozen=True)
+class Move:
+    label: str
+    weight: float
+    act: Callable[[], None]
+
+
+@dataclass
+class World:
+    seed: int
+    sim: Sim
+    clock: ManualClock
+    inner: MemoryStateStore
+    store: SimStore
+    inv: Invariants
+    build: type[Build]
+    specs: list[ActorSpec]
+    env: dict[str, str]
+    #: sim ms a stall or a cut-off lasts, by how it is chosen
+    fault_ms: tuple[int, ...]
+    faults_left: int = 0
+    actors: dict[str, Actor] = field(default_factory=dict)
+    #: which owner created which run (the record's first actor)
+    owners: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.spec_of = {s.name: s for s in self.specs}
+        self.start = self.clock.now_ms()
+
+    def run_of(self, owner: str) -> str | None:
+        return self.owners.get(owner)
+
+    def all_ended(self) -> bool:
+        """Whether every run in the store ended (a sweep has nothing left to do)."""
+        records = [self.inv.record(run_id) for run_id in list(self.inner._runs)]
+        return all(r is not None and r.status in TERMINAL_STATUSES for r in records)
+
+    def note_runs(self) -> None:
+        for run_id in self.inner._runs:
+            if run_id not in self.owners.values():
+                record = self.inv.record(run_id)
+                if record is not None:
+                    self.owners.setdefault(record.actor, run_id)
+
+    # -- moves ------------------------------------------------------------------------------
+
+    def moves(self) -> list[Move]:
+        now = self.clock.now_ms()
+        moves: list[Move] = []
+        parked = self.sim.parked()
+        calls = sorted(
+            (st for st in parked if st.park is not None and st.park.kind == "call"),
+            key=lambda st: st.park.label if st.park is not None else "",
+        )
+        live = [st for st in calls if not st.actor.frozen(now)]
+        for st in live:
+            assert st.park is not None
+            moves.append(Move(f"grant {st.park.label}", 1.0, partial(self.sim.grant, st)))
+        spawns = [s for s in self.specs if s.name not in self.actors and self._ready(s, now)]
+        for spec in spawns:
+            moves.append(Move(f"spawn {spec.name}", 1.0, partial(self._spawn, spec)))
+        timers = [st for st in parked if st.park is not None and st.park.due is not None
+                  and not st.actor.frozen(now)]  # fmt: skip
+        due = sorted((st for st in timers if st.park is not None and st.park.due is not None
+                      and st.park.due <= now), key=_timer_label)  # fmt: skip
+        for st in due:
+            moves.append(Move(f"wake {_timer_label(st)}", 1.0, partial(self.sim.wake, st)))
+        later = [st.park.due for st in timers if st.park is not None and st.park.due is not None]
+        later += [int(a.frozen_until) for a in self.actors.values()
+                  if not a.dead and not a.gone and a.frozen_until > now]  # fmt: skip
+        later += [self.start + s.start_ms for s in self.specs
+                  if s.name not in self.actors and self.start + s.start_ms > now]  # fmt: skip
+        if later and not due and (not live or min(later) - now <= CALL_MS):
+            when = min(later)
+            weight = ADVANCE_WEIGHT if live or spawns else 1.0
+            moves.append(
+                Move(f"advance +{when - now}ms", weight, partial(self.sim.advance_to, when))
+            )
+        if self.faults_left > 0:
+            moves += self._faults(live, now)
+        return moves
+
+    def _ready(self, spec: ActorSpec, now: int) -> bool:
+        if self.start + spec.start_ms > now:
+            return False
+        return spec.kind == "owner" or self.run_of(spec.run_of) is not None
+
+    def _spawn(self, spec: ActorSpec) -> None:
+        actor = Actor(spec.name, seed=self.seed)
+        self.actors[spec.name] = actor
+        self.sim.spawn(actor, body(self, spec))
+
+    def _faults(self, live: list[SimThread], now: int) -> list[Move]:
+        """A crash at one of an actor's held store calls; a stall or a cut-off anywhere."""
+        moves: list[Move] = []
+        calling = {st.actor.name for st in live}
+        for actor in self.actors.values():
+            if actor.gone or actor.faulted or not self.spec_of[actor.name].faultable:
+                continue
+            if actor.name in calling:
+                moves.append(Move(f"crash {actor.name}", FAULT_WEIGHT, partial(self._crash, actor)))
+            for ms in self.fault_ms:
+                weight = FAULT_WEIGHT / len(self.fault_ms)
+                stall = partial(self._stall, actor, now + ms)
+                moves.append(Move(f"stall {actor.name} {ms}ms", weight, stall))
+                moves.append(
+                    Move(f"cut {actor.name} {ms}ms", weight, partial(self._cut, actor, now + ms))
+                )
+        return moves
+
+    def _crash(self, actor: Actor) -> None:
+        actor.dead = actor.faulted = True
+        self.faults_left -= 1
+
+    def _stall(self, actor: Actor, until: int) -> None:
+        actor.frozen_until, actor.faulted = until, True
+        self.faults_left -= 1
+
+    def _cut(self, actor: Actor, until: int) -> None:
+        actor.cut_until, actor.faulted = until, True
+        self.faults_left -= 1
