@@ -5,7 +5,7 @@ but a journal can change behind its back: copied over, restored, or appended
 to by a zuke without the index. So a listing checks each row it uses against
 the file, cheapest test first:
 
-1. ``stat`` the journal: the same inode, size and mtime as the row last saw
+1. ``stat`` the journal: the same size and mtime as the row last saw
    (:class:`~zuke.state._journal.Seen`) means nothing was written since — the
    row is the answer, no read at all;
 2. otherwise read its ends (:func:`~zuke.state._journal.tail`): the same

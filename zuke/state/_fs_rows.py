@@ -25,7 +25,7 @@ from zuke.state.records import RunRecord, RunStatus, RunSummary
 UNREADABLE = "unreadable"  #: the ``gen`` :meth:`RunIndex.apply` takes for an unreadable journal
 _COLUMNS = (
     "r.id, r.build, r.root_target, r.status, r.actor, r.created_at, r.updated_at, r.gen, r.dirty, "
-    "f.gen, f.length, f.ino, f.mtime_ns"
+    "f.gen, f.length, f.mtime_ns"
 )
 _FROM_RUNS = "FROM runs r LEFT JOIN files f ON f.id = r.id"
 _OPEN = ("running", "suspended", "cancelling")  # the statuses a live process may still change
@@ -44,10 +44,10 @@ class Row:
 
 def _row(values: Any) -> Row:
     """A :class:`Row` from a ``SELECT`` of ``_COLUMNS``."""
-    gen, seen_gen, length, ino, mtime_ns = values[7], values[9], values[10], values[11], values[12]
+    gen, seen_gen, length, mtime_ns = values[7], values[9], values[10], values[11]
     known = seen_gen == gen and length is not None
     return Row(
-        RunSummary(*values[:7]), gen, values[8] == 1, Seen(length, ino, mtime_ns) if known else None
+        RunSummary(*values[:7]), gen, values[8] == 1, Seen(length, mtime_ns) if known else None
     )
 
 
@@ -85,8 +85,8 @@ class RowStatements:
             conn.execute("DELETE FROM files WHERE id = ?", (run_id,))
         else:
             conn.execute(
-                "INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?)",
-                (run_id, gen, seen.length, seen.ino, seen.mtime_ns),
+                "INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?)",
+                (run_id, gen, seen.length, seen.mtime_ns),
             )
 
     @classmethod
@@ -149,16 +149,16 @@ class RowStatements:
             for row, seen, updated_at in checked:
                 run_id, old = row.summary.id, row.seen
                 guard = "EXISTS (SELECT 1 FROM runs WHERE id = ? AND gen = ? AND dirty = 0) AND "
-                args: list[object] = [run_id, row.gen, seen.length, seen.ino, seen.mtime_ns]
+                args: list[object] = [run_id, row.gen, seen.length, seen.mtime_ns]
                 args += [run_id, row.gen, run_id, row.gen]
                 if old is None:
                     guard += "NOT EXISTS (SELECT 1 FROM files WHERE id = ? AND gen = ?)"
                 else:
                     guard += "EXISTS (SELECT 1 FROM files WHERE id = ? AND gen = ? "
-                    guard += "AND length = ? AND ino = ? AND mtime_ns = ?)"
-                    args += [old.length, old.ino, old.mtime_ns]
+                    guard += "AND length = ? AND mtime_ns = ?)"
+                    args += [old.length, old.mtime_ns]
                 changed = conn.execute(
-                    f"INSERT OR REPLACE INTO files SELECT ?, ?, ?, ?, ? WHERE {guard}", args
+                    f"INSERT OR REPLACE INTO files SELECT ?, ?, ?, ? WHERE {guard}", args
                 )
                 if changed.rowcount and updated_at is not None:
                     conn.execute(
@@ -190,9 +190,9 @@ class RowStatements:
             conn.execute("UPDATE runs SET dirty = 0 WHERE id = ?", (run_id,))
         if seen is not None:
             conn.execute(
-                "INSERT OR REPLACE INTO files SELECT id, gen, ?, ?, ? FROM runs "
+                "INSERT OR REPLACE INTO files SELECT id, gen, ?, ? FROM runs "
                 "WHERE id = ? AND gen IS NOT NULL",
-                (seen.length, seen.ino, seen.mtime_ns, run_id),
+                (seen.length, seen.mtime_ns, run_id),
             )
 
     @staticmethod
@@ -220,17 +220,26 @@ class RowStatements:
             ).fetchone()
         return bool(found > 10 * batch)
 
-    def _matching(self, query: RunQuery, batch: int) -> tuple[str, list[object]]:
-        """A SELECT of the rows matching ``query``'s filters other than ``status``."""
-        args: list[object] = []
+    def _matching(
+        self, query: RunQuery, batch: int, statuses: tuple[str, ...] | None
+    ) -> tuple[str, list[object]]:
+        """A SELECT of the rows matching ``query``'s filters but its status, in ``statuses``.
+
+        ``statuses`` ``None``: any listed run. The status is always one condition,
+        so SQLite can seek the build + status index with it.
+        """
+        args: list[object] = [] if statuses is None else list(statuses)
+        where = "r.status IS NOT NULL"
+        if statuses is not None:
+            where = f"r.status IN ({', '.join('?' * len(statuses))})"
         if query.target is not None and not self._common(query.target, batch):
             # A rare target: start from its few runs and sort them.
             sql = f"SELECT {_COLUMNS} FROM targets t JOIN runs r ON r.id = t.run_id "
-            sql += "LEFT JOIN files f ON f.id = r.id WHERE t.target = ? AND r.status IS NOT NULL"
-            args.append(query.target)
+            sql += f"LEFT JOIN files f ON f.id = r.id WHERE t.target = ? AND {where}"
+            args.insert(0, query.target)
         else:
             # Otherwise walk the runs newest first; a common target matches soon.
-            sql = f"SELECT {_COLUMNS} {_FROM_RUNS} WHERE r.status IS NOT NULL"
+            sql = f"SELECT {_COLUMNS} {_FROM_RUNS} WHERE {where}"
             if query.target is not None:
                 sql += (
                     " AND EXISTS (SELECT 1 FROM targets t WHERE t.target = ? AND t.run_id = r.id)"
@@ -247,10 +256,8 @@ class RowStatements:
 
     def rows(self, query: RunQuery, batch: int) -> Iterator[Row]:
         """Rows matching ``query``'s filters, newest first, fetched ``batch`` at a time."""
-        sql, args = self._matching(query, batch)
-        if query.status is not None:
-            sql += " AND r.status = ?"
-            args.append(query.status)
+        statuses = None if query.status is None else (query.status,)
+        sql, args = self._matching(query, batch, statuses)
         after: tuple[str, str] | None = None
         while True:
             page = sql + (" AND (r.created_at, r.id) < (?, ?)" if after else "")
@@ -269,9 +276,7 @@ class RowStatements:
         status in a journal write the index was not told of (a zuke without the
         index, a file copied over it): a status listing checks those rows' files.
         """
-        assert query.status is not None
-        sql, args = self._matching(query, 500)
-        marks = ", ".join("?" * len(_OPEN))
-        sql += f" AND r.status IN ({marks}) AND r.status != ?"
+        others = tuple(status for status in _OPEN if status != query.status)
+        sql, args = self._matching(query, 500, others)
         with self._using() as conn:
-            return [_row(v) for v in conn.execute(sql, (*args, *_OPEN, query.status))]
+            return [_row(v) for v in conn.execute(sql, args)]

@@ -164,24 +164,26 @@ def _probe_fd(fd: int, where: str, size: int | None = None) -> Probe:
 
 @dataclass(frozen=True)
 class Seen:
-    """A journal as its index row last saw it: ``length`` complete bytes, and its ``stat``.
+    """A journal as its index row last saw it: ``length`` complete bytes, and its mtime.
 
-    A journal whose ``stat`` still shows this inode, size (= ``length``) and
-    mtime has not been written since, so its row needs no read at all; one
-    that grew only needs its lines after ``length`` checked for a listed field.
+    A journal whose ``stat`` still shows this size (= ``length``) and mtime
+    (to the nanosecond, as the filesystem keeps it) has not been written
+    since, so its row needs no read at all; one that grew only needs its lines
+    after ``length`` checked for a listed field. The inode is left out on
+    purpose: a copy that keeps the mtime (``cp -p``, ``rsync -a``) is the
+    same content.
     """
 
     length: int
-    ino: int
     mtime_ns: int
 
     def matches(self, st: os.stat_result) -> bool:
-        return (st.st_ino, st.st_size, st.st_mtime_ns) == (self.ino, self.length, self.mtime_ns)
+        return st.st_size == self.length and st.st_mtime_ns == self.mtime_ns
 
 
 def seen(length: int, st: os.stat_result) -> Seen | None:
     """What to remember of a journal just written or read: ``None`` if ``st`` is not of it."""
-    return Seen(length, st.st_ino, st.st_mtime_ns) if st.st_size == length else None
+    return Seen(length, st.st_mtime_ns) if st.st_size == length else None
 
 
 @dataclass(frozen=True)
@@ -197,14 +199,13 @@ class Tail:
     #: whether a complete line after byte ``since`` changes ``status`` or ``actor``
     #: (a listed field); ``None`` when that cannot be told without reading it all
     listed: bool | None
-    ino: int  #: the file's ``fstat``, taken before anything was read
-    size: int
+    size: int  #: the file's ``fstat``, taken before anything was read
     mtime_ns: int
 
     @property
     def seen(self) -> Seen | None:
         """The journal as read here (``None`` with a torn tail: an append in flight)."""
-        return Seen(self.valid, self.ino, self.mtime_ns) if self.size == self.valid else None
+        return Seen(self.valid, self.mtime_ns) if self.size == self.valid else None
 
 
 _STAMP_PREFIX = b'{"updatedAt":'
@@ -229,7 +230,7 @@ def tail(path: str, where: str, *, since: int | None = None) -> Tail | None:
         st = os.fstat(fd)
         found = _probe_fd(fd, where, st.st_size)
         records_end = found.header.length + found.header.base
-        stat = {"ino": st.st_ino, "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+        stat = {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
         known = since is not None and records_end <= since <= found.valid
         if found.valid == records_end:
             listed = False if known else None
