@@ -15,11 +15,13 @@ Layout, under ``<dir>/index/`` (no run id or lock key can name it):
   summary fields, the journal ``gen`` it was taken from, ``createdAt`` in epoch
   ms for ``since``, and a ``dirty`` flag; ``targets(target, run_id)`` holds the
   graph's node names; ``files`` holds, per run, the journal as the row last saw
-  it (:class:`~zuke.state._journal.Seen`). ``files`` was added after format 1 shipped, in a table of
-  its own, so a zuke that does not know it still reads and writes the index.
+  it (:class:`~zuke.state._journal.Seen`). ``files`` came after format 1
+  shipped, in a table of its own, so a zuke without it still reads and writes
+  the index (its writes leave ``files`` behind, which a listing notices). The
+  row statements are :mod:`zuke.state._fs_rows`.
 - ``rebuild.lock`` — the flock a rebuild (or a quarantine) holds.
-- ``clock`` — an empty file stamped to read the filesystem's time
-  (:mod:`zuke.state._fs_fresh`).
+- ``clock`` — an empty file a listing stamps to read the filesystem's time
+  (:func:`zuke.state._fs_listing.find_new`).
 
 The writer's rule (:mod:`zuke.state.filesystem`, under the run's mutex): before
 a write that changes a listed field (create, put, delete, a status or actor

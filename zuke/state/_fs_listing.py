@@ -130,7 +130,7 @@ def _unreadable(store: FileSystemStateStore, row: Row, exc: CorruptRecordError) 
     Leaving it out would hide it from a sweep, which reports it when it reads it.
     """
     run_id = row.summary.id
-    _LOG.warning("state: listing run %r as last indexed: %s", run_id, exc)
+    _LOG.warning("state: keeping run %r as last indexed (reading it reports this): %s", run_id, exc)
     with contextlib.suppress(IndexUnavailable):
         store.index.unreadable(run_id, _as_is(store, run_id), settle=False)
     return row.summary
