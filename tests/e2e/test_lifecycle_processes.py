@@ -53,8 +53,9 @@ def test_six_sweeps_at_once_make_a_rate_limited_dispatch_once(
     tmp_path: Path, gh: FakeGitHub
 ) -> None:
     """Item 1: six sweeps check a github_workflow gate whose first dispatch was rate limited;
-    exactly one of them asks the gate's trigger and dispatches (the others are held off by
-    the run's lease), however long that one takes."""
+    they may all ask the gate's trigger (asking changes nothing), but its persist() before
+    the dispatch takes the run's lease: exactly one dispatches, the others are held off
+    (the lease held, or the gate's state moved), however long that one takes."""
     workflow(gh)
     # The first dispatch gets GitHub's secondary rate limit, with a retry-after longer than the
     # client's retry budget (60 s): the run suspends with the dispatch owed.
@@ -92,8 +93,7 @@ def test_six_sweeps_at_once_make_a_rate_limited_dispatch_once(
         did = actions(sweep_summary(code, out), run_id)
         assert len(did) == 1 and did[0] in ("still-waiting", "skipped-held"), out
         seen.extend(did)
-    asked = lines(gate / "arrived")
-    assert len(asked) == 1, f"{len(asked)} sweeps asked the trigger at once ({seen})"
+    assert len(lines(gate / "arrived")) >= 1  # every sweep may ask; one dispatches
     (dispatched,) = gh.dispatched(REPO)  # one workflow run
     assert [r["status"] for r in gh.requests if r["endpoint"] == DISPATCH] == [403, 200]
     assert sorted(seen) == ["skipped-held"] * (SWEEPS - 1) + ["still-waiting"]

@@ -158,7 +158,9 @@ def test_a_gate_check_never_reverts_a_gate_that_moved_during_it_to_waiting() -> 
     h, _, run_id = parked(gate=gate)
     box.update(run_id=run_id, store=h.store)
     [entry] = h.sweep().entries
-    assert entry.action == "still-waiting"  # what the trigger said
+    assert entry.action == "skipped-held" and "moved while its gates were checked" in (
+        entry.detail or ""
+    )
     row = h.record(run_id).targets["approve"]
     assert row.status == "succeeded" and row.waiting_for is None
 
@@ -218,15 +220,30 @@ def test_an_on_timeout_hook_runs_under_a_renewed_lease_and_a_second_sweep_waits(
 
 
 def test_a_sweep_finding_the_run_held_skips_it_naming_its_real_status() -> None:
+    """A trigger that must persist before its external call needs the lease; another
+    holder has it, so the sweep skips the run — its status as it is, not "running"."""
+    calls: list[str] = []
+
+    class Dispatches(WaitTrigger):
+        @property
+        def descriptor(self) -> str:
+            return "dispatch"
+
+        async def check(self, ctx: WaitContext) -> Any:
+            ctx.state.set({"marker": "m-1"})
+            await ctx.persist()
+            calls.append("dispatch")
+            return NotYet("dispatched")
+
     def gate(build: Any, s: Any) -> Any:
-        return s.on(Slow(lambda: None))
+        return s.on(Dispatches())
 
     h, _, run_id = parked(gate=gate)
-    h.store.acquire_lock(
-        lease_key(run_id), LockHolder("bob", run_id, iso(h.clock.now_ms())), 60_000
-    )
+    calls.clear()
+    occupy(h, run_id, "bob")
     [entry] = h.sweep().entries
     assert (entry.action, entry.result) == ("skipped-held", "suspended")
+    assert calls == []  # its persist() found the run held: the dispatch was not made
 
 
 # -- item 20: a paused holder cannot write; a canceller does not pull a held run --------

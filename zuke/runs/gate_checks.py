@@ -10,9 +10,12 @@ waiting, with the error shown and counted. Whatever is recorded — state,
 reasons, errors — is redacted first. Writes keep ``updatedAt``: a check moves
 nothing.
 
-Every check runs under the run's lease (a :class:`~zuke.runs.lifecycle.Hold`,
-renewed while triggers run): two sweeps never ask one gate at the same time,
-so a trigger's external call (a dispatch) happens once. Every write is a
+Asking changes nothing, so checks run on a record read without the lease;
+the run's lease is taken at the first change (:class:`~zuke.runs.lifecycle.
+LazyHold`) — above all a trigger's ``persist()`` before its external call —
+and is renewed while the trigger goes on. Taking it re-reads the record and
+refuses unless the gate rows are as the check saw them, so two sweeps asking
+one gate at once make its external call (a dispatch) once. Every write is a
 compare-and-swap decided on the fresh record: only rows still ``waiting`` are
 touched, with the fields the check owns (its state, ``checkedAt``, its
 detail), never rows read before the check.
@@ -27,9 +30,9 @@ from typing import Any
 
 from zuke._clock import iso, parse_iso
 from zuke._engine.run import LoadedBuild
-from zuke._errors import RunError, ZukeError
+from zuke._errors import AlreadyResumedError, RunError, ZukeError
 from zuke._waits import GateState, NotYet, WaitContext, WaitFailed, ask
-from zuke.runs.lifecycle import Hold
+from zuke.runs.lifecycle import Hold, LazyHold
 from zuke.state.records import RunDelta, RunRecord, TargetRecord
 from zuke.state.update import Unchanged
 
@@ -50,10 +53,11 @@ class GateAnswer:
 
 
 async def check_gates(
-    loaded: LoadedBuild, hold: Hold, now: int, shared: dict[str, Any]
+    loaded: LoadedBuild, lazy: LazyHold, now: int, shared: dict[str, Any]
 ) -> list[GateAnswer]:
-    """Ask every waiting gate's trigger, from the record read under ``hold``."""
-    record = hold.record
+    """Ask every waiting gate's trigger, from the record ``lazy`` was built on; a
+    ``persist()`` takes the run's lease first (a run held or moved: AlreadyResumedError)."""
+    record = lazy.basis
     checks = []
     for name, row in record.targets.items():
         if row.status != "waiting":
@@ -82,11 +86,13 @@ async def check_gates(
             check.meta = merge_patch(check.meta, clean_patch(patch, loaded.redactor))
 
         async def persist(check: GateAnswer = check) -> None:
-            await _persist_meta(hold, check)
+            await _persist_meta(await lazy.get(), check)
 
         ctx = record_context(loaded, record, name, GateState(read, write), now, persist, shared)
         try:
             check.result = await ask(trigger, ctx)
+        except AlreadyResumedError:
+            raise  # its persist() found the run held or moved: this check is someone else's
         except Exception as exc:
             check.errored = True
             check.detail = loaded.redactor.text(f"the trigger raised {type(exc).__name__}: {exc}")
@@ -177,7 +183,7 @@ async def _persist_meta(hold: Hold, check: GateAnswer) -> None:
         raise RunError(f"run {hold.run_id}: gate {check.gate}'s state did not land; not going on")
 
 
-async def record_checks(hold: Hold, checks: list[GateAnswer], now: int) -> None:
+async def record_checks(lazy: LazyHold, checks: list[GateAnswer], now: int) -> None:
     """Stamp what the checks said (when, and why not yet) — only where it matters:
     a trigger with an interval, a changed detail, or state the trigger kept."""
     due = []
@@ -204,4 +210,4 @@ async def record_checks(hold: Hold, checks: list[GateAnswer], now: int) -> None:
         # updatedAt is kept: a check moves nothing (parked time runs from parkedAt)
         return RunDelta(updated_at=fresh.updated_at, targets=rows) if rows else None
 
-    await hold.write(change)
+    await (await lazy.get()).write(change)

@@ -247,6 +247,57 @@ async def hold_taken(
     return Hold(store, taken, claim, found, clock)
 
 
+class LazyHold:
+    """The run's lease, taken at the first change rather than up front (a sweep's check).
+
+    Asking a gate changes nothing, and a cron sweep of a quiet store must cost
+    reads only. So the checks run on ``basis`` (a record read without the lease),
+    and the lease is taken the moment something must change: a trigger's
+    ``ctx.persist()`` before its external call, a gate that passed, failed or
+    timed out, a check worth stamping. Taking it reads the record again and
+    refuses (:class:`~zuke.AlreadyResumedError`) unless the run is still parked
+    with every gate row as the checks saw it — so two sweeps asking one gate at
+    once make its external call once: the second finds the lease held, or the
+    gate's state moved.
+    """
+
+    def __init__(self, store: StateStore, basis: RunRecord, *, actor: str, clock: Clock,
+                 env: Mapping[str, str], warn: Callable[[str], None]) -> None:  # fmt: skip
+        self.store = store
+        self.basis = basis
+        self._take = {"actor": actor, "clock": clock, "env": env, "warn": warn}
+        self.hold: Hold | None = None
+
+    async def get(self) -> Hold:
+        """The hold, taken (and the record checked against ``basis``) on first use."""
+        if self.hold is not None:
+            return self.hold
+        run_id = self.basis.id
+        held = f"run {run_id} is held by {{actor}}"
+        hold = await take(self.store, run_id, held=held, **self._take)  # type: ignore[arg-type]
+        fresh = hold.record
+        gates = [n for n, row in self.basis.targets.items() if row.status == "waiting"]
+        if fresh.status != self.basis.status or any(
+            fresh.targets.get(n) != self.basis.targets[n] for n in gates
+        ):
+            await hold.release()
+            raise AlreadyResumedError(
+                f"run {run_id} moved while its gates were checked (it is {fresh.status} now); "
+                "it is left to whoever moved it",
+                run_id=run_id,
+                by=fresh.actor,
+            )
+        self.hold = hold
+        return hold
+
+    async def release(self) -> bool:
+        """Give the lease back if it was taken; whether it was."""
+        if self.hold is None:
+            return False
+        await self.hold.release()
+        return True
+
+
 async def _give_back(store: StateStore, run_id: str, claim: Claim, taken: LockAcquired) -> None:
     await claim.stop()
     with contextlib.suppress(Exception):
@@ -256,6 +307,7 @@ async def _give_back(store: StateStore, run_id: str, claim: Claim, taken: LockAc
 __all__ = [
     "ForeignRunError",
     "Hold",
+    "LazyHold",
     "LeaseLostError",
     "ResumeOutcome",
     "check_ownership",

@@ -11,14 +11,15 @@ One sweep, in this order:
    at all (a reaped run), is resumed in this process. A gate whose trigger
    failed fails the run.
 
-Running late, twice, or beside another sweep is safe: a run whose gates
-need asking (a trigger with an external call, a deadline, a stored signal)
-is checked under its lease (:class:`~zuke.runs.lifecycle.Hold`), decided on
-the record read under it, and every move is a compare-and-swap on its
-version; a run someone else holds is skipped, with its real status. A run
-that only waits for a signal not yet stored is decided from the record alone,
-without its lease: nothing is asked and nothing written. One bad run never
-stops the sweep; it is reported and counted.
+Running late, twice, or beside another sweep is safe: asking a gate changes
+nothing, so it needs no lease; the run's lease is taken at the first change
+(:class:`~zuke.runs.lifecycle.LazyHold`: a trigger's ``persist()`` before its
+external call, a gate that passed, failed or timed out, a check worth
+stamping), the record read again under it and the change refused if the run
+moved meanwhile; every move is a compare-and-swap on its version. A run
+someone else holds is skipped, with its real status. A sweep with nothing due
+costs reads only. One bad run never stops the sweep; it is reported and
+counted.
 """
 
 from __future__ import annotations
@@ -29,17 +30,16 @@ from typing import Any, Literal
 
 from zuke._build import Build
 from zuke._clock import iso
-from zuke._engine.plan import TargetSpec
+from zuke._engine.plan import Plan, TargetSpec
 from zuke._engine.resumed import plan_of
 from zuke._engine.run import LoadedBuild, RunOptions, load
 from zuke._errors import AlreadyResumedError, ParameterError, RunNotFoundError, ZukeError
 from zuke._provenance import build_origin, resolve_actor
 from zuke._waits import Satisfied, WaitFailed
 from zuke.runs.gate_checks import check_gates, record_checks
-from zuke.runs.lifecycle import Hold, check_settings, load_for, ownership_problem, take
+from zuke.runs.lifecycle import LazyHold, check_settings, load_for, ownership_problem
 from zuke.runs.reap import reap_run
 from zuke.runs.resume import ResumeOptions, check_resumable, continue_due, resume_now
-from zuke.runs.signals import due_signals
 from zuke.runs.timeouts import expired_gate, settle_failed_gate, settle_timeout
 from zuke.state._protocol import RunQuery, StateStore, StoredRun
 from zuke.state.records import RunDelta, RunRecord, RunStatus
@@ -263,23 +263,6 @@ async def _check_one(
         return SweepEntry(run_id, name, "failed", record.status, detail=str(exc))
 
 
-def _only_waits_for_signals(record: RunRecord, now: int) -> list[str] | None:
-    """The details of a run with nothing to do but wait for signals not stored yet (its
-    gates decided from the record alone: no lease, no trigger, no write); ``None``
-    when a gate needs asking, a deadline passed, a signal is due, or no gate waits."""
-    details = []
-    for row in record.targets.values():
-        waiting = row.waiting_for
-        if row.status != "waiting":
-            continue
-        if waiting is None or not waiting.trigger.startswith("signal:"):
-            return None
-        details.append(f"waiting for the signal {waiting.trigger.removeprefix('signal:')!r}")
-    if not details or due_signals(record) or expired_gate(record, now) is not None:
-        return None
-    return details
-
-
 async def _sweep_run(
     build_cls: type[Build],
     store: StateStore,
@@ -290,23 +273,16 @@ async def _sweep_run(
     shared: dict[str, Any],
 ) -> SweepEntry:
     record = found.record
-    name = build_cls.__name__
     loaded = load_for(build_cls, record, run)
     plan = await plan_of(loaded, record)
     check_resumable(record, plan, resume)
-    quiet = _only_waits_for_signals(record, run.clock.now_ms())
-    if quiet is not None:
-        first = next(n for n, row in record.targets.items() if row.status == "waiting")
-        return SweepEntry(record.id, name, "still-waiting", "suspended", gate=first,
-                          detail="; ".join(quiet))  # fmt: skip
-    held = f"run {record.id} is held by {{actor}}"
-    hold = await take(store, record.id, actor=actor, clock=run.clock, env=run.env, held=held,
-                      warn=run.on_warning)  # fmt: skip
+    lazy = LazyHold(store, record, actor=actor, clock=run.clock, env=run.env,
+                    warn=run.on_warning)  # fmt: skip
     try:
-        entry = await _sweep_held(loaded, hold, resume, run, actor, shared)
+        entry = await _sweep_checked(loaded, plan, lazy, resume, run, actor, shared)
     finally:
-        await hold.release()  # a no-op once a resume took the lease over
-    if entry.result != "suspended":
+        held = await lazy.release()  # a no-op once a resume took the lease over
+    if entry.result != "suspended" or not held:
         return entry
     # Let go, then look again: a signal stored while this sweep held the run is due now,
     # and its deliverer, finding the run held, left it to the holder.
@@ -317,39 +293,38 @@ async def _sweep_run(
     return replace(entry, action="resumed", result=again.status, detail=notes)
 
 
-async def _sweep_held(
+async def _sweep_checked(
     loaded: LoadedBuild,
-    hold: Hold,
+    plan: Plan,
+    lazy: LazyHold,
     resume: ResumeOptions,
     run: RunOptions,
     actor: str,
     shared: dict[str, Any],
 ) -> SweepEntry:
-    """Check one run under its lease, deciding on the record read under it."""
-    record = hold.record
+    """Check one run's gates; every change is made under its lease, taken then."""
+    record = lazy.basis
     name = type(loaded.build).__name__
-    if record.status != "suspended":
-        return SweepEntry(record.id, name, "skipped-held", record.status,
-                          detail="it moved before its lease was taken")  # fmt: skip
-    plan = await plan_of(loaded, record)
-    check_resumable(record, plan, resume)
     now = run.clock.now_ms()
     gate = expired_gate(record, now)
     if gate is not None:
+        hold = await lazy.get()
         outcome = await settle_timeout(loaded, hold, gate, run, actor=actor, notes=[])
         return SweepEntry(
             record.id, name, "timed-out", outcome.status, gate=gate, detail="; ".join(outcome.notes)
         )
-    checks = await check_gates(loaded, hold, now, shared)
+    checks = await check_gates(loaded, lazy, now, shared)
     failed = next((c for c in checks if isinstance(c.result, WaitFailed)), None)
     if failed is not None:
         assert isinstance(failed.result, WaitFailed)
+        hold = await lazy.get()
         status = await settle_failed_gate(hold, failed.gate, failed.result.reason, run, actor=actor)
         return SweepEntry(
             record.id, name, "failed", status, gate=failed.gate, detail=failed.result.reason
         )
     passed = [c for c in checks if isinstance(c.result, Satisfied)]
     if passed or not checks:
+        hold = await lazy.get()
         stamp = iso(now)
         rows = {
             c.gate: replace(
@@ -378,7 +353,7 @@ async def _sweep_held(
             gate=gates,
             detail=lost or "; ".join(outcome.notes) or None,
         )
-    await record_checks(hold, checks, now)
+    await record_checks(lazy, checks, now)
     first = checks[0]
     detail = "; ".join(c.detail for c in checks if c.detail) or None
     return SweepEntry(
