@@ -21,8 +21,6 @@ from zuke._target import TargetBuilder
 from zuke._waits import NotYet, Satisfied, WaitContext, WaitResult, WaitSettings, WaitTrigger
 from zuke.state._protocol import StateStore
 
-#: how long a dispatched workflow runs before it completes (sim ms)
-WORKFLOW_MS = 20_000
 LOCK_KEY = "prod"
 #: the secret parameter's value (from the environment as ``TOKEN``): never in a record
 SECRET = "s3cr3t-sim-token-4711"
@@ -40,6 +38,8 @@ class Shape:
     on_timeout: str = "fail"
     #: the on_timeout hook's duration (sim s) for the workflow gate
     hook_s: float = 1.0
+    #: how long a dispatched workflow runs before it completes (sim ms)
+    workflow_ms: int = 20_000
     lock_ttl: str | None = None
     deploy_s: float = 5.0
     effect: bool = False
@@ -82,7 +82,7 @@ class SimWorkflow(WaitTrigger):
                 return NotYet("the dispatch was rate limited")
             return NotYet("dispatched")
         at = state.get("dispatchedAt")
-        if isinstance(at, int) and ctx.now_ms >= at + WORKFLOW_MS:
+        if isinstance(at, int) and ctx.now_ms >= at + self.shape.workflow_ms:
             ctx.state.set({"done": True})
             return Satisfied()
         return NotYet("the workflow runs")

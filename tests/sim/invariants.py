@@ -297,8 +297,8 @@ class Invariants:
 
     def delivered(self, run_id: str, signal: str, outcome: str, *, refused: bool) -> None:
         """A signal delivery returned (``refused``: for a reason the design allows)."""
-        if refused:
-            return
+        if refused or signal not in self.signals:
+            return  # an unknown signal must be refused: signal-known says if it was stored
         record = self.record(run_id)
         if record is not None and signal not in record.signals:
             actor = self.actor()

@@ -155,13 +155,14 @@ def make_scenario(seed: int) -> Scenario:
             actors.append(resumer("a", 0, 30))
         actors += sweepers(0, 2, 0, 120)
     else:
+        signals = ("a", "b") if rng.random() < 0.5 else ("a",)
         shape = Shape(
-            signals=("a",), workflow=rng.random() < 0.5, rate_limit_first=False,
+            signals=signals, workflow=rng.random() < 0.5, rate_limit_first=False,
             gate_timeout="2m", on_timeout=rng.choice(("fail", "cancel-run", "rollback")),
             compensate=rng.random() < 0.5, hook_s=rng.choice((1.0, 61.0)), order_s=order_s,
-            deadline="30m",
+            deadline="30m", workflow_ms=rng.choice((20_000, 300_000)),
         )  # fmt: skip
-        actors.append(resumer("a", 0, 200))
+        actors += [resumer(signal, 0, 200) for signal in signals]
         actors += sweepers(2, 3, 60, 300)
         if rng.random() < 0.5:
             actors.append(ActorSpec("mcp-show", "mcp-show", at(20, 200)))
