@@ -155,9 +155,11 @@ def cancel_run(
         taken = take_sync(store, run_id, actor=actor, clock=clock, env=environ)
         if isinstance(taken, LockAcquired):  # nobody holds the run (or its owner just died)
             try:
-                return _settle_abandoned(store, run_id, taken, actor=actor, clock=clock,
-                                         asked=owner, build=build, env=environ,
-                                         compensations=compensations)  # fmt: skip
+                from zuke.runs.compensate import run_sync  # an engine: only with a walk
+
+                return run_sync(_settle_held(store, run_id, taken, actor=actor, clock=clock,
+                                             asked=owner, build=build, env=environ,
+                                             compensations=compensations))  # fmt: skip
             finally:
                 store.release_lock(lease_key(run_id), taken.token)
         status = _mark_cancelling(store, run_id, owner=taken.holder.actor, actor=actor,
@@ -216,7 +218,7 @@ def _mark_cancelling(
     return outcome.record.status
 
 
-def _settle_abandoned(
+async def _settle_held(
     store: StateStore,
     run_id: str,
     taken: LockAcquired,
@@ -234,24 +236,6 @@ def _settle_abandoned(
     ``asked`` is the owner this call already asked to stop: finding the run
     ended then means that owner finished stopping it.
     """
-    from zuke.runs.compensate import run_sync
-
-    return run_sync(_settle_held(store, run_id, taken, actor=actor, clock=clock, asked=asked,
-                                 build=build, env=env, compensations=compensations))  # fmt: skip
-
-
-async def _settle_held(
-    store: StateStore,
-    run_id: str,
-    taken: LockAcquired,
-    *,
-    actor: str,
-    clock: Clock,
-    asked: str | None,
-    build: type[Build] | None,
-    env: Mapping[str, str],
-    compensations: Compensations,
-) -> CancelResult:
     from zuke.runs.compensate import walk_taken
     from zuke.runs.lifecycle import hold_taken
 

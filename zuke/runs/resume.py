@@ -228,9 +228,17 @@ async def _continue_if_free(
                 by=found.record.actor,
             )
         return None
-    if found.record.status != "suspended" or not due_signals(found.record):
+    if not await _due(store, run_id):
         return None  # the signal is stored for a gate not reached (or already passed)
     return await continue_run(build_cls, store, run_id, resume, run, actor=actor)
+
+
+async def _due(store: StateStore, run_id: str) -> bool:
+    """Whether the run is parked with a gate whose signal is stored."""
+    found = await asyncio.to_thread(store.get_run, run_id)
+    return (
+        found is not None and found.record.status == "suspended" and bool(due_signals(found.record))
+    )
 
 
 async def continue_due(
@@ -239,8 +247,7 @@ async def continue_due(
     """Continue a run that just suspended while a signal one of its gates waits for is
     stored (it arrived while the run ran); ``None`` when nothing is due or another process
     already continues it. The process that suspended the run calls this right after."""
-    found = await asyncio.to_thread(store.get_run, run_id)
-    if found is None or found.record.status != "suspended" or not due_signals(found.record):
+    if not await _due(store, run_id):
         return None
     try:
         return await continue_run(build_cls, store, run_id, ResumeOptions(), run, actor=actor)
@@ -263,8 +270,7 @@ async def continue_run(
     for _ in range(MAX_CONTINUATIONS):
         if outcome.action != "resumed" or outcome.status != "suspended":
             break
-        found = await asyncio.to_thread(store.get_run, run_id)
-        if found is None or found.record.status != "suspended" or not due_signals(found.record):
+        if not await _due(store, run_id):
             break
         try:
             again = await _continue_once(build_cls, store, run_id, resume, run, actor=actor)
