@@ -13,6 +13,7 @@ OPTIONS = {
     "--sim-start": ("ZUKE_SIM_START", "the first seed test_seeds and test_soak run (default 0)"),
     "--sim-soak": ("ZUKE_SIM_SOAK", "test_soak runs seeds for this many seconds"),
     "--sim-ignore": ("ZUKE_SIM_IGNORE", "invariants (comma-separated) that do not end a seed"),
+    "--sim-workers": ("ZUKE_SIM_WORKERS", "processes test_seeds runs in (default: 2, or 1 core)"),
 }
 
 

@@ -356,7 +356,9 @@ class Invariants:
             first = self._first_deadline.get(run_id)
             current = parse_iso(record.deadline_at or "")
             resumed = bool(record.events) and record.events[-1].tool == "resume"
-            if resumed and first is not None and current is not None:
+            if not resumed:  # a timeout's rollback, a cancel: judged from here on
+                self._first_deadline[run_id], self._parked[run_id] = current, 0
+            elif first is not None and current is not None:
                 owed = first + self._parked[run_id]
                 if current < owed - CREDIT_SLACK_MS:
                     short = (owed - current) // 1000

@@ -38,6 +38,7 @@ import threading
 import time
 import traceback
 import uuid
+import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -599,6 +600,28 @@ class SimExecutor(concurrent.futures.Executor):
             self.idle.clear()
 
 
+class _PerActor:
+    """A process-wide object of zuke (the bodies a claim guards), one per simulated
+    process: actors share a Python process, not their processes' state."""
+
+    def __init__(self, original: Any) -> None:
+        self._original = original
+        self._mine: weakref.WeakKeyDictionary[Actor, Any] = weakref.WeakKeyDictionary()
+
+    def __getattr__(self, name: str) -> Any:
+        actor = current_actor.get()
+        if actor is None:
+            return getattr(self._original, name)
+        mine = self._mine.get(actor)
+        if mine is None:
+            mine = self._mine[actor] = type(self._original)()
+        return getattr(mine, name)
+
+
+#: zuke's process-wide singletons, ``(module, name)``: each actor gets its own
+PER_PROCESS = (("zuke._engine.executor", "BODIES"),)
+
+
 def _pool_factory(real: type) -> Callable[..., Any]:
     def make(*args: Any, **kwargs: Any) -> Any:
         if ACTIVE is not None and current_actor.get() is not None:
@@ -711,12 +734,22 @@ def _uuid4() -> uuid.UUID:
 _installed = 0
 
 
+_depth = 0
+
+
 @contextlib.contextmanager
-def installed(sim: Sim) -> Iterator[Sim]:
-    """Make ``sim`` the active simulation: threads, loops, pools, time and ids are its own
-    inside actors (outside them everything behaves as usual)."""
-    global ACTIVE
-    assert ACTIVE is None, "one simulation at a time"
+def patched() -> Iterator[None]:
+    """Install what makes threads, loops, pools, time and ids the active simulation's
+    inside actors (outside them everything behaves as usual). Nested calls reuse the
+    patches, so a campaign installs them once for all its seeds."""
+    global _depth
+    if _depth:
+        _depth += 1
+        try:
+            yield
+        finally:
+            _depth -= 1
+        return
     saved: list[tuple[Any, str, Any]] = []
 
     def patch(owner: Any, name: str, value: Any) -> None:
@@ -729,7 +762,7 @@ def installed(sim: Sim) -> Iterator[Sim]:
     levels = [logger.level for logger in loggers]
     for logger in loggers:
         logger.setLevel(logging.CRITICAL + 1)
-    ACTIVE = sim
+    _depth = 1
     try:
         patch(threading.Thread, "start", _start)
         patch(threading.Thread, "join", _join)
@@ -740,6 +773,11 @@ def installed(sim: Sim) -> Iterator[Sim]:
         patch(os, "kill", _kill)
         patch(uuid, "uuid4", _uuid4)
         patch(SystemClock, "now_ms", _system_now)  # SYSTEM_CLOCK, wherever it is a default
+        singletons = {}
+        for module_name, name in PER_PROCESS:
+            found = getattr(sys.modules.get(module_name), name, None)
+            if found is not None:
+                singletons[id(found)] = _PerActor(found)
         pool = _pool_factory(concurrent.futures.ThreadPoolExecutor)
         sim_time = _SimTime()
         for name, module in sorted(sys.modules.items()):
@@ -749,19 +787,35 @@ def installed(sim: Sim) -> Iterator[Sim]:
                 patch(module, "ThreadPoolExecutor", pool)
             if getattr(module, "time", None) is time:
                 patch(module, "time", sim_time)
+            for attr, value in list(vars(module).items()):
+                if id(value) in singletons:
+                    patch(module, attr, singletons[id(value)])
             for fn in list(vars(module).values()):
                 defaults = getattr(fn, "__kwdefaults__", None)
                 if isinstance(defaults, dict) and defaults.get("sleep") is time.sleep:
                     patch(fn, "__kwdefaults__", {**defaults, "sleep": sim_time.sleep})
         asyncio.set_event_loop_policy(SimPolicy())
-        yield sim
+        yield
     finally:
         asyncio.set_event_loop_policy(policy)
         for logger, level in zip(loggers, levels, strict=True):
             logger.setLevel(level)
         for owner, name, value in reversed(saved):
             setattr(owner, name, value)
-        ACTIVE = None
+        _depth = 0
+
+
+@contextlib.contextmanager
+def installed(sim: Sim) -> Iterator[Sim]:
+    """Make ``sim`` the active simulation (patching, unless a campaign has already)."""
+    global ACTIVE
+    assert ACTIVE is None, "one simulation at a time"
+    with patched():
+        ACTIVE = sim
+        try:
+            yield sim
+        finally:
+            ACTIVE = None
 
 
 #: ids for parks, so two calls with one label keep the order they arrived in

@@ -9,6 +9,7 @@ failing seed is printed with the line that reproduces it by its number alone.
 from __future__ import annotations
 
 import contextvars
+import os
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -17,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.sim.campaign import run_many
+from tests.sim.campaign import run_many, run_parallel
 from tests.sim.conftest import setting
 from tests.sim.invariants import Exec, Invariants
 from tests.sim.runtime import Actor, current_actor
@@ -50,11 +51,13 @@ def _report(summary_text: str, failures: list[str]) -> str:
 
 
 @KNOWN_BUGS
+@pytest.mark.timeout(900)
 def test_seeds(pytestconfig: pytest.Config) -> None:
     """CI's seeds: no invariant breaks in any of them."""
     start = int(setting(pytestconfig, "--sim-start") or 0)
     count = int(setting(pytestconfig, "--sim-seeds") or 2000)
-    summary = run_many(range(start, start + count), ignore=_ignore(pytestconfig))
+    workers = int(setting(pytestconfig, "--sim-workers") or min(2, os.cpu_count() or 1))
+    summary = run_parallel(start, count, workers=workers, ignore=_ignore(pytestconfig))
     print(summary.describe())
     assert not summary.broken, _report(summary.describe(), [f.describe() for f in summary.failures])
 
@@ -70,6 +73,7 @@ def test_one_seed(pytestconfig: pytest.Config) -> None:
 
 
 @KNOWN_BUGS
+@pytest.mark.timeout(0)
 def test_soak(pytestconfig: pytest.Config) -> None:
     """``ZUKE_SIM_SOAK=600 pytest tests/sim -k soak``: seeds for as long as asked."""
     seconds = setting(pytestconfig, "--sim-soak")
