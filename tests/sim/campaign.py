@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from tests.sim.runtime import patched
+from tests.sim.patches import patched
 from tests.sim.scenario import SeedResult, run_seed
 
 

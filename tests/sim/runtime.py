@@ -7,44 +7,42 @@ the compensation walk's thread) is *tracked*: it counts as running until it park
 at one of four places, and only there:
 
 * a **store call** (:meth:`Sim.call`): held until the scheduler grants it;
-* a **timer**: an event loop with nothing ready (its ``select``), or a heartbeat's
-  wait (:meth:`Sim.sleep`) — both on the simulated clock, which moves only when
-  the scheduler advances it;
-* an **idle worker** of :class:`SimExecutor`, or a thread **joining** another.
+* a **timer**: an event loop with nothing ready (its ``select``), or a timed wait
+  on a thread (a heartbeat's ``Event.wait``, :meth:`Sim.sleep`) — on the simulated
+  clock, which moves only when the scheduler advances it;
+* an **idle worker** of a pool, or a thread **joining** another.
 
 When no tracked thread runs (*quiescence*), the scheduler picks the next move
-(:mod:`tests.sim.scheduler`). Between two moves only the threads of the actor
+(:mod:`tests.sim.world`). Between two moves only the threads of the actor
 that was let go run, so what they do is decided by the moves alone.
 
 Actor identity travels in a :class:`contextvars.ContextVar` (``asyncio.to_thread``
-copies it; :func:`installed` makes ``threading.Thread.start`` copy it too).
+copies it; :func:`tests.sim.patches.installed` makes ``threading.Thread.start`` copy
+it too). Event loops and pools are :mod:`tests.sim.loops`; what is patched, and why,
+is :mod:`tests.sim.patches`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import contextvars
 import gc
-import itertools
-import logging
 import math
-import os
 import random
-import selectors
 import sys
 import threading
 import time
 import traceback
-import uuid
-import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from zuke._clock import ManualClock, SystemClock
+from zuke._clock import ManualClock
 from zuke._errors import StoreUnavailableError
+
+if TYPE_CHECKING:
+    from tests.sim.loops import SimExecutor, SimLoop
 
 #: real seconds the scheduler waits for quiescence before it calls the harness stuck
 QUIET_TIMEOUT_S = 20.0
@@ -280,7 +278,7 @@ class Sim:
         if st is None:
             raise Crash  # a killed actor's finalizer, run by the garbage collector
         self.reentered()
-        origin = _task_origin() or st.origin
+        origin = task_origin() or st.origin
         park = Park("call", label=f"{st.actor.name}|{origin}|{label}")
         if self._park(st, park) == "die":
             raise Crash
@@ -441,7 +439,7 @@ def _stable(name: str) -> str:
     return "".join(c for c in name if not c.isdigit())
 
 
-def _task_origin() -> str | None:
+def task_origin() -> str | None:
     """The coroutine of the task making a call from its loop's thread, if any."""
     try:
         task = asyncio.current_task()
@@ -452,371 +450,4 @@ def _task_origin() -> str | None:
     return getattr(task.get_coro(), "__qualname__", "task")
 
 
-# -- event loops ----------------------------------------------------------------------------
-
-
-class _SimSelector:
-    """The loop's selector: a select that would wait parks the loop's thread instead."""
-
-    def __init__(self, sim: Sim) -> None:
-        self.sim = sim
-        self.inner = selectors.DefaultSelector()
-        self.loop: SimLoop | None = None
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
-    def select(self, timeout: float | None = None) -> list[Any]:
-        sim, loop = self.sim, self.loop
-        st = sim.me()
-        if (timeout is not None and timeout <= 0) or st is None or loop is None:
-            return self.inner.select(timeout)
-        loop._sim_thread = st
-        with sim.held():
-            if st.actor.gone:
-                raise Crash
-            if loop._sim_wakeup:
-                loop._sim_wakeup = False
-                park = None
-            else:
-                due = None if timeout is None else sim.due_after(timeout)
-                park = Park("loop", due=due, loop=loop)
-                st.park = park
-                sim.running -= 1
-                if sim.running == 0:
-                    sim.cv.notify_all()
-        if park is None:
-            return self.inner.select(0)
-        events = self.inner.select(None)
-        with sim.held():
-            if st.park is park:  # woken by nobody we know of: count it running again
-                sim.spurious += 1
-                st.park = None
-                sim.running += 1
-        if park.outcome == "die":
-            raise Crash
-        return events
-
-
-class SimLoop(asyncio.SelectorEventLoop):
-    """An event loop on the simulated clock whose default executor is a SimExecutor."""
-
-    def __init__(self, sim: Sim) -> None:
-        selector = _SimSelector(sim)
-        self._sim = sim
-        self._sim_wakeup = False
-        self._sim_thread: SimThread | None = None
-        super().__init__(selector)  # type: ignore[arg-type]
-        selector.loop = self
-        self._clock_resolution = 1e-6
-        self._default_executor = SimExecutor()
-
-    def time(self) -> float:
-        return (self._sim.clock.now_ms() - self._sim.epoch) / 1000
-
-    def call_soon_threadsafe(  # type: ignore[override]
-        self, callback: Any, *args: Any, context: Any = None
-    ) -> Any:
-        sim = self._sim
-        sim.reentered()
-        with sim.held():
-            st = self._sim_thread
-            park = st.park if st is not None else None
-            if st is not None and park is not None and park.kind == "loop" and park.loop is self:
-                sim._unpark(st, "go", write=False)  # the write below wakes it
-            else:
-                self._sim_wakeup = True
-        return super().call_soon_threadsafe(callback, *args, context=context)
-
-    async def shutdown_default_executor(self) -> None:
-        executor = self._default_executor
-        if isinstance(executor, SimExecutor):
-            executor.shutdown(wait=False)
-
-
-class SimPolicy(asyncio.DefaultEventLoopPolicy):
-    """New loops made inside an actor are SimLoops (``asyncio.run`` asks the policy)."""
-
-    def new_event_loop(self) -> asyncio.AbstractEventLoop:
-        if ACTIVE is not None and current_actor.get() is not None:
-            return SimLoop(ACTIVE)
-        return super().new_event_loop()
-
-
-# -- executors ------------------------------------------------------------------------------
-
-
-class SimExecutor(concurrent.futures.Executor):
-    """A thread pool whose idle workers park, so an idle pool never blocks quiescence."""
-
-    def __init__(self, max_workers: int | None = None, thread_name_prefix: str = "") -> None:
-        assert ACTIVE is not None
-        self.sim = ACTIVE
-        self.prefix = thread_name_prefix or "sim-worker"
-        self.idle: list[SimThread] = []
-        self.closed = False
-
-    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
-        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
-        # Running from now on, as if a worker took it at once: a cancel that races the
-        # worker's start would otherwise decide by thread timing whether the call happens.
-        future.set_running_or_notify_cancel()
-        item = (future, fn, args, kwargs, _task_origin() or "submit")
-        sim = self.sim
-        with sim.held():
-            if self.idle:
-                worker = self.idle.pop()
-                worker.item = item
-                sim._unpark(worker, "go")
-                return future
-        thread = threading.Thread(target=self._work, args=(item,), name=self.prefix, daemon=True)
-        thread.start()  # tracked: submit runs in an actor's context
-        return future
-
-    def _work(self, item: Any) -> None:
-        sim = self.sim
-        st = sim.me()
-        assert st is not None
-        while item is not None:
-            future, fn, args, kwargs, origin = item
-            st.origin = origin
-            try:
-                future.set_result(fn(*args, **kwargs))
-            except BaseException as exc:
-                future.set_exception(exc)
-                if isinstance(exc, Crash):
-                    raise
-            if sim._park(st, Park("idle"), pool=self) in ("die", "closed"):
-                return
-            item, st.item = st.item, None
-
-    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
-        sim = self.sim
-        with sim.held():
-            self.closed = True
-            for worker in self.idle:
-                if worker.park is not None:
-                    sim._unpark(worker, "go")  # no item: it returns
-            self.idle.clear()
-
-
-class _PerActor:
-    """A process-wide object of zuke (the bodies a claim guards), one per simulated
-    process: actors share a Python process, not their processes' state."""
-
-    def __init__(self, original: Any) -> None:
-        self._original = original
-        self._mine: weakref.WeakKeyDictionary[Actor, Any] = weakref.WeakKeyDictionary()
-
-    def __getattr__(self, name: str) -> Any:
-        actor = current_actor.get()
-        if actor is None:
-            return getattr(self._original, name)
-        mine = self._mine.get(actor)
-        if mine is None:
-            mine = self._mine[actor] = type(self._original)()
-        return getattr(mine, name)
-
-
-#: zuke's process-wide singletons, ``(module, name)``: each actor gets its own
-PER_PROCESS = (("zuke._engine.executor", "BODIES"),)
-
-
-def _pool_factory(real: type) -> Callable[..., Any]:
-    def make(*args: Any, **kwargs: Any) -> Any:
-        if ACTIVE is not None and current_actor.get() is not None:
-            return SimExecutor(*args, **kwargs)
-        return real(*args, **kwargs)
-
-    return make
-
-
-class _SimTime:
-    """``time`` as a module of zuke sees it: the simulated clock inside an actor."""
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(time, name)
-
-    def monotonic(self) -> float:
-        if ACTIVE is not None and current_actor.get() is not None:
-            return ACTIVE.clock.now_ms() / 1000
-        return time.monotonic()
-
-    def sleep(self, seconds: float) -> None:
-        if ACTIVE is not None and current_actor.get() is not None:
-            ACTIVE.sleep(seconds)
-            return
-        time.sleep(seconds)
-
-
-# -- installing -----------------------------------------------------------------------------
-
 _REAL_START = threading.Thread.start
-_REAL_EVENT_WAIT = threading.Event.wait
-_REAL_CONDITION_WAIT = threading.Condition.wait
-_REAL_CONDITION_NOTIFY = threading.Condition.notify
-_REAL_EXIT = os._exit
-_REAL_KILL = os.kill
-_REAL_JOIN = threading.Thread.join
-_REAL_UUID4 = uuid.uuid4
-
-
-def _start(self: threading.Thread) -> None:
-    actor = current_actor.get()
-    if ACTIVE is not None and actor is not None and not hasattr(self, "_zuke_sim"):
-        ACTIVE.track(self, actor)
-    _REAL_START(self)
-
-
-def _join(self: threading.Thread, timeout: float | None = None) -> None:
-    if ACTIVE is not None:
-        ACTIVE.join(self, timeout)
-    _REAL_JOIN(self, timeout)
-
-
-def _event_wait(self: threading.Event, timeout: float | None = None) -> bool:
-    if ACTIVE is not None:
-        waited = ACTIVE.wait_event(self, timeout)
-        if waited is not None:
-            return waited
-    return _REAL_EVENT_WAIT(self, timeout)
-
-
-def _system_now(self: Any) -> int:
-    if ACTIVE is not None and current_actor.get() is not None:
-        return ACTIVE.clock.now_ms()
-    return time.time_ns() // 1_000_000
-
-
-def _condition_wait(self: threading.Condition, timeout: float | None = None) -> bool:
-    st = ACTIVE.me() if ACTIVE is not None else None
-    if st is None:
-        return _REAL_CONDITION_WAIT(self, timeout)
-    seen = getattr(self, "_zuke_sim_notified", 0)
-    saved = self._release_save()  # type: ignore[attr-defined]
-    try:
-        assert ACTIVE is not None
-        return ACTIVE.wait_until(lambda: getattr(self, "_zuke_sim_notified", 0) != seen, timeout)
-    finally:
-        self._acquire_restore(saved)  # type: ignore[attr-defined]
-
-
-def _condition_notify(self: threading.Condition, n: int = 1) -> None:
-    self._zuke_sim_notified = getattr(self, "_zuke_sim_notified", 0) + 1  # type: ignore[attr-defined]
-    _REAL_CONDITION_NOTIFY(self, n)
-
-
-def _exit(code: int) -> None:
-    """``os._exit`` inside an actor ends that actor's process, not the test's."""
-    actor = current_actor.get()
-    if ACTIVE is None or actor is None:
-        _REAL_EXIT(code)
-    assert actor is not None
-    actor.dead = actor.faulted = True
-    actor.exit_code = code
-    raise Crash
-
-
-def _kill(pid: int, sig: int) -> None:
-    """An actor has no child processes: every pid it signals is gone already."""
-    if ACTIVE is not None and current_actor.get() is not None:
-        raise ProcessLookupError(pid)
-    _REAL_KILL(pid, sig)
-
-
-def _uuid4() -> uuid.UUID:
-    actor = current_actor.get()
-    if ACTIVE is None or actor is None:
-        return _REAL_UUID4()
-    return uuid.UUID(int=actor.rng.getrandbits(128), version=4)
-
-
-_installed = 0
-
-
-_depth = 0
-
-
-@contextlib.contextmanager
-def patched() -> Iterator[None]:
-    """Install what makes threads, loops, pools, time and ids the active simulation's
-    inside actors (outside them everything behaves as usual). Nested calls reuse the
-    patches, so a campaign installs them once for all its seeds."""
-    global _depth
-    if _depth:
-        _depth += 1
-        try:
-            yield
-        finally:
-            _depth -= 1
-        return
-    saved: list[tuple[Any, str, Any]] = []
-
-    def patch(owner: Any, name: str, value: Any) -> None:
-        saved.append((owner, name, getattr(owner, name)))
-        setattr(owner, name, value)
-
-    policy = asyncio.get_event_loop_policy()
-    # A killed actor's loops and futures complain as they are collected: it is dead.
-    loggers = [logging.getLogger(name) for name in ("asyncio", "concurrent.futures")]
-    levels = [logger.level for logger in loggers]
-    for logger in loggers:
-        logger.setLevel(logging.CRITICAL + 1)
-    _depth = 1
-    try:
-        patch(threading.Thread, "start", _start)
-        patch(threading.Thread, "join", _join)
-        patch(threading.Event, "wait", _event_wait)
-        patch(threading.Condition, "wait", _condition_wait)
-        patch(threading.Condition, "notify", _condition_notify)
-        patch(os, "_exit", _exit)
-        patch(os, "kill", _kill)
-        patch(uuid, "uuid4", _uuid4)
-        patch(SystemClock, "now_ms", _system_now)  # SYSTEM_CLOCK, wherever it is a default
-        singletons = {}
-        for module_name, name in PER_PROCESS:
-            found = getattr(sys.modules.get(module_name), name, None)
-            if found is not None:
-                singletons[id(found)] = _PerActor(found)
-        pool = _pool_factory(concurrent.futures.ThreadPoolExecutor)
-        sim_time = _SimTime()
-        for name, module in sorted(sys.modules.items()):
-            if not name.startswith("zuke") or module is None:
-                continue
-            if getattr(module, "ThreadPoolExecutor", None) is concurrent.futures.ThreadPoolExecutor:
-                patch(module, "ThreadPoolExecutor", pool)
-            if getattr(module, "time", None) is time:
-                patch(module, "time", sim_time)
-            for attr, value in list(vars(module).items()):
-                if id(value) in singletons:
-                    patch(module, attr, singletons[id(value)])
-            for fn in list(vars(module).values()):
-                defaults = getattr(fn, "__kwdefaults__", None)
-                if isinstance(defaults, dict) and defaults.get("sleep") is time.sleep:
-                    patch(fn, "__kwdefaults__", {**defaults, "sleep": sim_time.sleep})
-        asyncio.set_event_loop_policy(SimPolicy())
-        yield
-    finally:
-        asyncio.set_event_loop_policy(policy)
-        for logger, level in zip(loggers, levels, strict=True):
-            logger.setLevel(level)
-        for owner, name, value in reversed(saved):
-            setattr(owner, name, value)
-        _depth = 0
-
-
-@contextlib.contextmanager
-def installed(sim: Sim) -> Iterator[Sim]:
-    """Make ``sim`` the active simulation (patching, unless a campaign has already)."""
-    global ACTIVE
-    assert ACTIVE is None, "one simulation at a time"
-    with patched():
-        ACTIVE = sim
-        try:
-            yield sim
-        finally:
-            ACTIVE = None
-
-
-#: ids for parks, so two calls with one label keep the order they arrived in
-_arrival = itertools.count()

@@ -18,7 +18,8 @@ from typing import Any, Protocol
 from tests.sim.actors import ActorSpec
 from tests.sim.builds import SECRET, Shape, sim_build
 from tests.sim.invariants import Invariants, Violation
-from tests.sim.runtime import Sim, installed
+from tests.sim.patches import installed
+from tests.sim.runtime import Sim
 from tests.sim.world import SimStore, World
 from zuke._clock import ManualClock
 from zuke._errors import ZukeError

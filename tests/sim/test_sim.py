@@ -31,14 +31,14 @@ from zuke.state.records import RunRecord
 
 pytestmark = pytest.mark.sim
 
-#: What the simulation finds in the code it was built against (issue 15, at 1507504; see
-#: docs/simulation.md for the seeds). Remove the mark once the fixes have landed.
+#: What the simulation finds (issue 15; docs/simulation.md lists the seeds). At 4bbc214:
+#: reaping frees a live lock (item 11), a resumed rollback skips the run's compensations
+#: (seed 1754), a paused sweep's write lands after a takeover and dispatches again (seed
+#: 1376). Remove the mark once the fixes have landed.
 KNOWN_BUGS = pytest.mark.xfail(
     strict=False,
-    reason="issue 15: signals refused and lost (5), workflows dispatched twice (1), effects run "
-    "by a disowned writer (10), reaping frees a live lock (11), stale gate-check writes (13), "
-    "a look moves the deadline (16), MCP cancel skips compensations (4), unknown and secret "
-    "signals stored (22, 25), a resumed rollback ends cancelled without compensations",
+    reason="issue 15: reaping frees a live lock (11); a resumed rollback skips compensations; "
+    "a paused sweep's write lands after a takeover (dispatch twice)",
 )
 
 
