@@ -59,7 +59,8 @@ def test_seeds(pytestconfig: pytest.Config) -> None:
     workers = int(setting(pytestconfig, "--sim-workers") or min(2, os.cpu_count() or 1))
     summary = run_parallel(start, count, workers=workers, ignore=_ignore(pytestconfig))
     print(summary.describe())
-    assert not summary.broken, _report(summary.describe(), [f.describe() for f in summary.failures])
+    if summary.broken:
+        pytest.fail(_report(summary.describe(), [f.describe() for f in summary.failures]), False)
 
 
 def test_one_seed(pytestconfig: pytest.Config) -> None:
@@ -69,7 +70,8 @@ def test_one_seed(pytestconfig: pytest.Config) -> None:
         pytest.skip("set ZUKE_SIM_SEED (or --sim-seed) to run one seed")
     result = run_seed(int(seed), keep_moves=True, ignore=_ignore(pytestconfig))
     print("\n".join(result.moves))
-    assert not result.violations, result.describe()
+    if result.violations:
+        pytest.fail(result.describe(), pytrace=False)
 
 
 @KNOWN_BUGS
@@ -83,7 +85,8 @@ def test_soak(pytestconfig: pytest.Config) -> None:
     seeds = iter(range(start, 2**62))
     summary = run_many(seeds, ignore=_ignore(pytestconfig), until=time.monotonic() + float(seconds))
     print(summary.describe())
-    assert not summary.broken, _report(summary.describe(), [f.describe() for f in summary.failures])
+    if summary.broken:
+        pytest.fail(_report(summary.describe(), [f.describe() for f in summary.failures]), False)
 
 
 @KNOWN_BUGS
@@ -93,7 +96,8 @@ def test_drawn_schedules(seed: int, data: st.DataObject) -> None:
     """Hypothesis draws every scheduling choice: a failure shrinks to a short interleaving."""
     chooser = DrawChooser(lambda n: data.draw(st.integers(0, n - 1)))
     result = run_seed(seed, chooser, keep_moves=True)
-    assert not result.violations, result.describe() + "\n" + "\n".join(result.moves)
+    if result.violations:
+        pytest.fail("\n".join([*result.moves, result.describe()]), pytrace=False)
 
 
 # -- the harness itself ---------------------------------------------------------------------
