@@ -8,6 +8,7 @@ from typing import Any
 from tests.runs.support import HOUR, Harness, release_build
 from zuke import LockAcquired, LockHolder
 from zuke._clock import ManualClock, iso
+from zuke.state._protocol import lease_key
 from zuke.state.memory import MemoryStateStore
 from zuke.state.records import RunDelta, RunStatus
 from zuke.state.update import update_run
@@ -78,9 +79,39 @@ def test_a_run_whose_holder_is_gone_is_returned_to_suspended_and_resumed_in_one_
     record = h.record(run_id)
     [reap] = [e for e in record.events if e.tool == "reap"]
     assert "returned to suspended" in (reap.detail or "")
-    # The dead holder's claims were released with the tokens the record listed.
-    assert h.store.list_locks() == [] and record.locks == {}
+    # The gone holder's claims had lapsed with its lease: the record forgets them; nobody
+    # released them (the store lists an expired claim until an acquirer takes it).
+    assert record.locks == {}
+    assert all(e.expires_at <= h.clock.now_ms() for e in h.store.list_locks())
     assert h.sweep().entries == []  # a second sweep: nothing to do
+
+
+def test_a_gone_holders_lock_within_its_ttl_keeps_the_run_from_being_reaped_until_it_lapses() -> (
+    None
+):
+    """Item 11: the lease lapsed, but the lock the holder took (a longer TTL) has not: the
+    holder may be paused, not dead. The run is left alone, and reaped once the lock lapses."""
+    h, calls, run_id = abandoned()
+    holder = LockHolder("ci", run_id, iso(h.clock.now_ms()))
+    key = lease_key(run_id)
+    h.store.break_lock("deploy-api")  # the same holder took it with an hour's TTL
+    longer = h.store.acquire_lock("deploy-api", holder, HOUR)
+    assert isinstance(longer, LockAcquired) and key != "deploy-api"
+    update_run(h.store, run_id, lambda r: RunDelta(updated_at=r.updated_at,
+                                                   locks={"deploy-api": longer.token}))  # fmt: skip
+    h.clock.advance(TTL + 1)  # the lease lapsed; the lock did not
+    before = h.store.get_run(run_id)
+    [entry] = h.sweep().entries
+    assert (entry.action, entry.result) == ("left-alone", "running")
+    assert "deploy-api" in (entry.detail or "") and "zuke locks break" in (entry.detail or "")
+    assert h.store.get_run(run_id) == before and calls == []
+    [live] = [e for e in h.store.list_locks() if e.key == "deploy-api"]
+    assert live.expires_at > h.clock.now_ms()  # never released by the reaper
+    h.clock.advance(HOUR)  # now it lapsed
+    assert [(e.action, e.result) for e in h.sweep().entries] == [
+        ("reaped", "suspended"),
+        ("resumed", "succeeded"),
+    ]
 
 
 def test_a_gone_run_past_its_deadline_is_settled_failed() -> None:

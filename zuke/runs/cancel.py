@@ -271,8 +271,9 @@ async def _settle_held(
         await hold.release()
     if result.stopped is not None:
         raise RunError(f"cancelling {run_id} stopped: {result.stopped}; try again", run_id=run_id)
-    left = _untracked_claims(store, run_id, known={*result.claims, *record.locks},
-                             warnings=warnings)  # fmt: skip
+    live = sorted(set(result.claims) - set(released))  # left to lapse at their TTL
+    left = live + _untracked_claims(store, run_id, known={*result.claims, *record.locks},
+                                    warnings=warnings)  # fmt: skip
     return CancelResult(
         run_id=run_id,
         status=result.status,

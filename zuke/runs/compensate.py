@@ -17,13 +17,14 @@ from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, TypeVar
 
 from zuke._build import Build
+from zuke._clock import iso
 from zuke._engine.plan import Plan, make_plan
 from zuke._engine.resumed import plan_of
 from zuke._engine.run import RunOptions
 from zuke._engine.walk import WalkResult, walk
 from zuke._errors import ZukeError
 from zuke._redact import Redactor
-from zuke.runs.lifecycle import Hold, load_for
+from zuke.runs.lifecycle import Hold, live_claims, load_for
 from zuke.state.records import RunEvent, RunRecord, RunStatus
 
 T = TypeVar("T")
@@ -102,12 +103,25 @@ async def walk_taken(
         clock=hold.clock, redactor=redactor, reason=reason, first=first, notes=tuple(notes),
         notify=warn,
     )  # fmt: skip
+    return result, *await settle_claims(hold, result.claims)
+
+
+async def settle_claims(hold: Hold, claims: Mapping[str, str]) -> tuple[list[str], list[str]]:
+    """Give back the gone holder's claims that lapsed; leave the live ones to lapse at their
+    TTL (:func:`~zuke.runs.lifecycle.live_claims`). The keys given back, and warnings."""
+    live = await live_claims(hold.store, hold.run_id, claims, now_ms=hold.clock.now_ms())
     released: list[str] = []
     warnings: list[str] = []
-    for key, token in sorted(result.claims.items()):
+    for key, token in sorted(claims.items()):
+        if key in live:
+            warnings.append(
+                f"left {key} to lapse at its TTL ({iso(live[key])}): its holder may still "
+                f"run; free it sooner with: zuke locks break {key}"
+            )
+            continue
         try:
-            await asyncio.to_thread(store.release_lock, key, token)
+            await asyncio.to_thread(hold.store.release_lock, key, token)
             released.append(key)
         except Exception as exc:
             warnings.append(f"could not release {key} ({exc}); it lapses after its TTL")
-    return result, released, warnings
+    return released, warnings

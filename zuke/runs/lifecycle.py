@@ -48,7 +48,13 @@ from zuke._engine.record import ci_run_url
 from zuke._engine.result import RunResult
 from zuke._engine.resumed import Adoption, graph_drift
 from zuke._engine.run import LoadedBuild, RunOptions, load
-from zuke._errors import AlreadyResumedError, ForeignRunError, LeaseLostError, RunNotFoundError
+from zuke._errors import (
+    AlreadyResumedError,
+    ForeignRunError,
+    LeaseLostError,
+    RunNotFoundError,
+    ZukeError,
+)
 from zuke.runs.ownership import check_ownership, ownership_problem, take_sync
 from zuke.state._protocol import LockAcquired, LockHeld, LockHolder, StateStore, StoredRun
 from zuke.state._protocol import lease_key as lease_key
@@ -298,6 +304,31 @@ class LazyHold:
         return True
 
 
+async def live_claims(
+    store: StateStore, run_id: str, claims: Mapping[str, str], *, now_ms: int
+) -> dict[str, int]:
+    """Which of the claims a gone holder's record lists are still live: key -> expiry.
+
+    A claim within its TTL is released by its holder only. A holder whose lease
+    lapsed is presumed gone (a healthy one stops before, by the fail-closed rule),
+    but one paused past its lease may still wake inside a lock's longer TTL, so its
+    claims are never freed by another process: they lapse at their TTL, and the
+    next acquirer takes them. A store without ``list_locks`` reports none live.
+    """
+    lister = getattr(store, "list_locks", None)
+    if not callable(lister) or not claims:
+        return {}
+    try:
+        entries = await asyncio.to_thread(lister, run_id=run_id)
+    except (NotImplementedError, ZukeError):
+        return {}
+    return {
+        e.key: e.expires_at
+        for e in entries
+        if e.key in claims and e.key != lease_key(run_id) and e.expires_at > now_ms
+    }
+
+
 async def _give_back(store: StateStore, run_id: str, claim: Claim, taken: LockAcquired) -> None:
     await claim.stop()
     with contextlib.suppress(Exception):
@@ -314,6 +345,7 @@ __all__ = [
     "check_settings",
     "graph_drift",
     "hold_taken",
+    "live_claims",
     "load_for",
     "ownership_problem",
     "take",

@@ -14,11 +14,15 @@ still there, and it is asked first, always:
   so it also needs the build's graph to match the run's; handing a run back
   to ``suspended`` is reversible and asks only that the run is this build's.
 
-Either way the dead holder's claims that the record lists are released with
-their recorded tokens: nobody holds them any more, and the resumed run takes
-its locks again. A run left ``cancelling`` by a process that died mid-walk has its
-walk resumed — the compensations not yet recorded done run, none twice — and
-ends ``intendedTerminal`` (``cancelled`` if none was recorded); a run settled
+A claim the gone holder took is never freed by the reaper: a run whose lock
+is still within its TTL is left alone until it lapses (its holder may be
+paused, not dead — the fail-closed rule covers a holder that runs, not one
+that is frozen), and reaped by the sweep after. Its record then forgets the
+lapsed claims, and the resumed run takes its locks again.
+
+A run left ``cancelling`` by a process that died mid-walk has its walk
+resumed — the compensations not yet recorded done run, none twice — and ends
+``intendedTerminal`` (``cancelled`` if none was recorded); a run settled
 ``failed`` past its deadline gets its compensations the same way (the build
 is loaded with the run's recorded parameters to run them).
 """
@@ -33,7 +37,7 @@ from zuke._engine.resumed import plan_of
 from zuke._engine.run import RunOptions
 from zuke._errors import AlreadyResumedError, ZukeError
 from zuke.runs.compensate import walk_taken
-from zuke.runs.lifecycle import Hold, graph_drift, lease_key, load_for, take
+from zuke.runs.lifecycle import Hold, graph_drift, live_claims, load_for, take
 from zuke.state._protocol import StateStore
 from zuke.state.records import RunDelta, RunEvent, RunRecord, RunStatus
 from zuke.state.update import Updated
@@ -43,7 +47,9 @@ if TYPE_CHECKING:
 
 #: ``stopped``: the run's walk could not go on (another process holds it); ``unchanged``: a
 #: lost race (the run moved meanwhile), which a sweep does not report
-ReapAction = Literal["returned", "settled", "finished", "live", "stopped", "unchanged"]
+#: ``claims``: its holder is gone, but a lock it took is still within its TTL: left alone
+#: until that lapses (the holder may be paused, not dead)
+ReapAction = Literal["returned", "settled", "finished", "live", "claims", "stopped", "unchanged"]
 
 
 @dataclass(frozen=True)
@@ -84,6 +90,16 @@ async def reap_run(
     except AlreadyResumedError as exc:
         return Reaped(run_id, "live", status, str(exc))
     try:
+        now_ms = run.clock.now_ms()
+        live = await live_claims(store, run_id, hold.record.locks, now_ms=now_ms)
+        if live:
+            keys = ", ".join(f"{k} (until {iso(t)})" for k, t in sorted(live.items()))
+            return Reaped(
+                run_id, "claims", hold.record.status,
+                f"its holder is gone, but the lock it took is live: {keys}; left alone until "
+                "it lapses (its holder may be paused, not dead). Free it sooner: zuke locks "
+                "break KEY",
+            )  # fmt: skip
         walked = await _walk_if_due(build, hold, run=run, actor=actor)
         if walked is not None:
             return walked
@@ -130,18 +146,14 @@ async def _walk_if_due(build: type[Build], hold: Hold, *, run: RunOptions, actor
 async def _return_to_suspended(hold: Hold, *, actor: str, now_ms: int) -> Reaped:
     """A ``running`` run whose holder is gone goes back to ``suspended``, for a resume.
 
-    The dead holder's claims the record lists are released with their tokens: by
-    the fail-closed rule (docs/locks.md) a holder that could not renew the run's
-    lease stopped every body before the lease lapsed, so none of them runs now.
+    Its claims have lapsed (a live one keeps the run from being reaped at all), so
+    the record forgets them and the resumed run takes its locks again.
     """
     run_id = hold.run_id
     now = iso(now_ms)
     why = "returned to suspended: its lease had lapsed (its process is gone)"
-    tokens: dict[str, str] = {}
 
     def change(record: RunRecord) -> RunDelta | None:
-        tokens.clear()
-        tokens.update({k: v for k, v in record.locks.items() if k != lease_key(run_id)})
         if record.status != "running":  # e.g. marked cancelling meanwhile: the next sweep
             return None
         return RunDelta(
@@ -154,6 +166,4 @@ async def _return_to_suspended(hold: Hold, *, actor: str, now_ms: int) -> Reaped
     result = await hold.write(change)
     if not isinstance(result, Updated):
         return Reaped(run_id, "unchanged", result.record.status, "no longer running")
-    for key, token in sorted(tokens.items()):
-        hold.store.release_lock(key, token)
     return Reaped(run_id, "returned", "suspended", why)

@@ -195,7 +195,7 @@ async def _reap_one(
         return SweepEntry(run_id, name, "failed", status, detail=str(exc))
     if reaped.action in ("returned", "settled", "finished"):
         return SweepEntry(run_id, name, "reaped", reaped.status, detail=reaped.detail)
-    if reaped.action == "stopped":  # its walk is another process's: say whose
+    if reaped.action in ("stopped", "claims"):  # another's walk, or a live lock: say which
         return SweepEntry(run_id, name, "left-alone", reaped.status, detail=reaped.detail)
     if reaped.action == "live" and one:
         return SweepEntry(run_id, name, "left-alone", status, detail=reaped.detail)
