@@ -262,6 +262,31 @@ def test_a_holder_whose_lease_was_taken_over_cannot_write() -> None:
     assert h.store.get_run(run_id) == before
 
 
+def test_a_holder_paused_between_its_proof_and_its_write_does_not_land() -> None:
+    """Found by the simulation (seed 1376 at 4bbc214): a sweep proved its lease, was paused
+    past the lease's stop point, and its write landed after another sweep took over. Each
+    attempt is now made only while its proof is fresh."""
+    h, _, run_id = parked()
+    hold = hold_of(h, run_id)
+    asyncio.run(hold.claim.stop())  # no heartbeat: the pause is the test's clock
+
+    class Paused:
+        """Each reading is a lease's TTL later: the holder sleeps between proof and write."""
+
+        def __init__(self) -> None:
+            self.now: int = hold.since_ms
+
+        def now_ms(self) -> int:
+            self.now += int(hold.ttl_ms)
+            return self.now
+
+    hold.claim.clock = Paused()
+    before = h.store.get_run(run_id)
+    with pytest.raises(LeaseLostError, match="paused"):
+        asyncio.run(hold.write(lambda r: RunDelta(updated_at=r.updated_at, status="running")))
+    assert h.store.get_run(run_id) == before
+
+
 def test_a_holder_that_cannot_reach_the_store_to_renew_does_not_write() -> None:
     h, _, run_id = parked()
     hold = hold_of(h, run_id)

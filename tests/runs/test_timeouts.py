@@ -18,6 +18,7 @@ from zuke import (
 )
 from zuke._clock import ManualClock, iso
 from zuke._target import TargetBuilder
+from zuke.runs import timeouts
 from zuke.runs.resume import ResumeOutcome
 from zuke.state.memory import MemoryStateStore
 from zuke.state.records import RunDelta, Signal
@@ -251,3 +252,45 @@ def test_a_rollback_timeout_runs_the_rollback_then_the_compensations() -> None:
     assert calls == [("rollback", {"at": "sit-api"})]
     assert calls_box == [("undo", {"at": "sit-api"})]  # ctx.state: the original's meta
     assert h.record(run_id).status == "cancelled" and h.store.list_locks() == []
+
+
+def test_a_rollback_left_unfinished_by_a_dead_sweep_ends_with_the_runs_compensations(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Found by the simulation (seed 1754 at 4bbc214): a sweep that died mid-rollback left
+    the run running towards ``cancelled``; the sweep that finished it walked only the
+    rollback's plan, so the run's own compensations (``undo``) never ran."""
+
+    def deploy(self: Any, t: TargetBuilder) -> TargetBuilder:
+        def body(ctx: Any) -> None:
+            ctx.state.set({"at": "sit-api"})
+
+        return t.executes(body).on_cancel(self.undo)
+
+    undone: list[Any] = []
+
+    def undo(self: Any, t: TargetBuilder) -> TargetBuilder:
+        return t.executes(lambda ctx: undone.append(ctx.state.get()))
+
+    h, calls, run_id, _ = parked("rollback", extra={"deploy": target(deploy), "undo": target(undo)})
+    h.clock.advance(HOUR + 1)
+
+    class Died(BaseException):
+        pass
+
+    async def dies(*args: Any, **kwargs: Any) -> Any:
+        raise Died  # the sweep's process dies as the rollback starts
+
+    monkeypatch.setattr(timeouts, "execute_resumed", dies)
+    with pytest.raises(Died):
+        h.sweep()
+    monkeypatch.undo()
+    record = h.record(run_id)
+    assert (record.status, record.intended_terminal) == ("running", "cancelled")
+    h.clock.advance(2 * HOUR)  # its lease lapsed
+    report = h.sweep()
+    assert [(e.action, e.result) for e in report.entries] == [
+        ("reaped", "suspended"),
+        ("resumed", "cancelled"),
+    ]
+    assert calls == [("rollback", {"at": "sit-api"})] and undone == [{"at": "sit-api"}]

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Literal
 
 from zuke._clock import Clock, iso
 from zuke._engine.cancel_watch import poll_interval_s
-from zuke._engine.claims import Claim, acquire_lease
+from zuke._engine.claims import Claim, acquire_lease, stop_at_ms
 from zuke._engine.durable import lease_ttl_ms
 from zuke._engine.record import ci_run_url
 from zuke._engine.result import RunResult
@@ -59,7 +59,7 @@ from zuke.runs.ownership import check_ownership, ownership_problem, take_sync
 from zuke.state._protocol import LockAcquired, LockHeld, LockHolder, StateStore, StoredRun
 from zuke.state._protocol import lease_key as lease_key
 from zuke.state.records import RunDelta, RunRecord
-from zuke.state.update import Updated, UpdateResult, update_run
+from zuke.state.update import MAX_ATTEMPTS, GaveUp, Updated, UpdateResult, update_run
 
 if TYPE_CHECKING:
     from zuke._build import Build
@@ -177,11 +177,32 @@ class Hold:
         return found.record
 
     async def write(self, change: Callable[[RunRecord], RunDelta | None]) -> UpdateResult:
-        """Prove the lease, then compare-and-swap ``change`` (decided on the fresh record)."""
-        await self.prove()
-        outcome = await asyncio.to_thread(update_run, self.store, self.run_id, change)
-        if isinstance(outcome, Updated):
-            self.found = StoredRun(outcome.record, outcome.version)
+        """Compare-and-swap ``change`` (decided on the fresh record), the lease proven
+        before every attempt: a conflict's retry re-proves it too, and an attempt whose
+        proof is older than the lease's stop point is not made (a holder paused between
+        its proof and its write must not land after a takeover)."""
+        outcome: UpdateResult | None = None
+        for _ in range(MAX_ATTEMPTS):
+            await self.prove()
+            stop_at = stop_at_ms(ttl_ms=self.ttl_ms, since_ms=self.since_ms)
+
+            def guarded(fresh: RunRecord, stop_at: int = stop_at) -> RunDelta | None:
+                if self.claim.clock.now_ms() >= stop_at:
+                    raise LeaseLostError(
+                        f"run {self.run_id}: its lease was last proven too long ago to write "
+                        "(this process was paused); stopped before changing it",
+                        run_id=self.run_id,
+                    )
+                return change(fresh)
+
+            outcome = await asyncio.to_thread(
+                update_run, self.store, self.run_id, guarded, attempts=1
+            )
+            if isinstance(outcome, Updated):
+                self.found = StoredRun(outcome.record, outcome.version)
+            if not isinstance(outcome, GaveUp):
+                return outcome
+        assert outcome is not None
         return outcome
 
     async def hand_over(self) -> Adoption:

@@ -356,8 +356,10 @@ async def resume_now(
         )
     adoption = await hold.hand_over()
     try:
+        # An unfinished rollback is driven, then the whole run's compensations walk.
         result = await execute_resumed(loaded, rollback or plan, adoption, run, actor=actor,
-                                       settle_as="cancelled" if rollback else None)  # fmt: skip
+                                       settle_as="cancelled" if rollback else None,
+                                       walk_plan=plan if rollback else None)  # fmt: skip
     except BaseException:
         # Nobody drives the run: give the lease back (a no-op if the engine already did).
         await _release_quietly(hold)
