@@ -96,7 +96,9 @@ def test_six_sweeps_at_once_make_a_rate_limited_dispatch_once(
     assert len(lines(gate / "arrived")) >= 1  # every sweep may ask; one dispatches
     (dispatched,) = gh.dispatched(REPO)  # one workflow run
     assert [r["status"] for r in gh.requests if r["endpoint"] == DISPATCH] == [403, 200]
-    assert sorted(seen) == ["skipped-held"] * (SWEEPS - 1) + ["still-waiting"]
+    # Each other sweep was held off at its persist() (skipped-held) or, reading the record
+    # after the dispatch, found the run dispatched and only polled it (still-waiting).
+    assert "still-waiting" in seen and set(seen) <= {"skipped-held", "still-waiting"}
     record = record_of(store, run_id)
     assert record.status == "suspended"
     assert record.targets["e2e"].meta["runId"] == dispatched["id"]
