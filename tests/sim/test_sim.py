@@ -31,17 +31,6 @@ from zuke.state.records import RunRecord
 
 pytestmark = pytest.mark.sim
 
-#: What the simulation finds (issue 15; docs/simulation.md lists the seeds). At 4bbc214:
-#: reaping frees a live lock (item 11), a resumed rollback skips the run's compensations
-#: (seed 1754), a paused sweep's write lands after a takeover and dispatches again (seed
-#: 1376). Remove the mark once the fixes have landed.
-KNOWN_BUGS = pytest.mark.xfail(
-    strict=False,
-    reason="issue 15: reaping frees a live lock (11); a resumed rollback skips compensations; "
-    "a paused sweep's write lands after a takeover (dispatch twice)",
-)
-
-
 def _ignore(config: pytest.Config) -> frozenset[str]:
     return frozenset(filter(None, (setting(config, "--sim-ignore") or "").split(",")))
 
@@ -50,7 +39,6 @@ def _report(summary_text: str, failures: list[str]) -> str:
     return "\n".join([summary_text, *failures])
 
 
-@KNOWN_BUGS
 @pytest.mark.timeout(900)
 def test_seeds(pytestconfig: pytest.Config) -> None:
     """CI's seeds: no invariant breaks in any of them."""
@@ -74,7 +62,6 @@ def test_one_seed(pytestconfig: pytest.Config) -> None:
         pytest.fail(result.describe(), pytrace=False)
 
 
-@KNOWN_BUGS
 @pytest.mark.timeout(0)
 def test_soak(pytestconfig: pytest.Config) -> None:
     """``ZUKE_SIM_SOAK=600 pytest tests/sim -k soak``: seeds for as long as asked."""
@@ -89,7 +76,6 @@ def test_soak(pytestconfig: pytest.Config) -> None:
         pytest.fail(_report(summary.describe(), [f.describe() for f in summary.failures]), False)
 
 
-@KNOWN_BUGS
 @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck), database=None)
 @given(seed=st.integers(0, 10**6), data=st.data())
 def test_drawn_schedules(seed: int, data: st.DataObject) -> None:
