@@ -39,7 +39,8 @@ finished-not-resumed      a body of a run runs after the run ended
 hook-once                 a gate's ``on_timeout`` hook is called twice (the first by a
                           healthy actor)
 deadline-credit           a resumed run's ``deadlineAt`` is earlier than its first deadline
-                          plus the time it spent suspended (less :data:`CREDIT_SLACK_MS`)
+                          plus the time it spent suspended (less :data:`CREDIT_SLACK_MS`),
+                          by a resumer that never faulted
 signal-known              the record holds a signal no gate of the build waits for
 secret-never-stored       a record holds the secret parameter's value
 no-engine-error           an actor dies of an exception that is not a ``ZukeError``
@@ -135,6 +136,8 @@ class Invariants:
         self.rate_limited: set[tuple[str, str]] = set()
         #: acts refused for a stale fence (a paused holder that woke up after a takeover)
         self.fenced = 0
+        #: the seed's actors by name (set by the scenario): who made a recorded move
+        self.actors: dict[str, Actor] = {}
         #: which actor a claim's token was granted to
         self.token_owner: dict[str, str] = {}
         self._first_deadline: dict[str, int | None] = {}
@@ -356,6 +359,11 @@ class Invariants:
             first = self._first_deadline.get(run_id)
             current = parse_iso(record.deadline_at or "")
             resumed = bool(record.events) and record.events[-1].tool == "resume"
+            resumer = self.actors.get(record.events[-1].actor) if record.events else None
+            if resumer is not None and resumer.faulted:
+                # A resumer stalled between deciding its write and making it credits the
+                # time parked up to when it decided: its clock reading is as old as its stall.
+                resumed = False
             if not resumed:  # a timeout's rollback, a cancel: judged from here on
                 self._first_deadline[run_id], self._parked[run_id] = current, 0
             elif first is not None and current is not None:

@@ -196,6 +196,7 @@ def run_seed(
         env={"ZUKE_CANCEL_POLL": "10s", "TOKEN": SECRET}, fault_ms=scenario.fault_ms,
         faults_left=scenario.faults,
     )  # fmt: skip
+    inv.actors = world.actors
     digest = hashlib.sha256()
     moves: list[str] = []
     steps, exhausted = 0, False
