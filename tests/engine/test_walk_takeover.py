@@ -111,3 +111,22 @@ def test_a_walker_paused_after_its_renewal_does_not_take_the_record_over() -> No
     assert ran == []
     assert record_of(store) == taken["record"]  # names the new walker's token, untouched
     assert cancel_lock(store) == [("sweep", 1)]  # not broken
+
+
+def test_a_walker_paused_past_its_stop_point_starts_no_compensation_even_if_renewable() -> None:
+    """Found by the simulation (seeds 8993, 10478, 10818): a walker paused past its lease's
+    stop point woke while nobody had taken the run, so the store still renewed its lease —
+    but its heartbeat was already stopping what the lease guards, so the compensation was
+    refused, recorded as failed, and the run settled without it. A lease past its own stop
+    point proves nothing: the walk stops, and the next walk (a sweep's) compensates."""
+    clock = ManualClock()
+    store = MemoryStateStore(clock=clock)
+    ran: list[str] = []
+    plan = plan_of(chain_build(ran.append))
+    owner = take_lease(store, clock, "owner")
+    running_run(store, owner)
+    clock.advance(LEASE_TTL_MS - 1)  # paused: past the stop point (TTL less its margin)
+    result = walk_now(store, clock, owner, plan, "owner")
+    assert result.stopped is not None and ran == []
+    assert record_of(store).status != "cancelled"  # left for a walk that holds its lease
+    assert events(record_of(store), "compensating", "compensate") == []

@@ -26,7 +26,9 @@ dispatch-once             a workflow is dispatched whose intent is not durable, 
                           second dispatch lands for one gate
 compensation-iff          a compensation runs for a target not recorded succeeded, twice
                           (the first by a healthy actor), or a run ends ``cancelled``
-                          with a succeeded target's compensation never run
+                          with a succeeded target's compensation never run (unless the
+                          record says it was interrupted: at most once, told to the
+                          operator)
 lock-exclusive            a body enters while another body holding the same key is
                           inside and not stalled (a stalled one that wakes up and acts
                           is *fenced*: its stale fence is refused, and counted)
@@ -383,6 +385,20 @@ class Invariants:
             for target in sorted(compensated_targets):
                 row = record.targets.get(target)
                 succeeded = row is not None and row.status == "succeeded"
+                if succeeded and _interrupted(record, target):
+                    continue  # at most once: started by a walker that faulted, never re-run
                 if succeeded and not self.compensations.get((run_id, target)):
                     self.fail("compensation-iff", f"run {run_id} ended cancelled, and {target} "
                               "succeeded, but its compensation never ran")  # fmt: skip
+
+
+def _interrupted(record: RunRecord, target: str) -> bool:
+    """The record says ``target``'s compensation was started by a walker that never recorded
+    its end (crashed, paused or cut off after its intent landed): at most once means it is
+    not run again, and the operator is told it may be partly done."""
+    return any(
+        e.tool == "compensate"
+        and e.args.get("target") == target
+        and "interrupted" in (e.detail or "")
+        for e in record.events
+    )

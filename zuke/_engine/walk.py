@@ -41,7 +41,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
 from zuke._clock import Clock, iso
-from zuke._engine.claims import Claim, acquire
+from zuke._engine.claims import Claim, acquire, stop_at_ms
 from zuke._engine.compensation import (
     COMPENSATE_EVENT,
     COMPENSATE_INTENT_EVENT,
@@ -125,6 +125,14 @@ class _Walk:
         age = self.clock.now_ms() - (self.proven_at or 0)
         return self.proven_at is not None and age < self.lease.ttl_ms // 2
 
+    def lapsed(self) -> bool:
+        """The lease's own stop point passed without a renewal (this process was paused):
+        its heartbeat is about to stop what it guards, so nothing more may start under it,
+        even if the store would still renew a claim nobody took meanwhile."""
+        lease = self.lease
+        since = lease.since_ms if lease.since_ms is not None else lease.clock.now_ms()
+        return lease.clock.now_ms() >= stop_at_ms(ttl_ms=lease.ttl_ms, since_ms=since)
+
     async def prove(self) -> bool:
         """Renew the run's lease right now; whether the store said it is still ours.
 
@@ -132,7 +140,7 @@ class _Walk:
         its TTL still believes it holds the lease, so only a renewal proves it. A store
         that cannot answer raises (the caller writes nothing more).
         """
-        if self.lease.lost.is_set():
+        if self.lease.lost.is_set() or self.lapsed():
             return False
         sent = self.clock.now_ms()
         key, token, ttl = lease_key(self.run_id), self.lease.token, self.lease.ttl_ms
@@ -352,11 +360,17 @@ async def _step(
     intent = w.event(COMPENSATE_INTENT_EVENT, f"{label}: started", **args)
     if await w.write(append(intent, proof=True)) is None:
         return TAKEN_OVER  # the record names another lease holder, or the proof went stale
+    if w.lease.lost.is_set() or w.lapsed():
+        return TAKEN_OVER  # paused while the intent landed: it stands (the next walk says so)
     _WALKING[id(w)] = (w.run_id, label)
     try:
         outcome = await run_step(step, plan.compensations, state, pool, notify)
     finally:
         _WALKING[id(w)] = (w.run_id, "")
+    if w.lease.lost.is_set() or w.lapsed():
+        # The lease lapsed while it ran (or kept it from starting): what it did is unknown
+        # here, and nothing more may be written; its intent stands, without an end.
+        return TAKEN_OVER
     detail = label if outcome.ok else f"{label}: {outcome.error}"
     event = w.event(COMPENSATE_EVENT, detail, outcome="ok" if outcome.ok else "error", **args)
     if await w.write(append(event)) is None:
