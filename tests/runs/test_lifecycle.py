@@ -252,6 +252,7 @@ def test_a_sweep_finding_the_run_held_skips_it_naming_its_real_status() -> None:
 def test_a_holder_whose_lease_was_taken_over_cannot_write() -> None:
     h, _, run_id = parked()
     hold = hold_of(h, run_id)
+    hold.claim.since_ms -= hold.ttl_ms  # last proven a TTL ago: a renewal must prove it now
     h.store.break_lock(lease_key(run_id))  # paused past its TTL: someone else has it now
     h.store.acquire_lock(
         lease_key(run_id), LockHolder("bob", run_id, iso(h.clock.now_ms())), 60_000
@@ -290,6 +291,7 @@ def test_a_holder_paused_between_its_proof_and_its_write_does_not_land() -> None
 def test_a_holder_that_cannot_reach_the_store_to_renew_does_not_write() -> None:
     h, _, run_id = parked()
     hold = hold_of(h, run_id)
+    hold.claim.since_ms -= hold.ttl_ms  # last proven a TTL ago: a renewal must prove it now
 
     class Down:
         def __getattr__(self, name: str) -> Any:

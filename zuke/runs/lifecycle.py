@@ -118,7 +118,7 @@ class Hold:
         self.found = found
         self.clock = clock
         self._released = False
-        self._proven_ms = claim.since_ms or 0
+        self._proven_ms = 0  # its own renewals; the acquisition is the claim's since_ms
 
     @property
     def record(self) -> RunRecord:
@@ -146,9 +146,13 @@ class Hold:
         return max(self._proven_ms, self.claim.since_ms or 0)
 
     async def prove(self) -> None:
-        """Renew the lease now; raise :class:`LeaseLostError` unless the store confirms it."""
+        """Raise :class:`LeaseLostError` unless the lease is provably ours: taken or renewed
+        under half a TTL ago (the store hands it to nobody before its TTL, and the heartbeat
+        renews it every half TTL less its margin), or renewed now."""
         if not self.lost():
             started = self.claim.clock.now_ms()
+            if started - self.since_ms < self.ttl_ms // 2:
+                return
             try:
                 renewed = await asyncio.to_thread(
                     self.store.renew_lock, lease_key(self.run_id), self.token, self.ttl_ms
