@@ -232,7 +232,7 @@ def test_the_lease_is_released_when_the_engine_raises_after_the_compare_and_swap
     async def broken(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("engine bug")
 
-    monkeypatch.setattr("zuke.runs.resume.execute_resumed", broken)
+    monkeypatch.setattr("zuke.runs.continuation.execute_resumed", broken)
     with pytest.raises(RuntimeError, match="engine bug"):
         h.resume(run_id, "approved")
     assert h.store.list_locks() == []

@@ -215,7 +215,7 @@ def _continue_if_due(build: type[Build], result: RunResult, options: RunOptions)
     import asyncio
 
     from zuke._provenance import resolve_actor
-    from zuke.runs.resume import continue_due
+    from zuke.runs.continuation import continue_due
     from zuke.runs.store import open_store
 
     store = open_store(options.env, build=build)

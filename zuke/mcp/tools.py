@@ -155,7 +155,7 @@ class BuildTools:
     ) -> dict[str, Any]:
         """Run ``targets`` in this process, recorded; the verdict, outcomes and run id."""
         from zuke._engine.run import execute_async
-        from zuke.runs.resume import continue_due
+        from zuke.runs.continuation import continue_due
 
         supplied = {k: [v] if isinstance(v, str) else list(v) for k, v in (params or {}).items()}
         redactor = self._with_supplied(supplied)

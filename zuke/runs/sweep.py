@@ -36,10 +36,10 @@ from zuke._engine.run import LoadedBuild, RunOptions, load
 from zuke._errors import AlreadyResumedError, ParameterError, RunNotFoundError, ZukeError
 from zuke._provenance import build_origin, resolve_actor
 from zuke._waits import Satisfied, WaitFailed
+from zuke.runs.continuation import ResumeOptions, check_resumable, continue_due, resume_now
 from zuke.runs.gate_checks import check_gates, record_checks
 from zuke.runs.lifecycle import LazyHold, check_settings, load_for, ownership_problem
 from zuke.runs.reap import reap_run
-from zuke.runs.resume import ResumeOptions, check_resumable, continue_due, resume_now
 from zuke.runs.timeouts import expired_gate, settle_failed_gate, settle_timeout
 from zuke.state._protocol import RunQuery, StateStore, StoredRun
 from zuke.state.records import RunDelta, RunRecord, RunStatus
