@@ -31,6 +31,7 @@ from zuke.state.records import RunRecord
 
 pytestmark = pytest.mark.sim
 
+
 def _ignore(config: pytest.Config) -> frozenset[str]:
     return frozenset(filter(None, (setting(config, "--sim-ignore") or "").split(",")))
 
