@@ -152,6 +152,7 @@ def cancel_run(
     # A resumer or sweep holding a suspended run lets go (or moves it) within its lease TTL.
     patience = time.monotonic() + max(wait_ms, run_lease_ttl_ms(environ, store)) / 1000
     while True:
+        asked = SYSTEM_CLOCK.now_ms()  # the lease's expiry is at least this plus its TTL
         taken = take_sync(store, run_id, actor=actor, clock=clock, env=environ)
         if isinstance(taken, LockAcquired):  # nobody holds the run (or its owner just died)
             try:
@@ -159,7 +160,8 @@ def cancel_run(
 
                 return run_sync(_settle_held(store, run_id, taken, actor=actor, clock=clock,
                                              asked=owner, build=build, env=environ,
-                                             compensations=compensations))  # fmt: skip
+                                             compensations=compensations,
+                                             since_ms=asked))  # fmt: skip
             finally:
                 store.release_lock(lease_key(run_id), taken.token)
         status = _mark_cancelling(store, run_id, owner=taken.holder.actor, actor=actor,
@@ -229,6 +231,7 @@ async def _settle_held(
     build: type[Build] | None,
     env: Mapping[str, str],
     compensations: Compensations,
+    since_ms: int,
 ) -> CancelResult:
     """Nobody holds the run and we hold its lease: walk its compensations, settle it,
     free its claims (:mod:`zuke.runs.compensate`).
@@ -240,7 +243,7 @@ async def _settle_held(
     from zuke.runs.lifecycle import hold_taken
 
     hold = await hold_taken(store, run_id, taken, ttl_ms=run_lease_ttl_ms(env, store),
-                            clock=clock)  # fmt: skip
+                            clock=clock, since_ms=since_ms)  # fmt: skip
     try:
         record = hold.record
         if record.status in TERMINAL_STATUSES:

@@ -40,7 +40,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
-from zuke._clock import Clock, iso
+from zuke._clock import SYSTEM_CLOCK, Clock, iso
 from zuke._engine.cancel_watch import poll_interval_s
 from zuke._engine.claims import Claim, acquire_lease, stop_at_ms
 from zuke._engine.durable import lease_ttl_ms
@@ -172,14 +172,6 @@ class Hold:
             run_id=self.run_id,
         )
 
-    async def reread(self) -> RunRecord:
-        """The record as stored now (after an append, or before deciding again)."""
-        found = await asyncio.to_thread(self.store.get_run, self.run_id)
-        if found is None:
-            raise RunNotFoundError(f'run "{self.run_id}" was deleted', run_id=self.run_id)
-        self.found = found
-        return found.record
-
     async def write(self, change: Callable[[RunRecord], RunDelta | None]) -> UpdateResult:
         """Compare-and-swap ``change`` (decided on the fresh record), the lease proven
         before every attempt: a conflict's retry re-proves it too, and an attempt whose
@@ -243,12 +235,14 @@ async def take(
     """
     ttl = lease_ttl_ms(env, store)
     holder = LockHolder(actor, run_id, iso(clock.now_ms()), ci_run_url(env))
+    asked = SYSTEM_CLOCK.now_ms()  # the store's expiry is at least this plus the TTL
     taken = await acquire_lease(store, run_id, holder, ttl_ms=ttl)
     if isinstance(taken, LockHeld):
         raise AlreadyResumedError(
             held.format(actor=taken.holder.actor), run_id=run_id, by=taken.holder.actor
         )
-    return await hold_taken(store, run_id, taken, ttl_ms=ttl, clock=clock, warn=warn)
+    return await hold_taken(store, run_id, taken, ttl_ms=ttl, clock=clock, warn=warn,
+                            since_ms=asked)  # fmt: skip
 
 
 async def hold_taken(
@@ -259,13 +253,15 @@ async def hold_taken(
     ttl_ms: int,
     clock: Clock,
     warn: Callable[[str], None] = lambda message: None,
+    since_ms: int | None = None,
 ) -> Hold:
     """A :class:`Hold` on a lease just taken: its heartbeat starts now, then the record
-    is read (a record read before the lease was ours decides nothing)."""
+    is read (a record read before the lease was ours decides nothing). ``since_ms``: when
+    the acquisition was asked for, on the system clock (default: now)."""
     # Heartbeats run in real time, on the system clock (as the engine's do): ``clock``
     # (injectable) stamps the record, never the lease's stop point.
     claim = Claim(store, lease_key(run_id), taken.token, taken.fence, ttl_ms,
-                  on_lost=lambda claim: None, warn=warn)  # fmt: skip
+                  on_lost=lambda claim: None, warn=warn, since_ms=since_ms)  # fmt: skip
     claim.start()
     try:
         found = await asyncio.to_thread(store.get_run, run_id)
