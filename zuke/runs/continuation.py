@@ -198,7 +198,7 @@ async def resume_now(
                                        walk_plan=plan if rollback else None)  # fmt: skip
     except BaseException:
         # Nobody drives the run: give the lease back (a no-op if the engine already did).
-        await _release_quietly(hold)
+        await hold.give_back()
         raise
     return ResumeOutcome(record.id, "resumed", result.status, result=result)
 
@@ -262,13 +262,6 @@ def pushed_deadline(record: RunRecord, now_ms: int) -> str | None:
     if deadline is None or parked_since is None or now_ms <= parked_since:
         return None  # unchanged
     return iso(deadline + (now_ms - parked_since))
-
-
-async def _release_quietly(hold: Hold) -> None:
-    try:
-        await asyncio.to_thread(hold.store.release_lock, lease_key(hold.run_id), hold.token)
-    except Exception:
-        return
 
 
 __all__ = [

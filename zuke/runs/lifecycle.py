@@ -55,7 +55,7 @@ from zuke._errors import (
     RunNotFoundError,
     ZukeError,
 )
-from zuke.runs.ownership import check_ownership, ownership_problem, take_sync
+from zuke.runs.ownership import check_ownership, ownership_problem
 from zuke.state._protocol import LockAcquired, LockHeld, LockHolder, StateStore, StoredRun
 from zuke.state._protocol import lease_key as lease_key
 from zuke.state.records import RunDelta, RunRecord
@@ -214,7 +214,12 @@ class Hold:
             return
         self._released = True
         await self.claim.stop()
-        with contextlib.suppress(Exception):  # it lapses at its TTL otherwise
+        await self.give_back()
+
+    async def give_back(self) -> None:
+        """Release the lease's token even after a hand-over (the engine may have released
+        it already: then a no-op); a failure leaves it to lapse at its TTL."""
+        with contextlib.suppress(Exception):
             await asyncio.to_thread(self.store.release_lock, lease_key(self.run_id), self.token)
 
 
@@ -370,5 +375,4 @@ __all__ = [
     "load_for",
     "ownership_problem",
     "take",
-    "take_sync",
 ]

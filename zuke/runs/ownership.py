@@ -54,10 +54,9 @@ def take_sync(
     actor: str,
     clock: Clock,
     env: Mapping[str, str],
-    run_url: str | None = None,
 ) -> LockAcquired | LockHeld:
     """One attempt at the run's lease from synchronous code, with the run lease's TTL."""
-    holder = LockHolder(actor, run_id, iso(clock.now_ms()), run_url)
+    holder = LockHolder(actor, run_id, iso(clock.now_ms()))
     return store.acquire_lock(lease_key(run_id), holder, run_lease_ttl_ms(env, store))
 
 
