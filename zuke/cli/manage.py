@@ -240,6 +240,9 @@ def cancel(run_id: str, actor: str | None, wait: str, skip_compensations: bool) 
     inv.print(result.summary())
     for warning in result.warnings:
         inv.err.write(f"zuke: {warning}\n")
+    from zuke.cli import gha
+
+    gha.publish(gha.cancel_report(result), inv.env, inv.err)
 
 
 @app.group("locks", invoke_without_command=True, context_settings=_HELP)

@@ -122,6 +122,7 @@ def run_resume(
     from zuke._build import parameters
     from zuke._engine.run import RunOptions
     from zuke._loader import find_build_file, load_build_class
+    from zuke.cli import gha
     from zuke.cli.console import ConsoleReporter
     from zuke.runs.resume import ResumeOptions, SignalDelivery, resume_run_async
     from zuke.runs.store import open_store
@@ -179,8 +180,11 @@ def run_resume(
         )
         text = json.dumps(report.as_json(), indent=2) if as_json else sweep_text(report)
         out.write(text + "\n")
+        out.flush()  # the report first: a warning about the outputs comes after it
+        gha.publish(gha.sweep_report(report, run_id), env, err, reporter.redactor.text)
         return 0 if report.ok else 1
     outcome = asyncio.run(resume_run_async(build, store, run_id or "", resume, options))
+    gha.publish(gha.resume_report(outcome, build.__name__), env, err, reporter.redactor.text)
     for note in outcome.notes:
         warn(f"zuke: {note}")
     if outcome.result is not None and outcome.result.record_error is not None:
