@@ -71,7 +71,7 @@ def test_requests_without_a_configured_token_get_401(gh: FakeGitHub) -> None:
 
 def test_ghes_paths_under_api_v3_are_served_too(gh: FakeGitHub, api: httpx.Client) -> None:
     assert api.get(f"/api/v3{RUNS}").status_code == 200
-    query = '{ repository(owner: "acme", name: "app") { ref(qualifiedName: "main") { name } } }'
+    query = '{ repository(owner: "acme", name: "app") { ref(qualifiedName: "nope") { name } } }'
     assert api.post("/api/graphql", json={"query": query}).json() == {
         "data": {"repository": {"ref": None}}
     }

@@ -133,7 +133,7 @@ def test_contents_is_a_per_file_cas_with_one_commit_per_write(gh: FakeGitHub, ap
     gone = api.request("DELETE", "/repos/acme/app/contents/runs/r1.json",
                        json={"message": "rm", "sha": got["sha"]})  # fmt: skip
     assert gone.status_code == 200
-    assert gh.files("acme/app", "main") == {"runs/r2.json": "other"}
+    assert gh.files("acme/app", "main") == {"README.md": "# app\n", "runs/r2.json": "other"}
     assert gh.stats()["commits"] == 4  # two creates, one update, one delete
     assert gh.log("acme/app", "main")[0]["message"] == "rm"
     assert put_file(api, "x", "y", branch="nope").status_code == 404
@@ -184,3 +184,100 @@ def test_graphql_reads_a_ref_a_blob_and_a_tree(api: httpx.Client) -> None:
     assert repo["file"]["text"] == '{"id": 1}'
     assert [(e["name"], e["object"]["text"]) for e in repo["dir"]["entries"]] == [
         ("r1.json", '{"id": 1}'), ("r2.json", "2")]  # fmt: skip
+
+
+# -- what GitHub refuses (shared/reference/tools.md has the sources) --------------------------
+
+
+def test_an_empty_tree_is_refused_as_github_does(api: httpx.Client) -> None:
+    refused = api.post(f"{GIT}/trees", json={"tree": []})
+    assert (refused.status_code, refused.json()["message"]) == (422, "Invalid tree info")
+    one = [{"path": "README.md", "mode": "100644", "type": "blob", "content": "x"}]
+    assert api.post(f"{GIT}/trees", json={"tree": one}).status_code == 201
+
+
+def test_an_empty_repository_answers_409_to_every_git_database_call(gh: FakeGitHub, api) -> None:
+    gh.add_repo("acme/empty", empty=True)
+    base = "/repos/acme/empty/git"
+    one = [{"path": "a", "mode": "100644", "type": "blob", "content": "x"}]
+    answers = [
+        api.post(f"{base}/trees", json={"tree": one}),
+        api.post(f"{base}/blobs", json={"content": "x"}),
+        api.post(f"{base}/commits", json={"message": "m", "tree": "0" * 40}),
+        api.post(f"{base}/refs", json={"ref": "refs/heads/x", "sha": "0" * 40}),
+        api.get(f"{base}/ref/heads/main"),
+        api.get(f"{base}/matching-refs/heads/"),
+        api.get(f"{base}/blobs/{'0' * 40}"),
+    ]
+    assert {(a.status_code, a.json()["message"]) for a in answers} == {
+        (409, "Git Repository is empty.")
+    }
+    change = {"branch": {"repositoryNameWithOwner": "acme/empty", "branchName": "main"},
+              "message": {"headline": "m"}, "expectedHeadOid": "0" * 40,
+              "fileChanges": {"additions": [{"path": "a", "contents": _b64("a")}]}}  # fmt: skip
+    failed = _graphql(api, MUTATION, input=change).json()
+    assert failed["data"]["createCommitOnBranch"] is None and failed["errors"]
+    assert gh.refs("acme/empty") == {}
+    # the contents API makes the first commit of an empty repository, as on GitHub
+    body = {"message": "first", "content": _b64("hi")}
+    assert api.put("/repos/acme/empty/contents/README.md", json=body).status_code == 201
+    assert api.get(f"{base}/ref/heads/main").status_code == 200
+
+
+def test_a_repository_has_its_default_branch_with_a_readme_unless_made_empty(gh: FakeGitHub, api):
+    repo = api.get("/repos/acme/app").json()
+    assert (repo["full_name"], repo["default_branch"]) == ("acme/app", "main")
+    assert gh.files("acme/app", "main") == {"README.md": "# app\n"}
+    assert gh.stats()["commits"] == 0  # seeding is not a request
+
+
+def test_blob_text_is_cut_at_the_configured_limit_and_the_blobs_api_is_not(gh: FakeGitHub, api):
+    gh.configure(blob_text_limit=10)
+    root = _orphan(api, {"big.json": "0123456789abcdef", "small.json": "01234"})
+    api.post(f"{GIT}/refs", json={"ref": "refs/heads/zuke-state", "sha": root})
+    query = """query { repository(owner: "acme", name: "app") {
+      big: object(expression: "zuke-state:big.json") { ... on Blob { oid text isTruncated } }
+      small: object(expression: "zuke-state:small.json") { ... on Blob { text isTruncated } }
+      ref(qualifiedName: "zuke-state") { target { ... on Commit {
+        f: file(path: "big.json") { oid object { ... on Blob { text isTruncated } } } } } } } }"""
+    repo = _graphql(api, query).json()["data"]["repository"]
+    assert (repo["big"]["text"], repo["big"]["isTruncated"]) == ("0123456789", True)
+    assert (repo["small"]["text"], repo["small"]["isTruncated"]) == ("01234", False)
+    entry = repo["ref"]["target"]["f"]
+    assert entry["oid"] == repo["big"]["oid"] and entry["object"]["isTruncated"] is True
+    whole = api.get(f"{GIT}/blobs/{repo['big']['oid']}").json()
+    assert base64.b64decode(whole["content"]) == b"0123456789abcdef"
+
+
+def test_the_contents_api_refuses_json_for_a_file_past_its_limit(gh: FakeGitHub, api) -> None:
+    gh.configure(contents_json_limit=8)
+    assert put_file(api, "big.json", "0123456789").status_code == 201
+    refused = api.get("/repos/acme/app/contents/big.json")
+    assert refused.status_code == 403
+    assert refused.json()["errors"] == [{"resource": "Blob", "field": "data", "code": "too_large"}]
+    assert api.get("/repos/acme/app/contents/README.md").status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("form", "kind", "shape"),
+    [
+        ("STALE_DATA", "STALE_DATA", 'Expected branch to point to "{old}" but it did not.  Pull'),
+        ("untyped", None, 'Expected branch to point to "{old}" but it did not.  Pull'),
+        ("is-at", None, 'Branch "refs/heads/zuke-state" is at "{new}" but expected "{old}".'),
+    ],
+)
+def test_a_stale_head_is_answered_in_the_configured_form(
+    gh: FakeGitHub, api: httpx.Client, form: str, kind: str | None, shape: str
+) -> None:
+    gh.configure(stale_head_form=form)
+    root = _orphan(api, {"a": "1"})
+    api.post(f"{GIT}/refs", json={"ref": "refs/heads/zuke-state", "sha": root})
+    change = {"branch": {"repositoryNameWithOwner": "acme/app", "branchName": "zuke-state"},
+              "message": {"headline": "m"}, "expectedHeadOid": root,
+              "fileChanges": {"additions": [{"path": "b", "contents": _b64("2")}]}}  # fmt: skip
+    new = _graphql(api, MUTATION, input=change).json()["data"]["createCommitOnBranch"]["commit"]
+    answer = _graphql(api, MUTATION, input=change)
+    assert answer.status_code == 200
+    [error] = answer.json()["errors"]
+    assert error.get("type") == kind
+    assert error["message"].startswith(shape.format(old=root, new=new["oid"]))

@@ -24,7 +24,7 @@ GIT = "/repos/acme/app/git"
 
 def _seed(api: httpx.Client) -> tuple[str, str]:
     """A main branch with one file: (commit sha, blob sha)."""
-    response = put_file(api, "README.md", "hello\n", branch="main")
+    response = put_file(api, "seed.md", "hello\n", branch="main")  # main has a README
     assert response.status_code == 201
     return response.json()["commit"]["sha"], response.json()["content"]["sha"]
 
