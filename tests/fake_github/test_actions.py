@@ -30,6 +30,42 @@ def test_a_missing_required_input_is_refused_with_githubs_422_text(gh: FakeGitHu
     assert gh.runs() == []
 
 
+@pytest.mark.parametrize(
+    ("value", "shown"), [(True, "true"), (2, "2"), (1.5, "1.5"), (None, "nil"), (["a"], '["a"]')]
+)
+def test_an_input_that_is_not_a_string_is_refused_and_dispatches_nothing(
+    gh: FakeGitHub, api: httpx.Client, value: object, shown: str
+) -> None:
+    body = {"ref": "main", "inputs": {"suite": value}}
+    response = api.post(DISPATCH, json=body)
+    assert response.status_code == 422
+    assert response.json()["message"] == (
+        f"Invalid request.\n\nFor 'properties/suite', {shown} is not a string."
+    )
+    assert gh.runs() == []
+    assert api.post(DISPATCH, json={"ref": "main", "inputs": {"suite": "2"}}).status_code == 204
+
+
+@pytest.mark.parametrize(("ghes", "limit"), [(False, 25), (True, 10)])
+def test_more_inputs_than_github_accepts_are_refused_before_the_workflows_own_check(
+    gh: FakeGitHub, api: httpx.Client, ghes: bool, limit: int
+) -> None:
+    gh.set_ghes("acme/app", ghes)
+    many = {f"i{n}": "x" for n in range(limit + 1)}  # undeclared too: the count is checked first
+    response = api.post(DISPATCH, json={"ref": "main", "inputs": many})
+    assert response.status_code == 422
+    assert (
+        f"{limit + 1} properties are more than the maximum of {limit}"
+        in (response.json()["message"])
+    )
+    assert gh.runs() == []
+    declared = {f"i{n}": {"required": False} for n in range(limit)}
+    gh.add_workflow("acme/app", "wide.yml", inputs=declared)
+    exactly = {f"i{n}": "x" for n in range(limit)}
+    wide = "/repos/acme/app/actions/workflows/wide.yml/dispatches"
+    assert api.post(wide, json={"ref": "main", "inputs": exactly}).status_code == 204
+
+
 def test_an_unknown_workflow_or_ref_is_refused(gh: FakeGitHub, api: httpx.Client) -> None:
     missing = api.post(
         "/repos/acme/app/actions/workflows/nope.yml/dispatches", json={"ref": "main"}
@@ -187,6 +223,19 @@ def test_the_test_drives_a_run_through_its_states_and_jobs(gh: FakeGitHub, api) 
     assert [(j["name"], j["conclusion"]) for j in jobs] == [("unit", "success"), ("e2e", "failure")]
     with pytest.raises(ValueError, match="conclusion"):
         gh.complete_run(run_id, conclusion="passed")
+
+
+@pytest.mark.parametrize("status", [None, "teleported"])
+def test_a_run_can_be_given_any_status_string_or_null_as_github_may_send(
+    gh: FakeGitHub, api: httpx.Client, status: str | None
+) -> None:
+    run_id = dispatch(api, return_run_details=True).json()["workflow_run_id"]
+    with pytest.raises(ValueError, match="status"):
+        gh.set_run_status(run_id, status)  # only the documented ones without raw
+    gh.set_run_status(run_id, status, raw=True)
+    assert api.get(f"{RUNS}/{run_id}").json()["status"] == status
+    [listed] = api.get(RUNS).json()["workflow_runs"]
+    assert (listed["status"], listed["conclusion"]) == (status, None)
 
 
 def test_cancel_completes_the_run_as_cancelled_or_leaves_it_to_the_test(gh: FakeGitHub, api):
