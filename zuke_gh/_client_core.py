@@ -15,6 +15,13 @@ What it guarantees (``docs/github-client.md`` says it for users):
   budget (:mod:`zuke_gh._retry`); a POST or PATCH is resent only when GitHub
   certainly did not act on it, unless the caller says it is idempotent.
 * ``etag=True`` GETs are conditional (:mod:`zuke_gh._etags`).
+* A GraphQL answer of HTTP 200 that says ``RATE_LIMITED`` (or a secondary
+  limit) is waited out and sent again like a REST rate limit: GitHub applied
+  nothing, so even a mutation may go again.
+* Writes (POST, PATCH, PUT, DELETE, GraphQL mutations) are paced by the
+  process's :class:`~zuke_gh._pacing.WritePacer`: one at a time, a second
+  apart, inside GitHub's content-creation limits. A wait for a rate limit or
+  for pacing longer than 2 s says so on the notice callback (stderr).
 * A failure is one :class:`~zuke_gh.errors.GitHubError` line; no token ever
   reaches a message, a repr, a log line or an exception chain (errors are
   raised outside ``except`` blocks, so no httpx exception rides along).
@@ -23,7 +30,9 @@ What it guarantees (``docs/github-client.md`` says it for users):
 from __future__ import annotations
 
 import logging
+import os
 import random
+import re
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
@@ -36,6 +45,14 @@ from zuke._clock import SYSTEM_CLOCK, Clock
 from zuke_gh import _env
 from zuke_gh._etags import CachedAnswer, EtagCache
 from zuke_gh._judge import judge
+from zuke_gh._pacing import (
+    NOTICE_AFTER_S,
+    Notice,
+    WritePacer,
+    process_pacer,
+    stderr_notice,
+    wait_line,
+)
 from zuke_gh._paths import expand, redirect_target, same_origin
 from zuke_gh._response import (
     GitHubResponse,
@@ -46,13 +63,29 @@ from zuke_gh._response import (
     items_of,
     scrub,
 )
-from zuke_gh._retry import RetryPolicy, safe_to_resend, transient_status
+from zuke_gh._retry import (
+    RetryPolicy,
+    graphql_limit,
+    safe_to_resend,
+    server_time_ms,
+    transient_status,
+)
 from zuke_gh.errors import GitHubError, one_line
 
 DEFAULT_API_VERSION = "2022-11-28"
 DEFAULT_USER_AGENT = "zuke-gh/0.1"
 _IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
+_WRITES = frozenset({"POST", "PATCH", "PUT", "DELETE"})
+#: A GraphQL document whose first operation is a mutation (comments and whitespace first).
+_MUTATION = re.compile(r"\A(?:\s|#[^\n]*\n?)*mutation\b")
+
+
+class _ProcessPacer:
+    """The default ``pacer``: the process's own for the base URL (``process_pacer``)."""
+
+
+PROCESS_PACER = _ProcessPacer()
 _log = logging.getLogger("zuke_gh")
 
 __all__ = ["ClientCore", "GitHubResponse", "StaticToken", "TokenSource"]
@@ -90,6 +123,8 @@ class ClientCore:
         clock: Clock = SYSTEM_CLOCK,
         sleep: Callable[[float], None] = time.sleep,
         rand: Callable[[], float] = random.random,
+        pacer: WritePacer | _ProcessPacer | None = PROCESS_PACER,
+        notice: Notice | None = stderr_notice,
     ) -> None:
         self._base_text = _env.normalise_base_url(base_url or _env.DEFAULT_BASE_URL)
         self._base = httpx.URL(self._base_text)
@@ -101,11 +136,20 @@ class ClientCore:
         self._etags = EtagCache(etag_cache_size)
         self._clock, self._sleep, self._rand = clock, sleep, rand
         self._owned: list[Any] = []  # token sources from_env made (closed with the client)
+        if isinstance(pacer, _ProcessPacer):
+            pacer = process_pacer(self._base_text, os.environ)
+        #: paces this client's writes (None: unpaced); shared by the process's clients
+        self.pacer: WritePacer | None = pacer
+        self._notice = notice
         self._http = httpx.Client(transport=transport, timeout=timeout_s, follow_redirects=False)
 
     @property
     def base_url(self) -> str:
         return self._base_text
+
+    def reserve_writes(self, writes: int) -> bool:
+        """Whether ``writes`` more writes fit the pacer's hourly budget now (always, unpaced)."""
+        return self.pacer is None or self.pacer.reserve(writes)
 
     # -- calls -------------------------------------------------------------------------------
 
@@ -205,8 +249,10 @@ class ClientCore:
         """POST a GraphQL document; the whole body (``data`` and ``errors``) is returned.
 
         GraphQL errors (``errors[0].type == "STALE_DATA"``) are the caller's to
-        judge; only an HTTP failure raises. A mutation is not resent after a 5xx
-        unless ``idempotent`` (e.g. a compare-and-swap on ``expectedHeadOid``).
+        judge; only an HTTP failure, or a rate limit that outlasts the retry
+        budget, raises. A mutation is not resent after a 5xx unless
+        ``idempotent`` (e.g. a compare-and-swap on ``expectedHeadOid``), and is
+        paced as a write.
         """
         answer = self._call(
             "POST",
@@ -214,6 +260,8 @@ class ClientCore:
             "/graphql",
             json={"query": query, "variables": dict(variables or {})},
             idempotent=idempotent,
+            write=_MUTATION.match(query) is not None,
+            graphql=True,
         )
         if not isinstance(answer.body, dict):
             raise GitHubError(
@@ -238,8 +286,11 @@ class ClientCore:
         idempotent: bool | None = None,
         expected: Collection[int] = (),
         headers: Mapping[str, str] | None = None,
+        write: bool | None = None,
+        graphql: bool = False,
     ) -> GitHubResponse:
         resend = method in _IDEMPOTENT if idempotent is None else idempotent
+        paced = self.pacer if (method in _WRITES if write is None else write) else None
         policy, waited, attempt, hops = self._retry, 0.0, 0, 0
         refreshed = False  # a token refused with 401 is renewed (an App token) once
         reached = False  # an attempt reached GitHub and may have acted (a 5xx, a lost answer)
@@ -251,7 +302,13 @@ class ClientCore:
             cached = self._etags.get(str(request.url)) if etag and method == "GET" else None
             if cached is not None:
                 request.headers["If-None-Match"] = cached.etag
-            response, why, unsent = self._send(request, token)
+            if paced is None:
+                response, why, unsent = self._send(request, token)
+            else:
+                left = max(0.0, policy.max_wait_s - waited)
+                slot = paced.slot(max_wait_s=left, what=f"{method} {display}", notice=self._notice)
+                with _not_sent(reached), slot:  # a write past the pacer's limits is not sent
+                    response, why, unsent = self._send(request, token)
             wait: float | None = None
             if response is None:
                 reached = reached or not unsent
@@ -275,22 +332,31 @@ class ClientCore:
                 if status == 304 and cached is not None:
                     return from_cache(cached, response)
                 if 200 <= status < 300:
-                    return self._answer(response, method, display, token, etag)
-                why = f"{status} on {method} {display}"
-                with _not_sent(reached):  # a 401 changed nothing on GitHub's side
-                    renewed = status == 401 and not refreshed and self._refresh_token()
-                if renewed:
-                    refreshed, attempt = True, attempt - 1
-                    continue  # so any method may go again
-                reached = reached or transient_status(status)
-                error, wait = judge(
-                    response, method, display, token, resend=resend, attempt=attempt,
-                    policy=self._retry, rand=self._rand(), now_ms=self._clock.now_ms(),
-                )  # fmt: skip
-                if status in expected and error.retry_at_ms is None:
-                    return self._answer(response, method, display, token, etag)  # not a rate limit
+                    answer = self._answer(response, method, display, token, etag)
+                    now = server_time_ms(answer.headers) or self._clock.now_ms()
+                    limited = graphql_limit(answer, display, policy, now) if graphql else None
+                    if limited is None:
+                        return answer
+                    error, wait = limited  # GitHub applied nothing: any request may go again
+                    why = f"a GraphQL rate limit on {method} {display}"
+                else:
+                    why = f"{status} on {method} {display}"
+                    with _not_sent(reached):  # a 401 changed nothing on GitHub's side
+                        renewed = status == 401 and not refreshed and self._refresh_token()
+                    if renewed:
+                        refreshed, attempt = True, attempt - 1
+                        continue  # so any method may go again
+                    reached = reached or transient_status(status)
+                    error, wait = judge(
+                        response, method, display, token, resend=resend, attempt=attempt,
+                        policy=self._retry, rand=self._rand(), now_ms=self._clock.now_ms(),
+                    )  # fmt: skip
+                    if status in expected and error.retry_at_ms is None:
+                        return self._answer(response, method, display, token, etag)  # not a limit
             if wait is None or not self._fits(policy, attempt, waited, wait):
                 raise error
+            if error.retry_at_ms is not None and wait > NOTICE_AFTER_S and self._notice:
+                self._notice(wait_line("GitHub rate limit", wait, error.retry_at_ms))
             _log.info(
                 "GitHub: %s; retrying in %.1f s (attempt %d of %d)",
                 why,

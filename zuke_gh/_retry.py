@@ -16,8 +16,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
+from typing import Any
 
 import httpx
+
+from zuke._clock import iso
+from zuke_gh.errors import GitHubError, one_line
 
 #: GitHub's advice when a rate limit names no time: "wait for at least one minute".
 UNNAMED_RATE_LIMIT_WAIT_S = 60.0
@@ -77,7 +81,67 @@ def rate_limit_wait_s(response: httpx.Response, message: str, now_ms: int) -> fl
     """
     if response.status_code not in (403, 429):
         return None
-    headers = response.headers
+    named = _named_wait(response.headers, now_ms)
+    if named is not None:
+        return named
+    if response.status_code == 429 or "rate limit" in message.lower():
+        return UNNAMED_RATE_LIMIT_WAIT_S
+    return None
+
+
+#: GraphQL error types that mean "rate limited": ``RATE_LIMITED`` (github/docs#22607, what
+#: GitHub answers with HTTP 200) and ``RATE_LIMIT`` (seen in the wild: githubkit#271).
+GRAPHQL_LIMIT_TYPES = frozenset({"RATE_LIMITED", "RATE_LIMIT"})
+
+
+def graphql_rate_limit(body: Any, headers: httpx.Headers, now_ms: int) -> tuple[float, str] | None:
+    """The wait a 200 GraphQL answer asks for, and GitHub's message, if it is a rate limit.
+
+    GitHub ("Rate limits and query limits for the GraphQL API" § exceeding the
+    rate limit): past the primary limit the status is still 200, with an error
+    and ``x-ratelimit-remaining: 0`` — wait until ``x-ratelimit-reset``; past a
+    secondary limit the status is 200 or 403 with a message saying so — wait
+    ``retry-after`` seconds, else until the reset if nothing remains, else at
+    least a minute. Nothing of a rate-limited request was applied, so even a
+    mutation may go again.
+    """
+    errors = body.get("errors") if isinstance(body, dict) else None
+    for error in errors if isinstance(errors, list) else []:
+        if not isinstance(error, dict):
+            continue
+        kind, message = error.get("type"), str(error.get("message") or "")
+        if kind in GRAPHQL_LIMIT_TYPES or "secondary rate limit" in message.lower():
+            named = _named_wait(headers, now_ms)
+            return (UNNAMED_RATE_LIMIT_WAIT_S if named is None else named), message
+    return None
+
+
+def graphql_limit(
+    answer: Any, display: str, policy: RetryPolicy, now_ms: int
+) -> tuple[GitHubError, float] | None:
+    """A 200 GraphQL answer (a ``GitHubResponse``) that is a rate limit: its error and its
+    wait (else None). ``now_ms`` is GitHub's clock where known (the answer's ``Date``)."""
+    limited = graphql_rate_limit(answer.body, answer.headers, now_ms)
+    if limited is None:
+        return None
+    wait, message = limited
+    retry_at = now_ms + int(wait * 1000)
+    said = one_line(message).rstrip(".") or "rate limited"
+    error = GitHubError(
+        f"GitHub's GraphQL API answered POST {display} with a rate limit: {said}. "
+        f"Retry after {iso(retry_at)} (in {wait:.0f} s; this client waits at most "
+        f"{policy.max_wait_s:.0f} s in all).",
+        status=answer.status,
+        method="POST",
+        path=display,
+        detail=one_line(message),
+        retry_at_ms=retry_at,
+    )
+    return error, wait
+
+
+def _named_wait(headers: httpx.Headers, now_ms: int) -> float | None:
+    """``retry-after``, else the reset when nothing remains (None: neither is named)."""
     after = headers.get("retry-after")
     if after is not None:
         wait = _retry_after_s(after, now_ms)
@@ -86,8 +150,6 @@ def rate_limit_wait_s(response: httpx.Response, message: str, now_ms: int) -> fl
     reset = headers.get("x-ratelimit-reset", "")
     if headers.get("x-ratelimit-remaining") == "0" and reset.isdigit():
         return max(0.0, (int(reset) * 1000 - now_ms) / 1000)
-    if response.status_code == 429 or "rate limit" in message.lower():
-        return UNNAMED_RATE_LIMIT_WAIT_S
     return None
 
 
