@@ -11,7 +11,13 @@
   ``workflow_dispatch`` run on the ref, created (by GitHub's clock, never the
   runner's) between the dispatch minus a skew allowance and the end of the
   discovery window, that was not already there before the dispatch. Two such
-  runs are ambiguous: the gate fails and names both, rather than guess.
+  runs are ambiguous: the gate fails and names both, rather than guess. The
+  window's width is a setting (``created_window``, default 10 minutes).
+
+Two runs carrying our marker are refused in the same way: someone dispatched
+the workflow by hand with it. A re-run is not a second run: GitHub re-runs keep
+the run's ``id`` and count ``run_attempt`` up (OpenAPI ``workflow-run``), so
+runs are told apart by id.
 
 The messages that tell a user how to fix the dispatched workflow live here too.
 """
@@ -23,7 +29,7 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from zuke_gh._workflow_api import created_ms, run_id_of
-from zuke_gh.errors import GitHubError
+from zuke_gh.errors import GitHubAppKeyError, GitHubError
 
 #: How far GitHub's ``created_at`` may precede the dispatch time we recorded.
 SKEW_MS = 30_000
@@ -41,9 +47,14 @@ def url_of(run: Mapping[str, Any]) -> str:
     return f"run {run.get('id')}"
 
 
-def by_marker(runs: Sequence[Mapping[str, Any]], marker: str) -> Mapping[str, Any] | None:
-    """The newest run whose display title is exactly ``marker``."""
-    return next((r for r in runs if r.get("display_title") == marker), None)
+def by_marker(runs: Sequence[Mapping[str, Any]], marker: str) -> list[Mapping[str, Any]]:
+    """The runs whose display title is exactly ``marker``, newest first, one per run id
+    (a re-run keeps its id: it is the same run, not a second one)."""
+    found: dict[object, Mapping[str, Any]] = {}
+    for run in runs:
+        if run.get("display_title") == marker:
+            found.setdefault(run_id_of(run) or id(run), run)
+    return list(found.values())
 
 
 def in_window(
@@ -97,12 +108,25 @@ def discovery_guidance(
     )
 
 
+def named(runs: Sequence[Mapping[str, Any]]) -> str:
+    """``run 12 (https://…), run 11 (https://…)``: each run's id and page."""
+    return ", ".join(f"run {r.get('id')} ({url_of(r)})" for r in runs)
+
+
 def ambiguous(where: str, runs: Sequence[Mapping[str, Any]]) -> str:
-    urls = ", ".join(url_of(r) for r in runs)
     return (
         f"{where}: created-window correlation is ambiguous: {len(runs)} workflow_dispatch runs "
-        f"share the window ({urls}); the gate will not guess. Dispatch this workflow from one "
-        'place at a time, or use .correlate("marker") with a workflow that echoes the marker'
+        f"share the window: {named(runs)}; the gate will not guess. Dispatch this workflow from "
+        'one place at a time, or use .correlate("marker") with a workflow that echoes the marker'
+    )
+
+
+def duplicate_marker(where: str, marker: str, runs: Sequence[Mapping[str, Any]]) -> str:
+    return (
+        f"{where}: {len(runs)} workflow runs carry this gate's marker {marker!r}: {named(runs)};"
+        " the gate will not guess which is its own. Someone dispatched the workflow with the "
+        "marker by hand: cancel the run that is not this release's on GitHub, then cancel or "
+        "re-run the zuke release"
     )
 
 
@@ -145,8 +169,19 @@ def refuses_run_details(error: GitHubError) -> bool:
     return error.status in (400, 422) and "return_run_details" in (error.detail or str(error))
 
 
+def credential_refused(error: GitHubError) -> bool:
+    """A credential that cannot work: an App key that does not load or sign, or a token (a
+    mint) GitHub refused outright. Not a rate limit, not a network failure: no later check
+    gets further."""
+    if isinstance(error, GitHubAppKeyError):
+        return True
+    return error.unsent and error.status in (401, 403, 404) and not transient(error)
+
+
 def transient(error: GitHubError) -> bool:
-    """A failure worth waiting out: no answer, a 5xx, or a rate limit."""
+    """A failure worth waiting out: no answer, a 5xx, or a rate limit (never a bad key)."""
+    if isinstance(error, GitHubAppKeyError):
+        return False
     status = error.status
     return (
         status is None
@@ -158,11 +193,12 @@ def transient(error: GitHubError) -> bool:
 
 
 def unknown_status(where: str, run: Mapping[str, Any]) -> str:
+    """Why the gate still waits on a run whose status is null or undocumented."""
+    status = run.get("status")
+    seen = "no status (null)" if status is None else f"the status {status!r}"
     return (
-        f"{where}: the workflow run {url_of(run)} has the status {run.get('status')!r}, which "
-        f"this gate does not know (it knows {', '.join(sorted(WAITING))} and completed); it "
-        "will not treat it as success. Check the run on GitHub, then cancel or resolve the "
-        "zuke run"
+        f"{where}: run {url_of(run)} has {seen}, which is not completed; the gate keeps "
+        "waiting until it completes or the gate times out"
     )
 
 

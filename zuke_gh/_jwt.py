@@ -85,6 +85,7 @@ def _b64(data: bytes) -> str:
 
 def app_jwt(app_id: str | int, key: RSAPrivateKey | str | Path, now_ms: int) -> str:
     """A JWT for ``app_id``: ``iat = now - 60 s``, ``exp = iat + 540 s``, ``iss = app_id``."""
+    from cryptography.exceptions import UnsupportedAlgorithm
     from cryptography.hazmat.primitives import hashes
     from cryptography.hazmat.primitives.asymmetric import padding
 
@@ -95,5 +96,12 @@ def app_jwt(app_id: str | int, key: RSAPrivateKey | str | Path, now_ms: int) -> 
     signing_input = ".".join(
         _b64(json.dumps(part, separators=(",", ":")).encode()) for part in (header, claims)
     )
-    signature = private.sign(signing_input.encode("ascii"), padding.PKCS1v15(), hashes.SHA256())
+    signature = None
+    with contextlib.suppress(ValueError, TypeError, UnsupportedAlgorithm, AttributeError):
+        signature = private.sign(signing_input.encode("ascii"), padding.PKCS1v15(), hashes.SHA256())
+    if not isinstance(signature, bytes):  # a key too small for RS256, or not a private key
+        raise GitHubAppKeyError(
+            "the GitHub App private key cannot sign an RS256 JWT (too small, or not an RSA "
+            "private key). Download a fresh key from the App's settings."
+        )
     return f"{signing_input}.{_b64(signature)}"

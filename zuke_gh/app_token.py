@@ -110,7 +110,8 @@ class AppTokenSource:
         out: IO[str] | None = None,
     ) -> None:
         self.credentials = credentials
-        key = load_private_key(credentials.private_key)  # a bad key fails now, not mid-run
+        key = load_private_key(credentials.private_key)  # a bad key fails now, not mid-run:
+        app_jwt(credentials.app_id, key, clock.now_ms())  # one that cannot sign too
         self._clock = clock
         self._env = os.environ if env is None else env
         self._margin_ms = int(refresh_margin_s * 1000)

@@ -20,6 +20,13 @@ whole of ``docs/github.md`` describes it for users. The decisions that matter:
   run is found by correlation (:mod:`zuke_gh._correlate`).
 * **One poll per workflow per sweep** however many gates wait on it
   (:mod:`zuke_gh._workflow_api`).
+* **A credential that cannot work fails the dispatch**, as a refused token
+  does: an App key that does not load or sign, or a mint GitHub refused. The
+  token was never sent, but it is not "owed" like a dispatch the network lost:
+  the next check would fail the same way, and the run would sit "waiting"
+  until its deadline. A mint that could not reach GitHub is still waited out.
+* **A status GitHub has not documented keeps the gate waiting** (``status`` is
+  a nullable string, not an enum): only ``completed`` ends it.
 """
 
 from __future__ import annotations
@@ -110,9 +117,13 @@ class GitHubWorkflowTrigger(WaitTrigger):
         state = ctx.state.get()
         if isinstance(state.get("result"), Mapping):
             return Satisfied(state["result"])  # completed earlier: no API call
-        client = self._client(ctx.shared)
         if not isinstance(state.get("marker"), str):
+            try:
+                client = self._client(ctx.shared)
+            except GitHubError as exc:  # an App key that cannot sign, a bad GITHUB_API_URL
+                return WaitFailed(f"{self._where}: cannot dispatch: {exc}")
             return await self._dispatch(ctx, client)
+        client = self._client(ctx.shared)
         try:
             return await self._poll(ctx, client, state)
         except GitHubError as exc:
@@ -128,14 +139,14 @@ class GitHubWorkflowTrigger(WaitTrigger):
             try:  # what was there before: never mistaken for ours
                 ids, now = await asyncio.to_thread(api.baseline, client, spec.target)
             except GitHubError as exc:
-                if corr.transient(exc):
+                if corr.transient(exc) and not corr.credential_refused(exc):
                     return NotYet(f"{self._where}: could not list the runs before dispatching "
                                   f"({exc}); it dispatches at a later check")  # fmt: skip
                 return WaitFailed(f"{self._where}: {exc}")
             patch.update(baselineIds=ids, githubDispatchedAt=now)
         ctx.state.set(patch)
         await ctx.persist()  # durable BEFORE the dispatch: a crash from here on re-polls
-        inputs: dict[str, Any] = dict(spec.inputs)
+        inputs: dict[str, str] = dict(spec.inputs)
         if spec.correlate == "marker" or spec.marker_input_named:
             inputs[spec.marker_input] = marker
         call = api.dispatch
@@ -168,6 +179,8 @@ class GitHubWorkflowTrigger(WaitTrigger):
             undo = dict.fromkeys(("marker", "dispatchedAt", "githubDispatchedAt", "baselineIds"))
             ctx.state.set(undo)
             await ctx.persist()
+            if corr.credential_refused(exc):  # owed, but no later check can make it
+                return WaitFailed(f"{self._where}: cannot dispatch: {exc}")
             if exc.unsent:
                 return NotYet(f"{self._where}: the dispatch never reached GitHub ({exc}); it is "
                               "tried again at the next check")  # fmt: skip
@@ -223,14 +236,16 @@ class GitHubWorkflowTrigger(WaitTrigger):
         since = gh_since if gh_since is not None else local_since
         runs = await api.walk(listing, lambda r: corr.older_than(r, since))
         if self.spec.correlate == "marker":
-            found = corr.by_marker(runs, str(state["marker"]))
-            if found is not None:
-                return found
+            marked = corr.by_marker(runs, str(state["marker"]))
+            if len(marked) > 1:
+                return WaitFailed(corr.duplicate_marker(self._where, str(state["marker"]), marked))
+            if marked:
+                return marked[0]
         else:
             baseline = {i for i in state.get("baselineIds") or () if isinstance(i, int)}
             window = corr.in_window(
                 runs, branch=self.spec.target.branch, since_ms=since,
-                until_ms=since + self.spec.discovery_ms, baseline=baseline,
+                until_ms=since + self.spec.window_ms, baseline=baseline,
             )  # fmt: skip
             if len(window) > 1:
                 return WaitFailed(corr.ambiguous(self._where, window))
@@ -264,8 +279,8 @@ class GitHubWorkflowTrigger(WaitTrigger):
         status = run.get("status")
         if status in corr.WAITING:
             return NotYet(f"{self._where}: run {corr.url_of(run)} is {status}")
-        if status != "completed":
-            return WaitFailed(corr.unknown_status(self._where, run))
+        if status != "completed":  # null or undocumented: never success, never a failure
+            return NotYet(corr.unknown_status(self._where, run))
         run_id = api.run_id_of(run)
         jobs = [] if run_id is None else await asyncio.to_thread(
             api.list_jobs, client, self.spec.target, run_id)  # fmt: skip

@@ -33,7 +33,7 @@ def run(
     run_id: int,
     title: str,
     *,
-    status: str = "queued",
+    status: str | None = "queued",
     conclusion: str | None = None,
     created_ms: int = START_MS,
     branch: str = "main",

@@ -37,7 +37,7 @@ def test_the_first_check_persists_the_marker_then_dispatches_once_and_a_later_ch
     assert probe.persisted[0] == {"marker": MARKER, "dispatchedAt": START_MS}
     assert json.loads(post.calls.last.request.content) == {
         "ref": "main",
-        "inputs": {"suite": "smoke", "shards": 2, "zuke_marker": MARKER},
+        "inputs": {"suite": "smoke", "shards": "2", "zuke_marker": MARKER},  # strings only
         "return_run_details": True,
     }
 
