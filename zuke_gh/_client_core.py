@@ -136,8 +136,8 @@ class ClientCore:
         self._etags = EtagCache(etag_cache_size)
         self._clock, self._sleep, self._rand = clock, sleep, rand
         self._owned: list[Any] = []  # token sources from_env made (closed with the client)
-        if isinstance(pacer, _ProcessPacer):
-            pacer = process_pacer(self._base_text, os.environ)
+        if isinstance(pacer, _ProcessPacer):  # an injected transport is a test's: unpaced
+            pacer = None if transport is not None else process_pacer(self._base_text, os.environ)
         #: paces this client's writes (None: unpaced); shared by the process's clients
         self.pacer: WritePacer | None = pacer
         self._notice = notice
@@ -355,7 +355,7 @@ class ClientCore:
                         return self._answer(response, method, display, token, etag)  # not a limit
             if wait is None or not self._fits(policy, attempt, waited, wait):
                 raise error
-            if error.retry_at_ms is not None and wait > NOTICE_AFTER_S and self._notice:
+            if error.retry_at_ms is not None and wait > NOTICE_AFTER_S and self._notice is not None:
                 self._notice(wait_line("GitHub rate limit", wait, error.retry_at_ms))
             _log.info(
                 "GitHub: %s; retrying in %.1f s (attempt %d of %d)",

@@ -30,6 +30,7 @@ from zuke_gh._client_core import (
     StaticToken,
     TokenSource,
 )
+from zuke_gh._pacing import process_pacer
 from zuke_gh._paths import repo_slug
 from zuke_gh.app_token import AppCredentials, AppTokenSource
 from zuke_gh.errors import GitHubAppKeyError
@@ -67,6 +68,8 @@ class GitHubClient(ClientCore):
         base_url = _env.base_url_from(env)
         clock = options.get("clock", SYSTEM_CLOCK)
         token = token_from(env, base_url=base_url, transport=transport, clock=clock)
+        if transport is None and "pacer" not in options:  # the pacing settings of ``env``
+            options["pacer"] = process_pacer(base_url, env)
         client = cls(token=token, base_url=base_url, transport=transport, **options)
         if hasattr(token, "close"):
             client._owned.append(token)
