@@ -25,7 +25,7 @@ from tests.e2e.resume_support import (
     sweep,
     wait_for_lease_to_lapse,
 )
-from tests.e2e.support import kill, spawn, wait_until, write_build
+from tests.e2e.support import finish, kill, spawn, wait_until, write_build
 
 pytestmark = pytest.mark.e2e
 
@@ -45,6 +45,7 @@ BUILD = """
 
         def _workflow(self, g):
             g.repo("acme/app").workflow("e2e.yml").ref("main").input("suite", "smoke")
+            g.input("shards", 2).input("fast", True).input("label", None)  # sent as strings
             g.correlate(self.mode.value).discovery_timeout(self.discovery.value)
 
         @target
@@ -68,6 +69,7 @@ def gh() -> Iterator[FakeGitHub]:
 def workflow(gh: FakeGitHub, *, run_name: str = "${{ inputs.zuke_marker }}",
              marker: bool = True) -> None:  # fmt: skip
     inputs: dict[str, dict[str, Any]] = {"suite": {"required": True}}
+    inputs |= {name: {"required": False} for name in ("shards", "fast", "label")}
     if marker:
         inputs["zuke_marker"] = {"required": False}
     gh.add_workflow(REPO, "e2e.yml", inputs=inputs, run_name=run_name, jobs=["unit", "e2e"])
@@ -93,7 +95,9 @@ def test_a_release_dispatches_suspends_waits_out_a_queued_run_and_ships_when_it_
     run_id = release(tmp_path, gh)
     (dispatched,) = gh.dispatched(REPO)
     assert dispatched["display_title"] == f"zuke:{run_id}:e2e"
-    assert dispatched["inputs"] == {"suite": "smoke", "zuke_marker": f"zuke:{run_id}:e2e"}
+    # GitHub takes strings only (the fake refuses anything else with 422, as GitHub does)
+    assert dispatched["inputs"] == {"suite": "smoke", "shards": "2", "fast": "true",
+                                    "zuke_marker": f"zuke:{run_id}:e2e"}  # fmt: skip
     store = fs_store(tmp_path)
     meta = record_of(store, run_id).targets["e2e"].meta
     assert meta["runId"] == dispatched["id"]  # github.com answered with the run id
@@ -176,14 +180,90 @@ def test_created_window_with_two_candidates_fails_loudly(tmp_path: Path, gh: Fak
     gh.set_ghes(REPO)
     run_id = release(tmp_path, gh, "--mode", "created-window")
     (ours,) = gh.dispatched(REPO)
-    assert ours["inputs"] == {"suite": "smoke"}  # no marker input sent
+    assert ours["inputs"] == {"suite": "smoke", "shards": "2", "fast": "true"}  # no marker
     (other,) = gh.add_run(REPO, "e2e.yml", event="workflow_dispatch", status="queued")
     code, summary = sweep(tmp_path, env_for(gh))
     assert code == 1, summary
     detail = summary["runs"][0]["detail"]
     assert "ambiguous" in detail
-    assert f"/actions/runs/{ours['id']}" in detail and f"/actions/runs/{other}" in detail
+    assert f"run {ours['id']} (" in detail and f"/actions/runs/{ours['id']}" in detail
+    assert f"run {other} (" in detail and f"/actions/runs/{other}" in detail
     assert record_of(fs_store(tmp_path), run_id).status == "failed"
+
+
+def test_a_second_run_carrying_the_marker_fails_loudly_naming_both(
+    tmp_path: Path, gh: FakeGitHub
+) -> None:
+    workflow(gh)
+    gh.set_ghes(REPO)  # no run id in the answer: the marker is all there is
+    run_id = release(tmp_path, gh)
+    (ours,) = gh.dispatched(REPO)
+    # Someone dispatches the workflow by hand with the same marker before the sweep looks.
+    (copy,) = gh.add_run(REPO, "e2e.yml", event="workflow_dispatch", status="queued",
+                         display_title=f"zuke:{run_id}:e2e")  # fmt: skip
+    code, summary = sweep(tmp_path, env_for(gh))
+    assert code == 1, summary
+    (entry,) = summary["runs"]
+    assert entry["action"] == "failed"
+    assert "2 workflow runs carry this gate's marker" in entry["detail"]
+    for found in (ours["id"], copy):
+        assert f"run {found} ({gh.url}/{REPO}/actions/runs/{found})" in entry["detail"]
+    record = record_of(fs_store(tmp_path), run_id)
+    assert record.status == "failed" and "runId" not in record.targets["e2e"].meta
+
+
+def test_a_run_whose_status_is_null_or_unknown_keeps_waiting_and_says_so(
+    tmp_path: Path, gh: FakeGitHub
+) -> None:
+    workflow(gh)
+    run_id = release(tmp_path, gh)
+    (dispatched,) = gh.dispatched(REPO)
+    for status, shown in ((None, "has no status (null)"), ("teleported", "'teleported'")):
+        gh.set_run_status(dispatched["id"], status, raw=True)
+        code, summary = sweep(tmp_path, env_for(gh))
+        assert code == 0 and actions(summary, run_id) == ["still-waiting"], summary
+        assert shown in summary["runs"][0]["detail"]
+        assert (
+            "keeps waiting until it completes or the gate times out"
+            in (summary["runs"][0]["detail"])
+        )
+        assert record_of(fs_store(tmp_path), run_id).status == "suspended"
+    gh.complete_run(dispatched["id"], "success")
+    code, summary = sweep(tmp_path, env_for(gh))
+    assert code == 0 and record_of(fs_store(tmp_path), run_id).status == "succeeded", summary
+
+
+def test_more_inputs_than_the_server_takes_fail_the_load_before_anything_runs(
+    tmp_path: Path, gh: FakeGitHub
+) -> None:
+    workflow(gh)
+    wide = BUILD.replace('g.input("shards", 2)', "g.inputs({f'x{n}': 'v' for n in range(8)})")
+    write_build(tmp_path, wide)  # suite, fast, x0..x7 and the marker: 11, past the strict 10
+    code, out = finish(spawn(["ship"], tmp_path, env_for(gh)))
+    assert code == 2, out
+    (line,) = out.strip().splitlines()
+    assert line.startswith("zuke: ") and "11 dispatch inputs" in line
+    assert "more than the 10 GitHub Enterprise Server" in line and ".input_limit(n)" in line
+    assert dispatches(gh) == 0 and fs_store(tmp_path).list_runs() == []
+
+
+def test_a_damaged_app_key_fails_the_release_at_its_first_dispatch(
+    tmp_path: Path, gh: FakeGitHub
+) -> None:
+    workflow(gh)
+    write_build(tmp_path, BUILD)
+    damaged = ("-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA!!damaged!!\n"
+               "-----END RSA PRIVATE KEY-----\n")  # fmt: skip
+    env = {"GITHUB_API_URL": gh.url, "ZUKE_GH_APP_ID": "99", "ZUKE_GH_APP_OWNER": "acme",
+           "ZUKE_GH_APP_PRIVATE_KEY": damaged}  # fmt: skip
+    code, out = finish(spawn(["ship"], tmp_path, env))
+    assert code == 1, out  # not "suspended", exit 0, until the gate's deadline
+    assert "cannot dispatch: the GitHub App private key could not be read" in out
+    assert "damaged!!" not in out  # the key is never quoted
+    (run,) = fs_store(tmp_path).list_runs()
+    record = record_of(fs_store(tmp_path), run.id)
+    assert record.status == "failed" and record.targets["e2e"].status == "failed"
+    assert dispatches(gh) == 0 and gh.requests == []
 
 
 class _HoldingProxy(ThreadingHTTPServer):
