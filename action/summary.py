@@ -1,10 +1,11 @@
 """The sweep step's outputs and job summary, from ``zuke resume --check --json``.
 
-``python summary.py REPORT STATUS``: REPORT holds the sweep's stdout, STATUS its exit code.
-The counts go to ``$GITHUB_OUTPUT`` (``checked``, ``resumed``, ``still-waiting``, ``failed``)
+``python summary.py REPORT STATUS``: REPORT holds a copy of the sweep's stdout (the step
+tees it, so the log already has it as it was printed), STATUS its exit code. The counts go to
+``$GITHUB_OUTPUT`` (``checked``, ``resumed``, ``still-waiting``, ``failed``, ``deferred``)
 and a table with one row per run to ``$GITHUB_STEP_SUMMARY``, both before this exits non-zero
 for a sweep that failed. A resumed run's bodies print to the same stdout, ahead of the report:
-that text is echoed back to the log, and the report is the last JSON object in it.
+the report is the last JSON object in it.
 
 It reads zuke's JSON output only (standard library, no zuke import), so it runs under any
 Python the action set up.
@@ -20,7 +21,15 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-OUTPUTS = {"checked": "checked", "resumed": "resumed", "still-waiting": "still_waiting"}
+OUTPUTS = {
+    "checked": "checked",
+    "resumed": "resumed",
+    "still-waiting": "still_waiting",
+    # a sweep out of GitHub write budget leaves satisfied runs for the next one (not failed);
+    # an older zuke's report has no such count: 0
+    "deferred": "deferred",
+}
+ORDER = ("checked", "resumed", "still-waiting", "failed", "deferred")
 URL = re.compile(r"https?://[^\s)\"'<>|]+")
 
 
@@ -42,7 +51,7 @@ def outputs(report: dict[str, Any] | None) -> dict[str, int]:
     counts = report["counts"] if report else {}
     values = {name: int(counts.get(key, 0)) for name, key in OUTPUTS.items()}
     values["failed"] = int(counts.get("failed", 0)) if report else 1
-    return values
+    return {name: values[name] for name in ORDER}
 
 
 def state_branch_link(env: dict[str, str]) -> str | None:
@@ -112,9 +121,7 @@ def main(argv: list[str]) -> int:
         print("usage: summary.py REPORT STATUS", file=sys.stderr)
         return 2
     status = int(argv[1])
-    before, report = split_report(Path(argv[0]).read_text(encoding="utf-8", errors="replace"))
-    if before.strip():
-        print(before.rstrip("\n"))  # the resumed runs' own output stays in the log
+    _, report = split_report(Path(argv[0]).read_text(encoding="utf-8", errors="replace"))
     values = outputs(report)
     _append("GITHUB_OUTPUT", "".join(f"{name}={n}\n" for name, n in values.items()))
     _append("GITHUB_STEP_SUMMARY", table(report, status, dict(os.environ)))

@@ -97,8 +97,9 @@ def make_repo(
     files: Mapping[str, str] | None = None,
     slug: str = SLUG,
 ) -> Path:
-    """A committed git repository at ``root`` with ``build.py``, the workflows under
-    ``.github/workflows/`` and ``origin`` = ``https://github.com/<slug>``."""
+    """A committed git repository at ``root`` with ``build.py``, a ``requirements.txt`` (empty
+    unless ``files`` has one), the workflows under ``.github/workflows/`` and ``origin`` =
+    ``https://github.com/<slug>``."""
     flows = root / ".github" / "workflows"
     flows.mkdir(parents=True)
     (root / "build.py").write_text(build_py)
@@ -108,6 +109,9 @@ def make_repo(
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_text(text)
     (root / ".gitignore").write_text(".zuke/\n")
+    requirements = root / "requirements.txt"  # the examples install the build's requirements
+    if not requirements.exists():
+        requirements.write_text("# what build.py imports besides zuke: nothing here\n")
     git = ["git", "-c", "user.name=zuke-test", "-c", "user.email=test@example.invalid"]
     for args in (
         ["init", "-q", "-b", "main"],
@@ -181,9 +185,9 @@ class ActResult:
         return found
 
     def sweep_outputs(self) -> dict[str, str]:
-        """The zuke action's four outputs, as far as they were set."""
+        """The zuke action's five outputs, as far as they were set."""
         found = self.outputs()
-        names = ("checked", "resumed", "still-waiting", "failed")
+        names = ("checked", "resumed", "still-waiting", "failed", "deferred")
         return {name: found[name] for name in names if name in found}
 
     def summaries(self) -> list[str]:

@@ -100,6 +100,7 @@ def test_a_release_run_suspends_on_the_branch_and_a_fresh_sweep_job_finishes_it(
         "resumed": "1",
         "still-waiting": "0",
         "failed": "0",
+        "deferred": "0",
     }
     [row] = swept.summary_rows()
     assert (row["Run"], row["Build"], row["Gate"], row["Action"]) == (

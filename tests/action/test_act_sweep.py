@@ -71,6 +71,7 @@ def test_the_scheduled_sweep_resumes_the_satisfied_run_and_a_second_sweep_resume
         "resumed": "1",
         "still-waiting": "1",
         "failed": "0",
+        "deferred": "0",
     }
     assert "deployed ready" in first.log  # the resumed run's deploy ran inside the action
     rows = first.summary_rows()
@@ -91,6 +92,7 @@ def test_the_scheduled_sweep_resumes_the_satisfied_run_and_a_second_sweep_resume
         "resumed": "0",
         "still-waiting": "1",
         "failed": "0",
+        "deferred": "0",
     }
     assert [r["Action"] for r in second.summary_rows()] == ["still-waiting"]
     assert "deployed" not in second.log
@@ -115,6 +117,7 @@ def test_a_sweep_whose_resumed_run_fails_fails_the_job_after_writing_outputs_and
         "resumed": "1",
         "still-waiting": "0",
         "failed": "1",
+        "deferred": "0",
     }
     [row] = result.summary_rows()
     assert (row["Action"], row["Result"]) == ("resumed", "failed")

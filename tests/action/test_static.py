@@ -46,8 +46,15 @@ def _run_blocks(node: Any) -> Iterator[str]:
             yield from _run_blocks(item)
 
 
-def test_the_examples_are_the_three_workflows_the_readme_promises():
-    assert [p.name for p in WORKFLOWS] == ["e2e.yml", "release.yml", "sweep.yml"]
+def test_the_examples_are_the_workflows_the_readme_promises():
+    assert [p.name for p in WORKFLOWS] == [
+        "approve.yml",
+        "cancel.yml",
+        "e2e.yml",
+        "release.yml",
+        "status.yml",
+        "sweep.yml",
+    ]
 
 
 @pytest.mark.parametrize("path", ACTIONS, ids=lambda p: p.parent.name)
@@ -138,13 +145,17 @@ def test_the_action_has_the_inputs_and_outputs_of_its_contract():
         "token",
         "args",
         "working-directory",
+        "requirements",
+        "packages",
+        "install-only",
     }
-    assert action["inputs"]["token"]["default"] == "${{ github.token }}"
+    # empty: an explicit token is told apart from the default (the token rule, README)
+    assert action["inputs"]["token"]["default"] == ""
     assert action["inputs"]["zuke-version"]["default"] == ""
-    assert set(action["outputs"]) == {"checked", "resumed", "still-waiting", "failed"}
+    assert set(action["outputs"]) == {"checked", "resumed", "still-waiting", "failed", "deferred"}
     steps = action["runs"]["steps"]
     assert steps[0]["uses"].startswith("actions/setup-python@")
-    assert "resume --check --json" in steps[2]["run"]
+    assert "resume --check --json" in steps[-1]["run"]
 
 
 @pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
@@ -153,9 +164,53 @@ def test_the_action_readme_shows_each_example_workflow_verbatim(path):
     assert f"```yaml\n{path.read_text()}```" in readme
 
 
-def test_the_release_example_installs_the_zuke_version_of_this_checkout():
-    from importlib.metadata import version
+def _zuke_action_steps(path: Path) -> list[dict[str, Any]]:
+    flow = _load(path)
+    return [
+        step
+        for job in flow["jobs"].values()
+        for step in job["steps"]
+        if str(step.get("uses", "")).startswith("zuke-build/zuke/action@")
+    ]
 
-    steps = _load(EXAMPLES / "release.yml")["jobs"]["release"]["steps"]
-    [install] = [s for s in steps if s.get("name") == "Install zuke"]
-    assert install["env"]["ZUKE_SPEC"] == f"zuke=={version('zuke')}"
+
+@pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
+def test_no_example_installs_zuke_from_a_package_index(path):
+    """zuke comes from the action's pinned commit (its own checkout), never from a name on an
+    index that anyone could register (issue 16 item 10)."""
+    text = path.read_text()
+    assert not re.search(r"zuke\s*(==|>=|~=)", text), path.name
+    assert "pip install" not in text
+    for step in _zuke_action_steps(path):
+        assert "zuke-version" not in step.get("with", {})
+
+
+@pytest.mark.parametrize("name", ["release.yml", "approve.yml", "cancel.yml", "status.yml"])
+def test_the_jobs_that_run_zuke_themselves_install_it_with_the_sweeps_pin(name):
+    [step] = _zuke_action_steps(EXAMPLES / name)
+    assert step["with"]["install-only"] == "true"
+    [sweep] = _zuke_action_steps(EXAMPLES / "sweep.yml")
+    assert step["uses"] == sweep["uses"]
+
+
+@pytest.mark.parametrize("name", ["sweep.yml", "release.yml", "approve.yml", "cancel.yml"])
+def test_the_jobs_that_run_a_release_install_its_requirements_in_its_environment(name):
+    [step] = _zuke_action_steps(EXAMPLES / name)
+    assert step["with"]["requirements"] == "requirements.txt"
+    [job] = _load(EXAMPLES / name)["jobs"].values()
+    assert job["environment"] == "production"
+
+
+def test_the_release_job_exposes_the_run_id_that_zuke_writes_to_its_step_outputs():
+    [job] = _load(EXAMPLES / "release.yml")["jobs"].values()
+    assert job["outputs"]["run-id"] == "${{ steps.release.outputs.run-id }}"
+
+
+def test_the_recipes_pass_their_inputs_through_env_and_never_read_a_run_id_as_an_option():
+    approve = _load(EXAMPLES / "approve.yml")["jobs"]["approve"]["steps"][-1]
+    assert approve["env"]["RUN_ID"] == "${{ inputs.run-id }}"
+    assert approve["run"].endswith('-- "$RUN_ID"')
+    cancel = _load(EXAMPLES / "cancel.yml")["jobs"]["cancel"]["steps"][-1]
+    assert cancel["run"] == 'python -m zuke cancel -- "$RUN_ID"'
+    status = _load(EXAMPLES / "status.yml")["jobs"]["status"]
+    assert status["permissions"] == {"contents": "read"}

@@ -62,14 +62,14 @@ def _main(tmp_path: Path, stdout: str, status: int) -> int:
     return int(summary.main([str(report), str(status)]))
 
 
-def test_a_resumed_runs_own_output_ahead_of_the_report_is_echoed_and_the_report_still_read(
+def test_a_resumed_runs_own_output_ahead_of_the_report_is_skipped_and_not_echoed_again(
     tmp_path, github_files, capsys
 ):
     stdout = "deployed\n{ partial\n" + json.dumps(_report(RESUMED), indent=2) + "\n"
     assert _main(tmp_path, stdout, 0) == 0
     out, step = github_files
-    assert out.read_text() == "checked=1\nresumed=1\nstill-waiting=0\nfailed=0\n"
-    assert capsys.readouterr().out.startswith("deployed\n{ partial\n")
+    assert out.read_text() == "checked=1\nresumed=1\nstill-waiting=0\nfailed=0\ndeferred=0\n"
+    assert "deployed" not in capsys.readouterr().out  # the step's tee already logged it
     assert (
         "| `r-1` | Release | e2e | resumed | succeeded | "
         "[link](https://github.com/acme/app/commits/zuke-state) |" in step.read_text()
@@ -100,7 +100,7 @@ def test_a_report_of_failures_fails_the_step_even_if_zuke_exited_zero(tmp_path, 
 def test_no_report_at_all_counts_as_a_failure_and_keeps_zukes_exit_code(tmp_path, github_files):
     assert _main(tmp_path, "zuke: No build file\n", 2) == 2
     out, step = github_files
-    assert out.read_text().endswith("failed=1\n")
+    assert "\nfailed=1\n" in out.read_text()
     assert "exited 2 without a report" in step.read_text()
 
 
@@ -108,6 +108,19 @@ def test_a_sweep_with_nothing_to_check_says_so(tmp_path, github_files):
     empty = {"runs": [], "counts": {"checked": 0}, "ok": True}
     assert _main(tmp_path, json.dumps(empty), 0) == 0
     assert "No runs to check." in github_files[1].read_text()
+
+
+def test_runs_deferred_for_the_next_sweep_are_an_output_and_do_not_fail_the_step(
+    tmp_path, github_files
+):
+    deferred = {**RESUMED, "action": "deferred", "result": "suspended"}
+    report = _report(deferred)
+    report["counts"] = {**report["counts"], "resumed": 0, "deferred": 1}  # type: ignore[dict-item]
+    assert _main(tmp_path, json.dumps(report), 0) == 0
+    out, step = github_files
+    assert out.read_text().endswith("failed=0\ndeferred=1\n")
+    assert "1 checked, 0 resumed, 0 still-waiting, 0 failed, 1 deferred" in step.read_text()
+    assert "| `r-1` | Release | e2e | deferred | suspended |" in step.read_text()
 
 
 def test_without_the_branch_store_a_row_has_no_link(monkeypatch):
@@ -128,4 +141,4 @@ def test_it_runs_as_a_script_under_the_interpreter_the_action_set_up(tmp_path, g
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "checked=1, resumed=1, still-waiting=0, failed=0"
+    assert done.stdout.strip() == "checked=1, resumed=1, still-waiting=0, failed=0, deferred=0"

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -24,16 +26,19 @@ from tests.action.act_support import ROOT
 ACTION = YAML(typ="safe").load((ROOT / "action" / "action.yml").read_text())
 [SWEEP] = [s for s in ACTION["runs"]["steps"] if s.get("id") == "sweep"]
 [INSTALL] = [s for s in ACTION["runs"]["steps"] if s.get("name") == "Install zuke"]
+[REQUIREMENTS] = [s for s in ACTION["runs"]["steps"] if "requirements" in s.get("name", "")]
+DEFAULT_TOKEN = "ghs_github_token"  # what ${{ github.token }} stands for here
 REPORT = {"runs": [], "counts": {"checked": 0, "failed": 0}, "ok": True}
 
 RECORDER = """#!{python}
 import json, os, sys
 if sys.argv[1:3] == ["-m", "pip"]:
     with open({log!r}, "a") as log:
-        log.write(json.dumps({{"argv": sys.argv[3:]}}) + "\\n")
+        log.write(json.dumps({{"argv": sys.argv[3:], "cwd": os.getcwd()}}) + "\\n")
     sys.exit(0)
 if sys.argv[1:3] == ["-m", "zuke"]:
-    seen = {{k: os.environ.get(k) for k in ("ZUKE_STATE", "ZUKE_STATE_DIR", "GITHUB_TOKEN")}}
+    names = ("ZUKE_STATE", "ZUKE_STATE_DIR", "GITHUB_TOKEN", "GH_TOKEN", "ZUKE_TOKEN_INPUT")
+    seen = {{k: os.environ.get(k) for k in names}}
     with open({log!r}, "a") as log:
         log.write(json.dumps({{"argv": sys.argv[3:], "env": seen, "cwd": os.getcwd()}}) + "\\n")
     print({report!r})
@@ -56,12 +61,8 @@ def _step(
     )
     recorder.chmod(0o755)
     defaults = {k: str(v.get("default", "")) for k, v in ACTION["inputs"].items()}
-    values = {**defaults, "token": "ghs_secret", **inputs}
-    step_env = {
-        name: values[expr.split("inputs.")[1].rstrip(" }")]
-        for name, expr in step["env"].items()
-        if expr.startswith("${{ inputs.")
-    }
+    values = {**defaults, **inputs}
+    step_env = {name: _value(expr, values) for name, expr in step["env"].items()}
     workdir = tmp_path / "work" / values["working-directory"]
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / "build.py").touch()  # something for a stray `*` to expand to
@@ -89,11 +90,20 @@ def _step(
     return done.returncode, calls
 
 
+def _value(expr: str, inputs: dict[str, str]) -> str:
+    """A step's ``env:`` value as the runner would evaluate it."""
+    if expr.startswith("${{ inputs."):
+        return inputs[expr.split("inputs.")[1].rstrip(" }")]
+    if expr == "${{ github.token }}":
+        return DEFAULT_TOKEN
+    assert "${{" not in expr, expr
+    return expr
+
+
 def test_the_state_branch_input_names_the_branch_store_of_this_repository(tmp_path):
     status, [call] = _step(tmp_path, {"state-branch": "release-state"})
     assert status == 0
     assert call["env"]["ZUKE_STATE"] == "github://acme/app?branch=release-state"
-    assert call["env"]["GITHUB_TOKEN"] == "ghs_secret"
     assert call["argv"] == ["resume", "--check", "--json"]
 
 
@@ -160,3 +170,128 @@ def test_zuke_is_installed_from_the_input_else_the_jobs_spec_else_the_actions_ch
     status, [call] = _step(tmp_path, inputs, INSTALL, **env)
     assert status == 0
     assert call["argv"][-1] == spec and call["argv"][0] == "install"
+
+
+@pytest.mark.parametrize(
+    ("token", "job", "chosen"),
+    [
+        ("ghs_input", {"GH_TOKEN": "ghs_job_gh", "GITHUB_TOKEN": "ghs_job"}, "ghs_input"),
+        ("", {"GH_TOKEN": "ghs_job_gh", "GITHUB_TOKEN": "ghs_job"}, "ghs_job_gh"),
+        ("", {"GITHUB_TOKEN": "ghs_job"}, "ghs_job"),
+        ("", {}, DEFAULT_TOKEN),
+    ],
+    ids=[
+        "an explicit token input beats the job's GH_TOKEN",
+        "else the job's GH_TOKEN",
+        "else the job's GITHUB_TOKEN",
+        "else github.token",
+    ],
+)
+def test_one_token_rule_and_zuke_sees_only_the_chosen_token(tmp_path, token, job, chosen):
+    status, [call] = _step(tmp_path, {"token": token}, None, **job)
+    assert status == 0
+    # zuke reads GH_TOKEN first: both name the chosen token, so neither can override it
+    assert (call["env"]["GH_TOKEN"], call["env"]["GITHUB_TOKEN"]) == (chosen, chosen)
+    assert call["env"]["ZUKE_TOKEN_INPUT"] is None
+
+
+def test_the_builds_requirements_file_and_packages_are_installed_in_the_working_directory(
+    tmp_path,
+):
+    inputs = {
+        "requirements": "ci/requirements.txt",
+        "packages": "httpx>=0.27 my-deploy-lib==1.2 *",
+        "working-directory": "app",
+    }
+    status, [call] = _step(tmp_path, inputs, REQUIREMENTS)
+    assert status == 0
+    assert call["argv"] == [
+        "install",
+        "--quiet",
+        "--disable-pip-version-check",
+        "--requirement",
+        "ci/requirements.txt",
+        "httpx>=0.27",
+        "my-deploy-lib==1.2",
+        "*",  # never globbed
+    ]
+    assert call["cwd"].endswith("/app")
+    assert REQUIREMENTS["if"] == "inputs.requirements != '' || inputs.packages != ''"
+
+
+def test_a_pip_option_in_packages_is_refused_and_nothing_is_installed(tmp_path):
+    status, calls = _step(tmp_path, {"packages": "ok==1 --index-url https://evil.example"},
+                          REQUIREMENTS)  # fmt: skip
+    assert status == 2
+    assert calls == []
+
+
+def test_install_only_skips_the_sweep_and_keeps_the_install_steps():
+    assert SWEEP["if"] == "inputs.install-only != 'true'"
+    assert "if" not in INSTALL
+    assert ACTION["inputs"]["install-only"]["default"] == "false"
+
+
+MASKER = """#!{python}
+import os, sys
+if sys.argv[1:3] == ["-m", "zuke"]:
+    print("::add-mask::ghs_minted-app-token", flush=True)
+    with open({fifo!r}) as gate:  # blocks until the test has seen the line (or gave up)
+        gate.read()
+    print({report!r})
+    sys.exit(0)
+os.execv({python!r}, [{python!r}, *sys.argv[1:]])
+"""
+
+
+def test_a_mask_printed_by_zuke_reaches_the_runner_while_the_sweep_still_runs(tmp_path):
+    """The runner learns a mask from the step's output as it comes; an App token's
+    ``::add-mask::`` must reach it before the sweep ends, not in a captured copy after."""
+    bin_dir, fifo = tmp_path / "bin", tmp_path / "gate"
+    bin_dir.mkdir()
+    os.mkfifo(fifo)
+    masker = bin_dir / "python"
+    masker.write_text(
+        MASKER.format(python=sys.executable, fifo=str(fifo), report=json.dumps(REPORT))
+    )
+    masker.chmod(0o755)
+    inputs = {k: str(v.get("default", "")) for k, v in ACTION["inputs"].items()}
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("ZUKE_", "GITHUB_"))}
+    env = {
+        **base,
+        **{name: _value(expr, inputs) for name, expr in SWEEP["env"].items()},
+        "PATH": f"{bin_dir}{os.pathsep}{base['PATH']}",
+        "GITHUB_ACTION_PATH": str(ROOT / "action"),
+        "GITHUB_REPOSITORY": "acme/app",
+        "GITHUB_OUTPUT": str(tmp_path / "output"),
+        "GITHUB_STEP_SUMMARY": str(tmp_path / "summary"),
+    }
+    step = subprocess.Popen(
+        ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", SWEEP["run"]],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    stdout = step.stdout
+    assert stdout is not None
+    lines: queue.Queue[str] = queue.Queue()
+
+    def read() -> None:
+        for line in stdout:
+            lines.put(line)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        first = lines.get(timeout=30)  # a deadline, not a pause: the line comes at once or never
+    except queue.Empty:
+        first = None
+    finally:
+        with open(fifo, "w"):  # let the stand-in finish either way
+            pass
+    assert step.wait(timeout=30) == 0
+    reader.join(timeout=30)
+    stdout.close()
+    assert first == "::add-mask::ghs_minted-app-token\n"
