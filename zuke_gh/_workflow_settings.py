@@ -266,7 +266,8 @@ class WorkflowSettings:
         if count <= limit:
             return
         plus = f" plus the marker input {marker!r}" if marker is not None else ""
-        newer = "; a server that accepts more: .input_limit(n)" if limit < GITHUB_COM_INPUTS else ""
+        newer = "; a server that accepts more: .input_limit(n)" if self._input_limit is None and (
+            limit < GITHUB_COM_INPUTS) else ""  # fmt: skip
         raise BuildDefinitionError(
             f"github_workflow: {count} dispatch inputs ({len(self._inputs)} from .inputs(){plus})"
             f" is more than the {limit} {server} accepts: drop some, or pass several as one "
@@ -284,7 +285,7 @@ def input_text(name: str, value: Any) -> str:
         return str(value)
     if isinstance(value, float) and math.isfinite(value):
         return str(value)
-    what = "a non-finite float" if isinstance(value, float) else type(value).__name__
+    what = "a non-finite float" if isinstance(value, float) else f"a {type(value).__name__}"
     raise BuildDefinitionError(
         f"github_workflow: input {name!r} is {what}: GitHub's dispatch inputs are strings. Pass "
         "a string, number, boolean or None (left out), or json.dumps(value) and fromJSON it in "

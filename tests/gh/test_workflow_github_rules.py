@@ -47,7 +47,12 @@ def test_inputs_go_out_as_strings_by_one_documented_rule(
 
 @pytest.mark.parametrize(
     ("value", "what"),
-    [({"a": 1}, "is dict"), ([1, 2], "is list"), (float("nan"), "non-finite"), (b"x", "bytes")],
+    [
+        ({"a": 1}, "is a dict"),
+        ([1, 2], "is a list"),
+        (float("nan"), "non-finite"),
+        (b"x", "a bytes"),
+    ],
 )
 def test_an_input_that_is_not_a_scalar_is_refused_when_the_build_loads(
     value: object, what: str
