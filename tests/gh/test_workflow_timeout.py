@@ -92,3 +92,28 @@ def test_a_raising_on_timeout_hook_is_reported_and_the_disposition_still_runs() 
     assert "on_timeout hook raised RuntimeError: GitHub is down" in (entry.detail or "")
     assert any("GitHub is down" in w for w in h.warnings)
     assert h.record(run_id).status == "failed"
+
+
+def test_a_run_with_a_null_status_keeps_the_gate_waiting_until_its_timeout(
+    router: respx.Router, make_client: MakeClient
+) -> None:
+    router.post(DISPATCH).respond(200, json={"workflow_run_id": 7})
+    router.get("/repos/acme/app/actions/workflows/e2e.yml/runs").respond(
+        200, json={"total_count": 0, "workflow_runs": []}
+    )
+    router.get("/repos/acme/app/actions/runs/7").respond(
+        200, json={"id": 7, "status": None, "html_url": "https://github.com/acme/app/runs/7"}
+    )
+    clock = ManualClock()
+    store = MemoryStateStore(clock=clock)
+    build = release_build(store, [], gate=approval(gate(make_client()), timeout="1h"))
+    h = Harness(build, store, clock)
+    run_id = h.start().run_id
+    clock.advance(HOUR // 2)
+    (waiting,) = h.sweep().entries
+    assert waiting.action == "still-waiting"
+    assert "has no status (null)" in (waiting.detail or "")
+    clock.advance(HOUR)
+    (late,) = h.sweep().entries
+    assert (late.action, late.result) == ("timed-out", "failed")
+    assert h.record(run_id).status == "failed"
