@@ -228,6 +228,8 @@ def test_a_run_whose_status_is_null_or_unknown_keeps_waiting_and_says_so(
             in (summary["runs"][0]["detail"])
         )
         assert record_of(fs_store(tmp_path), run_id).status == "suspended"
+        code, shown_by_cli = finish(spawn(["runs", "show", run_id], tmp_path, env_for(gh)))
+        assert code == 0 and shown in shown_by_cli, shown_by_cli
     gh.complete_run(dispatched["id"], "success")
     code, summary = sweep(tmp_path, env_for(gh))
     assert code == 0 and record_of(fs_store(tmp_path), run_id).status == "succeeded", summary
