@@ -170,12 +170,13 @@ def refuses_run_details(error: GitHubError) -> bool:
 
 
 def credential_refused(error: GitHubError) -> bool:
-    """A credential that cannot work: an App key that does not load or sign, or a token (a
-    mint) GitHub refused outright. Not a rate limit, not a network failure: no later check
-    gets further."""
+    """A credential that cannot work: an App key that does not load or sign, or a token
+    whose minting GitHub answered and refused (401 JWT, 404 not installed, 422 permissions
+    not granted…): the request was never sent (``unsent``) yet GitHub answered. Not a rate
+    limit, a 5xx or a network failure: no later check gets further."""
     if isinstance(error, GitHubAppKeyError):
         return True
-    return error.unsent and error.status in (401, 403, 404) and not transient(error)
+    return error.unsent and error.status is not None and not transient(error)
 
 
 def transient(error: GitHubError) -> bool:

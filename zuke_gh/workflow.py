@@ -277,7 +277,7 @@ class GitHubWorkflowTrigger(WaitTrigger):
         self, ctx: WaitContext, client: GitHubClient, run: Mapping[str, Any]
     ) -> WaitResult:
         status = run.get("status")
-        if status in corr.WAITING:
+        if isinstance(status, str) and status in corr.WAITING:
             return NotYet(f"{self._where}: run {corr.url_of(run)} is {status}")
         if status != "completed":  # null or undocumented: never success, never a failure
             return NotYet(corr.unknown_status(self._where, run))

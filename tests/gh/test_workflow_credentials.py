@@ -96,20 +96,26 @@ def app_client(router: respx.Router, clock: ManualClock, pem: str) -> GitHubClie
     return client
 
 
+@pytest.mark.parametrize(
+    ("status", "message", "hint"),
+    [
+        (401, "A JSON web token could not be decoded", "refused the App's JWT"),
+        (404, "Not Found", "is not installed"),
+        (422, "The permissions requested are not granted to this installation.", "permissions"),
+    ],
+)
 def test_a_mint_github_refuses_fails_the_first_dispatch_and_sends_nothing(
-    router: respx.Router, clock: ManualClock, good_pem: str
+    router: respx.Router, clock: ManualClock, good_pem: str, status: int, message: str, hint: str
 ) -> None:
     router.get("/orgs/acme/installation").respond(200, json={"id": 22})
-    router.post("/app/installations/22/access_tokens").respond(
-        401, json={"message": "A JSON web token could not be decoded"}
-    )
+    router.post("/app/installations/22/access_tokens").respond(status, json={"message": message})
     post = router.post(DISPATCH).respond(204, headers={"Date": DATE})
     probe = Probe()
     with app_client(router, clock, good_pem) as client:
         answer = probe.check(gate(client))
     assert isinstance(answer, WaitFailed)
     assert answer.reason.startswith(f"{WHERE}: cannot dispatch: ")
-    assert "401" in answer.reason and "refused the App's JWT" in answer.reason
+    assert str(status) in answer.reason and hint in answer.reason
     assert post.call_count == 0 and probe.meta == {}  # undone: nothing was dispatched
 
 

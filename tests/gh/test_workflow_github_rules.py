@@ -116,7 +116,11 @@ def dispatched(probe: Probe, trigger: Any, router: respx.Router) -> None:
 
 @pytest.mark.parametrize(
     ("status", "shown"),
-    [(None, "has no status (null)"), ("teleported", "has the status 'teleported'")],
+    [
+        (None, "has no status (null)"),
+        ("teleported", "has the status 'teleported'"),
+        ({"odd": 1}, "has the status {'odd': 1}"),  # not even a string: still only waiting
+    ],
 )
 def test_a_null_or_unknown_status_keeps_the_gate_waiting_saying_what_it_saw(
     router: respx.Router, make_client: MakeClient, status: str | None, shown: str
