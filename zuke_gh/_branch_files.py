@@ -2,9 +2,18 @@
 
 The layout (``docs/github-state.md``)::
 
-    runs/<run id>.json   one run record (the published JSON shape) plus a write nonce
-    index.json           every run's summary and graph names: a listing reads only this
-    locks.json           every lock key's claim and fence, and the store-wide fence floor
+    README.md               what the branch is; written once, when the branch is created
+    active.json             the runs not finished (their listing entries) and the index's cursor
+    index/<n>.json          finished runs' listing entries, in shards capped well under the
+                            512,000 bytes GraphQL's Blob.text answers (``_branch_index``)
+    locks.json              live lock keys' claims and fences, and the store-wide fence floor
+    runs/<hh>/<run id>.json one run record (the published JSON shape) plus a write nonce;
+                            ``hh`` is a hash prefix of the id, so no directory passes GitHub's
+                            recommended 3,000 entries
+
+The first layout (``index.json`` and ``runs/<run id>.json``) is still read: a
+store migrates its index on its next write, and reads a record at its old path
+until a write moves it.
 
 A record's version is the git blob SHA of its file, computed here the way git
 does (``sha1("blob <size>\\0" + bytes)``), so a write knows its new version
@@ -28,13 +37,43 @@ from zuke.state.records import GraphNode, RunRecord
 from zuke.state.wire import holder_to_json, parse_holder, parse_record, record_to_json
 
 RUNS_DIR = "runs"
-INDEX_PATH = "index.json"
+README_PATH = "README.md"
 LOCKS_PATH = "locks.json"
+#: The first layout's index (every run's entry in one file): read to migrate, then deleted.
+LEGACY_INDEX_PATH = "index.json"
 #: The key of the write nonce in a record file; taken out before the record is parsed.
 NONCE_KEY = "zukeWrite"
 
+README_TEXT = """# zuke run state
+
+This branch holds the run records and locks of [zuke](https://pypi.org/project/zuke/)
+releases of this repository. zuke writes it through GitHub's API, one commit per change;
+`git log` of this branch is an audit trail.
+
+**Do not edit, rebase, force-push or delete this branch by hand.** A run that is waiting
+(suspended at a gate) or holding a lock lives only here: deleting the branch loses it.
+zuke refuses to re-create a deleted branch over lost state.
+
+To look at what it holds:
+
+```sh
+export ZUKE_STATE='github://OWNER/REPO?branch=BRANCH'
+zuke runs list            # newest first
+zuke runs show RUN_ID
+zuke locks list
+```
+"""
+
 
 def run_path(run_id: str) -> str:
+    """Where a run's record lives: under a two-hex-digit prefix of the id's SHA-1, so 256
+    directories share the runs (GitHub recommends at most 3,000 entries a directory)."""
+    prefix = hashlib.sha1(run_id.encode(), usedforsecurity=False).hexdigest()[:2]
+    return f"{RUNS_DIR}/{prefix}/{run_id}.json"
+
+
+def legacy_run_path(run_id: str) -> str:
+    """Where the first layout kept a run's record (read until a write moves it)."""
     return f"{RUNS_DIR}/{run_id}.json"
 
 
@@ -55,8 +94,8 @@ def record_bytes(record: RunRecord) -> bytes:
     return dump({NONCE_KEY: uuid.uuid4().hex, **record_to_json(record)})
 
 
-def parse_record_file(text: str, run_id: str) -> RunRecord:
-    where = f"run {run_id!r} ({run_path(run_id)} on the state branch)"
+def parse_record_file(text: str, run_id: str, path: str | None = None) -> RunRecord:
+    where = f"run {run_id!r} ({path or run_path(run_id)} on the state branch)"
     try:
         raw = json.loads(text)
     except ValueError as exc:
@@ -66,25 +105,12 @@ def parse_record_file(text: str, run_id: str) -> RunRecord:
     return parse_record(raw, where=where)
 
 
-# -- the index -------------------------------------------------------------------------------
-
-
-def index_entry(record: RunRecord) -> dict[str, Any]:
-    """What a listing needs of a run: its summary and the names in its graph."""
-    return {
-        "build": record.build,
-        "rootTarget": record.root_target,
-        "status": record.status,
-        "actor": record.actor,
-        "createdAt": record.created_at,
-        "updatedAt": record.updated_at,
-        "graph": [n.name for n in record.graph],
-    }
+# -- index entries -------------------------------------------------------------------------------
 
 
 def entry_record(run_id: str, entry: Mapping[str, Any]) -> RunRecord:
     """A record carrying only what ``zuke.state._query`` filters on (from an index entry)."""
-    where = f"{INDEX_PATH} entry {run_id!r} on the state branch"
+    where = f"the index entry of {run_id!r} on the state branch"
     record = parse_record(
         {
             "id": run_id,
@@ -109,25 +135,23 @@ def entry_record(run_id: str, entry: Mapping[str, Any]) -> RunRecord:
     )
 
 
-def parse_index(text: str | None) -> dict[str, dict[str, Any]]:
+def parse_entries(text: str | None, path: str) -> dict[str, Any]:
+    """An index file's JSON object, whose ``runs`` maps run ids to entries."""
     if text is None:
-        return {}
+        return {"runs": {}}
     try:
         raw = json.loads(text)
     except ValueError as exc:
         raise CorruptRecordError(
-            f"state: {INDEX_PATH} on the state branch is not valid JSON ({exc})"
+            f"state: {path} on the state branch is not valid JSON ({exc})"
         ) from None
     runs = raw.get("runs") if isinstance(raw, dict) else None
     if not isinstance(runs, dict) or not all(isinstance(v, dict) for v in runs.values()):
         raise CorruptRecordError(
-            f'state: {INDEX_PATH} on the state branch has no "runs" object of entries'
+            f'state: {path} on the state branch has no "runs" object of entries'
         )
-    return runs
-
-
-def index_bytes(entries: Mapping[str, Mapping[str, Any]]) -> bytes:
-    return dump({"runs": {k: entries[k] for k in sorted(entries)}})
+    assert isinstance(raw, dict)
+    return raw
 
 
 # -- locks -----------------------------------------------------------------------------------

@@ -1,19 +1,22 @@
-"""The GitHub calls behind the branch store: read the head, read a tree, commit on a head.
+"""The GitHub calls behind the branch store: read the head, read files, commit on a head.
 
 * :meth:`BranchGit.head` — ``GET /git/ref/heads/<branch>`` with an ETag: a 304
   costs no rate limit, and its ``Date`` is GitHub's clock for lock expiry.
-* :meth:`BranchGit.snapshot` — one GraphQL query naming the head's SHA in every
-  expression (``<sha>:runs``, ``<sha>:locks.json``, …), so what it answers is
-  exactly the tree at that commit, however the branch moves meanwhile.
-* :meth:`BranchGit.head_and_tree` — the head and its tree in one GraphQL query,
-  for a store that has no view of the branch yet (its first write).
+* :meth:`BranchGit.read` — one GraphQL query naming the head's SHA in every
+  expression (``<sha>:active.json``, ``<sha>:runs/ab/<id>.json``, …), so what it
+  answers is exactly the files at that commit, however the branch moves
+  meanwhile. A text GitHub cut (``isTruncated``: ``Blob.text`` stops at 512,000
+  bytes) is read again whole by its blob SHA (``GET /git/blobs/{sha}``, no cut
+  below 100 MB), so it is exact for that version.
+* :meth:`BranchGit.first_view` — the head, the files asked for at that very
+  commit (``Commit.file(path:)``) and the deletion marker, in one query: a
+  store with no view of the branch yet pays one request.
 * :meth:`BranchGit.commit` — ``createCommitOnBranch`` with ``expectedHeadOid``:
-  the compare-and-swap of the branch head. ``None`` means the head moved
-  (``STALE_DATA``).
-* :meth:`BranchGit.create_branch` — the orphan branch: an empty tree, a commit
-  with no parents, ``POST /git/refs`` (422 "already exists" means another
-  process won the race: fine).
-* :meth:`BranchGit.read_file` — the contents API with an ETag, for listings.
+  the compare-and-swap of the branch head. ``None`` means the head moved.
+* :meth:`BranchGit.create_branch` — checks the repository can hold it, then an
+  orphan commit of a README (GitHub refuses an empty tree), the branch, and the
+  marker tag ``refs/tags/zuke-state/<branch>`` that tells a deleted branch from
+  one never made.
 
 Every failure is a :class:`~zuke.StoreUnavailableError` (a
 :class:`~zuke.StateError`, so the engine retries it like any store's), one
@@ -24,41 +27,24 @@ client scrubs answers).
 from __future__ import annotations
 
 import base64
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from zuke._errors import StoreUnavailableError
-from zuke_gh._branch_files import INDEX_PATH, LOCKS_PATH, RUNS_DIR, run_path
+from zuke_gh._branch_view import Blob
 from zuke_gh.client import GitHubClient
 from zuke_gh.errors import GitHubError
 
-_SNAPSHOT_QUERY = """query($owner: String!, $name: String!, $runs: String!, $index: String!,
-                          $locks: String!, $run: String!) {
-  repository(owner: $owner, name: $name) {
-    runs: object(expression: $runs) { ... on Tree { entries { name oid } } }
-    index: object(expression: $index) { ... on Blob { oid text } }
-    locks: object(expression: $locks) { ... on Blob { oid text } }
-    run: object(expression: $run) { ... on Blob { oid text } }
-  }
-}"""
-_HEAD_TREE_QUERY = """query($owner: String!, $name: String!, $ref: String!) {
-  repository(owner: $owner, name: $name) {
-    ref(qualifiedName: $ref) {
-      target {
-        oid
-        ... on Commit {
-          tree { entries { name oid object {
-            ... on Blob { oid text }
-            ... on Tree { entries { name oid } }
-          } } }
-        }
-      }
-    }
-  }
-}"""
 _COMMIT_MUTATION = """mutation($input: CreateCommitOnBranchInput!) {
   createCommitOnBranch(input: $input) { commit { oid } }
 }"""
+#: A head conflict, typed or not: GitHub's 'Expected branch to point to "<oid>" but it did
+#: not.  Pull and try again.' (STALE_DATA), and the "... is at <oid> but expected <oid>"
+#: shape reported without a type (babarot/gh-infra#163).
+_HEAD_MOVED = re.compile(r"expected branch to point to|\bis at\b.*\bbut expected\b", re.I | re.S)
+MARKER_PREFIX = "tags/zuke-state/"
 
 
 @dataclass(frozen=True)
@@ -70,14 +56,10 @@ class Head:
 
 
 @dataclass(frozen=True)
-class Tree:
-    """What a snapshot query found at one commit."""
-
-    runs: dict[str, str]  #: run id -> blob SHA
-    index: str | None
-    locks: str | None
-    #: the requested run's (blob SHA, text), when one was asked for and exists
-    run: tuple[str, str] | None
+class FirstView:
+    head: str | None
+    files: dict[str, Blob | None]
+    marker: str | None  #: the marker tag's SHA, if the branch was ever created
 
 
 class BranchGit:
@@ -86,6 +68,7 @@ class BranchGit:
     def __init__(self, client: GitHubClient, owner: str, repo: str, branch: str) -> None:
         self.client, self.owner, self.repo, self.branch = client, owner, repo, branch
         self.where = f"github://{owner}/{repo}?branch={branch}"
+        self.marker_ref = MARKER_PREFIX + branch
 
     # -- reads -------------------------------------------------------------------------------
 
@@ -98,91 +81,106 @@ class BranchGit:
             expected=(404, 409),
         )
         if answer.status in (404, 409):  # 409: an empty repository
-            self._check_repository()
+            if answer.status == 404:
+                self._check_repository()
             return Head(None, answer.server_time_ms)
         sha = _dig(answer.body, "object", "sha")
         if not isinstance(sha, str):
             raise self._unavailable("GitHub's answer for the branch has no object.sha")
         return Head(sha, answer.server_time_ms)
 
-    def snapshot(self, head: str, run_id: str | None = None) -> Tree:
-        variables = {
-            "owner": self.owner,
-            "name": self.repo,
-            "runs": f"{head}:{RUNS_DIR}",
-            "index": f"{head}:{INDEX_PATH}",
-            "locks": f"{head}:{LOCKS_PATH}",
-            # a path no run can have (ids exclude '/') when no run is asked for
-            "run": f"{head}:{run_path(run_id) if run_id else RUNS_DIR + '/-/-'}",
-        }
-        body = self._graphql(_SNAPSHOT_QUERY, variables, "read the state branch")
-        repository = _dig(body, "data", "repository")
-        if not isinstance(repository, dict):
-            raise self._graphql_failure(body, "read the state branch")
-        runs = _run_files(_dig(repository, "runs", "entries"))
-        run = repository.get("run")
-        found = None
-        if isinstance(run, dict) and isinstance(run.get("oid"), str):
-            found = (run["oid"], self._text(run, run_path(run_id or "")))
-        return Tree(
-            runs=runs,
-            index=self._blob_text(repository.get("index"), INDEX_PATH),
-            locks=self._blob_text(repository.get("locks"), LOCKS_PATH),
-            run=found,
+    def marker(self) -> str | None:
+        """The marker tag's SHA (the branch was created here once), or ``None``."""
+        answer = self._call(
+            "GET", "/repos/{owner}/{repo}/git/ref/{ref+}", ref=self.marker_ref, expected=(404, 409)
         )
+        sha = _dig(answer.body, "object", "sha") if answer.status == 200 else None
+        return sha if isinstance(sha, str) else None
 
-    def head_and_tree(self) -> tuple[str | None, Tree | None]:
-        """The head and its tree in one query (the tree of the very commit the ref names, so
-        consistent): a store with no view of the branch yet pays one request, not two.
-        ``(None, None)``: no such branch."""
-        variables = {"owner": self.owner, "name": self.repo, "ref": f"refs/heads/{self.branch}"}
-        body = self._graphql(_HEAD_TREE_QUERY, variables, "read the state branch")
-        repository = _dig(body, "data", "repository")
-        if not isinstance(repository, dict):
-            raise self._graphql_failure(body, "read the state branch")
+    def read(
+        self, head: str, texts: Sequence[str], oids: Sequence[str] = ()
+    ) -> dict[str, Blob | None]:
+        """Files at commit ``head``: ``texts`` whole (never cut), ``oids`` their blob SHA only."""
+        asked = [(p, True) for p in texts] + [(p, False) for p in oids if p not in texts]
+        params = ", ".join(f"$e{i}: String!" for i in range(len(asked)))
+        body = "\n".join(
+            f"    f{i}: object(expression: $e{i}) {{ ... on Blob {{ {_fields(text)} }} }}"
+            for i, (_, text) in enumerate(asked)
+        )
+        query = (
+            f"query($owner: String!, $name: String!, {params}) {{\n"
+            f"  repository(owner: $owner, name: $name) {{\n{body}\n  }}\n}}"
+        )
+        variables = {f"e{i}": f"{head}:{p}" for i, (p, _) in enumerate(asked)}
+        repository = self._repository(query, variables)
+        return {p: self._blob(repository.get(f"f{i}"), p, t) for i, (p, t) in enumerate(asked)}
+
+    def first_view(self, texts: Sequence[str], oids: Sequence[str] = ()) -> FirstView:
+        """The head, files at that very commit (``Commit.file``) and the marker, in one query."""
+        asked = [(p, True) for p in texts] + [(p, False) for p in oids if p not in texts]
+        params = "".join(f", $p{i}: String!" for i in range(len(asked)))
+        files = "\n".join(
+            f"        f{i}: file(path: $p{i}) {{ oid object {{ ... on Blob {{ {_fields(t)} }} }} }}"
+            for i, (_, t) in enumerate(asked)
+        )
+        query = (
+            f"query($owner: String!, $name: String!, $ref: String!, $marker: String!{params}) {{\n"
+            "  repository(owner: $owner, name: $name) {\n"
+            "    marker: ref(qualifiedName: $marker) { target { oid } }\n"
+            "    ref(qualifiedName: $ref) {\n"
+            f"      target {{ oid ... on Commit {{\n{files}\n      }} }}\n"
+            "    }\n  }\n}"
+        )
+        variables: dict[str, Any] = {"ref": f"refs/heads/{self.branch}",
+                                     "marker": f"refs/{self.marker_ref}"}  # fmt: skip
+        variables.update({f"p{i}": p for i, (p, _) in enumerate(asked)})
+        repository = self._repository(query, variables)
+        marker = _dig(repository, "marker", "target", "oid")
+        marker = marker if isinstance(marker, str) else None
         target = _dig(repository, "ref", "target")
         if not isinstance(target, dict) or not isinstance(target.get("oid"), str):
-            return None, None
-        entries = {
-            e["name"]: e.get("object")
-            for e in _dig(target, "tree", "entries") or []
-            if isinstance(e, dict) and isinstance(e.get("name"), str)
-        }
-        runs = _run_files(_dig(entries, RUNS_DIR, "entries"))
-        tree = Tree(
-            runs=runs,
-            index=self._blob_text(entries.get(INDEX_PATH), INDEX_PATH),
-            locks=self._blob_text(entries.get(LOCKS_PATH), LOCKS_PATH),
-            run=None,
-        )
-        return target["oid"], tree
+            return FirstView(None, {}, marker)
+        found = {p: self._blob(_dig(target, f"f{i}", "object"), p, t)
+                 for i, (p, t) in enumerate(asked)}  # fmt: skip
+        return FirstView(target["oid"], found, marker)
 
-    def read_file(self, path: str) -> tuple[str, str] | None:
-        """(blob SHA, text) of ``path`` at the branch's head, or ``None`` when absent."""
-        answer = self._call(
-            "GET",
-            "/repos/{owner}/{repo}/contents/{file+}",
-            file=path,
-            params={"ref": self.branch},
-            etag=True,
-            expected=(404,),
-        )
-        if answer.status == 404:
-            self.head()  # a missing repository raises; a missing branch or file is None
-            return None
-        body = answer.body
-        sha, content = body.get("sha"), body.get("content")
-        if not isinstance(sha, str) or not isinstance(content, str):
-            raise self._unavailable(f"GitHub's answer for {path} has no sha and content")
+    def blob_text(self, oid: str, path: str) -> str:
+        """A file's whole text by its blob SHA (the git blobs API: no cut below 100 MB)."""
+        answer = self._call("GET", "/repos/{owner}/{repo}/git/blobs/{sha}", sha=oid)
+        content = _dig(answer.body, "content")
+        if not isinstance(content, str):
+            raise self._unavailable(f"GitHub's answer for the blob of {path} has no content")
         try:
-            return sha, base64.b64decode(content).decode()
+            return base64.b64decode(content).decode()
         except (ValueError, UnicodeDecodeError):
-            raise self._unavailable(f"{path} on the branch is not UTF-8 text") from None
+            raise self._not_zukes(path) from None
+
+    def default_branch(self) -> str:
+        """The repository's default branch, which must exist (workflows are dispatched to it)."""
+        answer = self._call("GET", "/repos/{owner}/{repo}", expected=(404,))
+        if answer.status == 404:
+            raise self._missing_repository()
+        name = _dig(answer.body, "default_branch")
+        name = name if isinstance(name, str) else "main"
+        ref = self._call("GET", "/repos/{owner}/{repo}/git/ref/{ref+}", ref=f"heads/{name}",
+                         expected=(404, 409))  # fmt: skip
+        if ref.status == 409:
+            raise StoreUnavailableError(
+                f"state: {self.where}: the repository has no commits yet, so GitHub cannot "
+                f"hold the state branch: push a first commit to its default branch ({name}) "
+                "and run again"
+            )
+        if ref.status == 404:
+            raise StoreUnavailableError(
+                f"state: {self.where}: the repository's default branch {name!r} does not exist; "
+                "create it (release workflows are dispatched to it) and run again"
+            )
+        return name
 
     # -- writes ------------------------------------------------------------------------------
 
     def commit(
-        self, head: str, additions: dict[str, bytes], deletions: list[str], message: str
+        self, head: str, additions: Mapping[str, bytes], deletions: Sequence[str], message: str
     ) -> str | None:
         """The new head's SHA, or ``None`` if the branch no longer points at ``head``."""
         change: dict[str, Any] = {}
@@ -201,35 +199,50 @@ class BranchGit:
             "fileChanges": change,
         }  # fmt: skip
         # idempotent: a resend after a lost answer finds the head moved (by us) and is refused
-        body = self._graphql(_COMMIT_MUTATION, {"input": given}, "commit", idempotent=True)
+        body = self._graphql(_COMMIT_MUTATION, {"input": given}, idempotent=True)
         oid = _dig(body, "data", "createCommitOnBranch", "commit", "oid")
         if isinstance(oid, str):
             return oid
-        kinds = {e.get("type") for e in body.get("errors") or [] if isinstance(e, dict)}
-        if kinds & {"STALE_DATA", "NOT_FOUND"}:  # moved, or deleted under us: re-read
+        if head_moved(body):
             return None
         raise self._graphql_failure(body, "commit")
 
-    def create_branch(self) -> None:
-        """The orphan branch: an empty tree, a parentless commit, then the ref."""
-        tree = self._call("POST", "/repos/{owner}/{repo}/git/trees", json={"tree": []})
+    def create_branch(self, files: Mapping[str, bytes], message: str, *, force: bool) -> None:
+        """The orphan branch holding ``files``, and its marker (moved there when ``force``)."""
+        self.default_branch()
+        tree = self._call(
+            "POST",
+            "/repos/{owner}/{repo}/git/trees",
+            json={"tree": [{"path": p, "mode": "100644", "type": "blob", "content": d.decode()}
+                           for p, d in files.items()]},
+        )  # fmt: skip
         commit = self._call(
             "POST",
             "/repos/{owner}/{repo}/git/commits",
-            json={
-                "message": "zuke state: branch created",
-                "tree": _dig(tree.body, "sha"),
-                "parents": [],
-            },
+            json={"message": message, "tree": _dig(tree.body, "sha"), "parents": []},
         )
+        sha = _dig(commit.body, "sha")
         made = self._call(
             "POST",
             "/repos/{owner}/{repo}/git/refs",
-            json={"ref": f"refs/heads/{self.branch}", "sha": _dig(commit.body, "sha")},
+            json={"ref": f"refs/heads/{self.branch}", "sha": sha},
             expected=(422,),
         )
         if made.status == 422 and "already exists" not in str(made.body).lower():
             raise self._unavailable(f"GitHub refused to create the branch: {made.body}")
+        self.mark(sha, force=force)
+
+    def mark(self, sha: Any, *, force: bool = False) -> None:
+        """Create the marker tag at ``sha`` (kept if it exists, unless ``force``)."""
+        made = self._call(
+            "POST",
+            "/repos/{owner}/{repo}/git/refs",
+            json={"ref": f"refs/{self.marker_ref}", "sha": sha},
+            expected=(422,),
+        )
+        if made.status == 422 and force:
+            self._call("PATCH", "/repos/{owner}/{repo}/git/refs/{ref+}", ref=self.marker_ref,
+                       json={"sha": sha, "force": True})  # fmt: skip
 
     # -- plumbing ----------------------------------------------------------------------------
 
@@ -240,12 +253,32 @@ class BranchGit:
             raise self._unavailable(str(exc)) from None
 
     def _graphql(
-        self, query: str, variables: dict[str, Any], what: str, *, idempotent: bool = False
+        self, query: str, variables: dict[str, Any], *, idempotent: bool = False
     ) -> dict[str, Any]:
+        variables = {"owner": self.owner, "name": self.repo, **variables}
         try:
             return self.client.graphql(query, variables, idempotent=idempotent)
         except GitHubError as exc:
             raise self._unavailable(str(exc)) from None
+
+    def _repository(self, query: str, variables: dict[str, Any]) -> dict[str, Any]:
+        body = self._graphql(query, variables)
+        repository = _dig(body, "data", "repository")
+        if not isinstance(repository, dict):
+            raise self._graphql_failure(body, "read the state branch")
+        return repository
+
+    def _blob(self, node: Any, path: str, text: bool) -> Blob | None:
+        if not isinstance(node, dict) or not isinstance(node.get("oid"), str):
+            return None
+        oid = node["oid"]
+        if not text:
+            return Blob(oid)
+        if node.get("isTruncated"):
+            return Blob(oid, self.blob_text(oid, path))
+        if not isinstance(node.get("text"), str):
+            raise self._not_zukes(path)
+        return Blob(oid, node["text"])
 
     def _check_repository(self) -> None:
         answer = self._call(
@@ -255,23 +288,20 @@ class BranchGit:
             expected=(404, 409),
         )
         if answer.status == 404:
-            raise StoreUnavailableError(
-                f"state: the repository {self.owner}/{self.repo} was not found on GitHub, or the "
-                "token cannot see it: check ZUKE_STATE and the token's repository access "
-                "(the state branch needs `contents: write`)"
-            )
+            raise self._missing_repository()
 
-    def _blob_text(self, node: Any, path: str) -> str | None:
-        return self._text(node, path) if isinstance(node, dict) else None
+    def _missing_repository(self) -> StoreUnavailableError:
+        return StoreUnavailableError(
+            f"state: the repository {self.owner}/{self.repo} was not found on GitHub, or the "
+            "token cannot see it: check ZUKE_STATE and the token's repository access "
+            "(the state branch needs `contents: write`)"
+        )
 
-    def _text(self, node: dict[str, Any], path: str) -> str:
-        text = node.get("text")
-        if not isinstance(text, str):
-            raise StoreUnavailableError(
-                f"state: {path} on {self.where} is binary or too large to read; "
-                "the file is not zuke's: remove it from the branch"
-            )
-        return text
+    def _not_zukes(self, path: str) -> StoreUnavailableError:
+        return StoreUnavailableError(
+            f"state: {path} on {self.where} is binary; the file is not zuke's: remove it from "
+            "the branch"
+        )
 
     def _graphql_failure(self, body: dict[str, Any], what: str) -> StoreUnavailableError:
         errors = [e for e in body.get("errors") or [] if isinstance(e, dict)]
@@ -293,16 +323,25 @@ class BranchGit:
         return StoreUnavailableError(f"state: {self.where}: {why.rstrip('.')}")
 
 
-def _run_files(entries: Any) -> dict[str, str]:
-    """The ``runs/`` tree's entries as run id -> blob SHA (anything malformed left out)."""
-    return {
-        e["name"][: -len(".json")]: e["oid"]
-        for e in entries or []
-        if isinstance(e, dict)
-        and isinstance(e.get("name"), str)
-        and e["name"].endswith(".json")
-        and isinstance(e.get("oid"), str)
-    }
+def _fields(text: bool) -> str:
+    return "oid text isTruncated" if text else "oid"
+
+
+def head_moved(body: Mapping[str, Any]) -> bool:
+    """Whether a refused ``createCommitOnBranch`` says the head moved (or the branch went).
+
+    ``STALE_DATA``, or a message of a head conflict's shape with no type (item 9:
+    GitHub has reported one without it); ``NOT_FOUND``: the branch was deleted under us,
+    which the store's re-read then names.
+    """
+    for error in body.get("errors") or []:
+        if not isinstance(error, dict):
+            continue
+        if error.get("type") in ("STALE_DATA", "NOT_FOUND"):
+            return True
+        if _HEAD_MOVED.search(str(error.get("message") or "")):
+            return True
+    return False
 
 
 def _dig(value: Any, *keys: str) -> Any:

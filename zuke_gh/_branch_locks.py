@@ -20,7 +20,7 @@ from dataclasses import replace
 from typing import TypeVar
 
 from zuke.state import lock_rules
-from zuke.state._protocol import LockAcquired, LockHeld, LockHolder
+from zuke.state._protocol import RUN_LEASE_PREFIX, LockAcquired, LockHeld, LockHolder
 from zuke.state.lock_rules import ClaimState
 from zuke_gh._branch_files import LOCKS_PATH, LockFile, locks_bytes
 from zuke_gh._branch_view import Step, View
@@ -83,14 +83,15 @@ def release(view: View, key: str, token: str) -> Step[None]:
     if released is None or current is None:
         return Step(None)
     actor = current.holder.actor if current.holder else "?"
-    return _write(
-        view,
-        key,
-        released,
-        None,
-        f"lock {key}: released by {actor}",
-        lambda fresh: _token_of(fresh, key) != token,
-    )
+    message = f"lock {key}: released by {actor}"
+    landed: Callable[[View], bool] = lambda fresh: _token_of(fresh, key) != token  # noqa: E731
+    if key.startswith(RUN_LEASE_PREFIX):
+        # a run's lease is taken once per process of the run: forget it, keeping its fence in
+        # the floor, so locks.json does not grow with the runs ever made
+        forgotten = forget(view.locks, key, now_ms=0, live_too=True)
+        assert forgotten is not None
+        return Step(None, {LOCKS_PATH: locks_bytes(forgotten)}, message=message, landed=landed)
+    return _write(view, key, released, None, message, landed)
 
 
 def break_claim(view: View, key: str) -> Step[LockHolder | None]:
@@ -109,14 +110,14 @@ def break_claim(view: View, key: str) -> Step[LockHolder | None]:
     )
 
 
-def forget(locks: LockFile, key: str, now_ms: int) -> LockFile | None:
+def forget(locks: LockFile, key: str, now_ms: int, *, live_too: bool = False) -> LockFile | None:
     """``locks`` without ``key`` (a deleted run's lease) unless a live claim holds it.
 
     The key's fence moves into the store-wide floor, so fences never go back.
     ``None`` when there is nothing to forget.
     """
     state = locks.claims.get(key)
-    if state is None or state.is_live(now_ms):
+    if state is None or (state.is_live(now_ms) and not live_too):
         return None
     claims = {k: v for k, v in locks.claims.items() if k != key}
     return LockFile(claims=claims, fence_floor=max(locks.fence_floor, state.fence))

@@ -4,24 +4,26 @@ Selected with ``ZUKE_STATE=github://OWNER/REPO?branch=zuke-state`` (the
 ``zuke.state_stores`` entry point :func:`from_url`), or returned from a build's
 ``state_store()``. ``docs/github-state.md`` is the design; in short:
 
-* **Layout.** ``runs/<id>.json``, ``index.json`` (what a listing needs),
-  ``locks.json`` (claims, fences, the fence floor) on an orphan branch made
-  on first write.
+* **Layout.** ``README.md``, ``active.json`` (the runs not finished),
+  ``index/<n>.json`` (finished runs, in capped shards), ``locks.json`` and
+  ``runs/<hh>/<id>.json`` on an orphan branch made on first write
+  (:mod:`zuke_gh._branch_files`, :mod:`zuke_gh._branch_index`). No file grows with
+  the runs ever made, so none reaches GraphQL's 512,000-byte ``Blob.text`` cut;
+  a text that is cut anyway is read whole by its blob SHA.
 * **Compare-and-swap.** Every write is one ``createCommitOnBranch`` whose
   ``expectedHeadOid`` is the head the decision was taken on. A head moved by
   another file is re-read and the write re-decided, transparently; a record
   whose blob SHA (its version) is no longer the expected one is a
   ``Conflict``. Bounded attempts, with jitter.
+* **Reads by path.** The store's view holds only the files its decisions
+  touched at one head; a record is looked up by its path at that head.
+* **A deleted branch is never re-created over lost state**: a marker tag made
+  with the branch tells "deleted" from "never made" (:meth:`initialize` starts
+  afresh deliberately, with fences above every earlier one).
 * **Locks** are judged by GitHub's clock: the ``Date`` of the answer that read
   the head (:mod:`zuke_gh._branch_locks`).
-* **Cost.** The store keeps its view of the branch, advanced by its own
-  commits, so an uncontended write is one request (two for a process's first
-  write: the head and its tree in one query, then the commit); reads are conditional
-  (ETags, a 304 is free): ``get_run`` reads the ref, a listing reads
-  ``index.json`` through the contents API.
 * **Write budget.** ``checkpointed = True`` (the engine writes at durability
-  points only) and a 10-minute default run lease (renewed every 5 minutes:
-  12 commits an hour per running release instead of 120).
+  points only) and a 10-minute default run lease.
 
 One lock serialises a process's calls to the store (the view is shared).
 """
@@ -51,25 +53,37 @@ from zuke.state._protocol import (
     StoredRun,
     Written,
 )
-from zuke.state._query import select
 from zuke.state.records import RunRecord, RunSummary
 from zuke_gh import _branch_locks as locks
 from zuke_gh._branch_files import (
-    INDEX_PATH,
+    LEGACY_INDEX_PATH,
     LOCKS_PATH,
+    README_PATH,
+    README_TEXT,
+    LockFile,
     blob_sha,
-    entry_record,
-    index_bytes,
-    index_entry,
+    legacy_run_path,
     locks_bytes,
-    parse_index,
-    parse_locks,
+    parse_entries,
     parse_record_file,
     record_bytes,
     run_path,
 )
 from zuke_gh._branch_git import BranchGit
-from zuke_gh._branch_view import Step, View, after
+from zuke_gh._branch_index import (
+    ACTIVE_PATH,
+    Active,
+    Shard,
+    active_bytes,
+    index_entry,
+    list_entries,
+    migrate,
+    parse_active,
+    parse_shard,
+    place,
+    shard_path,
+)
+from zuke_gh._branch_view import Blob, Missing, Step, View, after
 from zuke_gh._paths import ref_name_problem, repo_slug
 from zuke_gh.client import GitHubClient
 from zuke_gh.errors import GitHubError
@@ -83,8 +97,12 @@ DEFAULT_LEASE_TTL_MS = 600_000
 MAX_ATTEMPTS = 16
 FIRST_PAUSE_S = 0.02
 MAX_PAUSE_S = 1.0
-_TEXTS_KEPT = 64
+#: Reads of missing data one operation may make before giving up (a shard search reads 4 a go).
+MAX_READS = 64
+_INTEREST_KEPT = 4
 _EVERY_RUN: Final = RunQuery()
+#: What every refresh reads along with the head: small, and what most decisions need.
+_ALWAYS = (ACTIVE_PATH, LOCKS_PATH)
 
 
 class GitHubBranchStateStore:
@@ -117,7 +135,10 @@ class GitHubBranchStateStore:
         self._sleep, self._rand = sleep, rand
         self._mutex = threading.RLock()
         self._view: View | None = None
-        self._texts: OrderedDict[str, str] = OrderedDict()  # blob SHA -> record text
+        #: whether this store has seen its branch: if it goes, it was deleted
+        self._seen = False
+        #: runs this process touched lately: a refresh reads their records' SHAs too
+        self._interest: OrderedDict[str, None] = OrderedDict()
 
     def __repr__(self) -> str:
         return self._git.where
@@ -136,72 +157,80 @@ class GitHubBranchStateStore:
     def get_run(self, run_id: str) -> StoredRun | None:
         check_id(run_id)
         with self._mutex:
-            view = self._refresh(run_id)
-            oid = view.runs.get(run_id)
-            if oid is None:
-                return None
-            text = self._texts.get(oid)
-            if text is None:
-                assert view.head is not None
-                found = self._git.snapshot(view.head, run_id).run
-                if found is None:
-                    return None
-                oid, text = found
-                self._keep(oid, text)
-        return StoredRun(record=parse_record_file(text, run_id), version=oid)
+            self._note(run_id)
+            view = self._refresh(texts=self._run_paths(run_id))
+            found = self._settle(view, lambda v: self._record(v, run_id, text=True))
+        if found is None:
+            return None
+        path, blob = found
+        assert blob.text is not None
+        return StoredRun(record=parse_record_file(blob.text, run_id, path), version=blob.oid)
 
     def create_run(self, record: RunRecord) -> Written | Conflict:
         check_id(record.id)
         data = record_bytes(record)
 
         def decide(view: View) -> Step[Written | Conflict]:
-            if record.id in view.runs:
+            if self._record(view, record.id, text=False) is not None:
                 return Step(Conflict())
             return self._record_step(view, record, data, f"run {record.id}: created")
 
-        return self._transact(decide, keep=(blob_sha(data), data))
+        return self._transact(decide, run_id=record.id)
 
     def put_run(self, record: RunRecord, *, expected_version: str) -> Written | Conflict:
         check_id(record.id)
         data = record_bytes(record)
 
         def decide(view: View) -> Step[Written | Conflict]:
-            if view.runs.get(record.id) != expected_version:
+            found = self._record(view, record.id, text=False)
+            if found is None or found[1].oid != expected_version:
                 return Step(Conflict())
-            before = view.index.get(record.id, {}).get("status")
+            layout = self._layout(view)[0]
+            before = layout.runs.get(record.id, {}).get("status")
             what = record.status if before != record.status else f"updated ({record.status})"
             return self._record_step(view, record, data, f"run {record.id}: {what}")
 
-        return self._transact(decide, keep=(blob_sha(data), data))
+        return self._transact(decide, run_id=record.id)
 
     def delete_run(self, run_id: str) -> None:
         check_id(run_id)
 
         def decide(view: View) -> Step[None]:
-            additions: dict[str, bytes] = {}
-            deletions: tuple[str, ...] = ()
-            if run_id in view.runs:
-                deletions = (run_path(run_id),)
-            if run_id in view.index:
-                rest = {k: v for k, v in view.index.items() if k != run_id}
-                additions[INDEX_PATH] = index_bytes(rest)
+            layout, files, deletions = self._layout(view)
+            found = self._record(view, run_id, text=False)
+            shard = None
+            if found is not None and run_id not in layout.runs:
+                shard = self._find_shard(view, layout, files, run_id)
+            index = place(layout, self._shards(view, files), run_id, shard, None)
             # nobody takes a deleted run's lease again: forget it unless it is live
             forgotten = locks.forget(view.locks, RUN_LEASE_PREFIX + run_id, view.clock_ms())
+            if found is None and not index and forgotten is None:
+                return Step(None)
+            additions = {**files, **index}
             if forgotten is not None:
                 additions[LOCKS_PATH] = locks_bytes(forgotten)
+            if found is not None:
+                deletions = (*deletions, found[0])
 
             def landed(fresh: View) -> bool:
-                return run_id not in fresh.runs
+                return self._record(fresh, run_id, text=False) is None
 
             return Step(None, additions, deletions, f"run {run_id}: deleted", landed)
 
-        self._transact(decide, needs_clock=True)
+        self._transact(decide, needs_clock=True, run_id=run_id)
 
     def list_runs(self, query: RunQuery = _EVERY_RUN) -> list[RunSummary]:
         with self._mutex:
-            found = self._git.read_file(INDEX_PATH)
-        entries = parse_index(found[1] if found else None)
-        return select((entry_record(i, e) for i, e in entries.items()), query)
+            # with a view, the ref read is conditional (a free 304 when nothing moved)
+            view = self._refresh() if self._view is not None else self._first_view(mark=False)
+            if view.head is None:
+                return []
+
+            def listing(v: View) -> list[RunSummary]:
+                layout, files, _ = self._layout(v, readme=False)
+                return list_entries(layout, self._shards(v, files, batch=4), query)
+
+            return self._settle(view, listing)
 
     # -- locks -------------------------------------------------------------------------------
 
@@ -210,7 +239,9 @@ class GitHubBranchStateStore:
         check_ttl(ttl_ms)
         token = uuid.uuid4().hex
         return self._transact(
-            lambda view: locks.acquire(view, key, holder, ttl_ms, token), needs_clock=True
+            lambda view: locks.acquire(view, key, holder, ttl_ms, token),
+            needs_clock=True,
+            run_id=_lease_run(key),
         )
 
     def renew_lock(self, key: str, token: str, ttl_ms: int) -> bool:
@@ -228,8 +259,8 @@ class GitHubBranchStateStore:
 
     def list_locks(self, *, run_id: str | None = None) -> list[LockEntry]:
         with self._mutex:
-            found = self._git.read_file(LOCKS_PATH)
-        claims = parse_locks(found[1] if found else None).claims
+            view = self._refresh()
+            claims = self._settle(view, lambda v: v.locks).claims
         return [
             LockEntry(key=key, holder=state.holder, expires_at=state.expires_at, fence=state.fence)
             for key, state in sorted(claims.items())
@@ -238,115 +269,262 @@ class GitHubBranchStateStore:
             and (run_id is None or state.holder.run_id == run_id)
         ]
 
+    # -- the branch itself -------------------------------------------------------------------
+
+    def initialize(self, *, force: bool = False) -> str:
+        """Create the state branch now (``zuke state init``); what happened, in a few words.
+
+        ``force`` starts afresh over a branch that was deleted: the new branch's
+        ``fenceFloor`` is GitHub's clock in ms, above every fence a store could
+        have issued, so fences never go back.
+        """
+        with self._mutex:
+            head = self._git.head()
+            if head.sha is not None:
+                self._seen = True
+                return f"{self._git.where} exists"
+            marker = self._git.marker()
+            if marker is not None and not force:
+                raise self._deleted()
+            files = {README_PATH: README_TEXT.encode()}
+            if force:
+                floor = head.server_ms if head.server_ms is not None else self.clock.now_ms()
+                files[LOCKS_PATH] = locks_bytes(LockFile(fence_floor=floor))
+                files[ACTIVE_PATH] = active_bytes(Active())
+            message = "zuke state: branch created" + (" afresh (zuke state init --force)"
+                                                      if marker is not None else "")  # fmt: skip
+            self._git.create_branch(files, message, force=force)
+            self._view, self._seen = None, True
+            return f"{self._git.where} created" + (" afresh" if marker is not None else "")
+
+    # -- deciding on the branch ---------------------------------------------------------------
+
+    def _record(self, view: View, run_id: str, *, text: bool) -> tuple[str, Blob] | None:
+        """(path, blob) of the run's record at the view's head: its path, else its old one."""
+        paths = self._run_paths(run_id, view)
+        view.need(paths, text=text)
+        for path in paths:
+            blob = view.files[path]
+            if blob is not None:
+                return path, blob
+        return None
+
+    def _run_paths(self, run_id: str, view: View | None = None) -> list[str]:
+        paths = [run_path(run_id)]
+        legacy = True
+        if view is not None and view.head is not None and view.knows(ACTIVE_PATH, text=True):
+            text = view.text(ACTIVE_PATH)
+            legacy = text is None or parse_active(text).legacy_runs
+        if legacy:
+            paths.append(legacy_run_path(run_id))
+        return paths
+
+    def _layout(
+        self, view: View, *, readme: bool = True
+    ) -> tuple[Active, dict[str, bytes], tuple[str, ...]]:
+        """The index at the view's head, and the files that migrate a first-layout branch (or
+        lay out a new one) — written with the next commit."""
+        text = view.text(ACTIVE_PATH)
+        if text is not None:
+            return parse_active(text), {}, ()
+        legacy = view.text(LEGACY_INDEX_PATH)
+        files = migrate(parse_entries(legacy, LEGACY_INDEX_PATH)["runs"])
+        if readme and view.oid(README_PATH) is None:
+            files[README_PATH] = README_TEXT.encode()
+        deletions = (LEGACY_INDEX_PATH,) if legacy is not None else ()
+        return parse_active(files[ACTIVE_PATH].decode()), files, deletions
+
+    def _shards(
+        self, view: View, files: Mapping[str, bytes], batch: int = 1
+    ) -> Callable[[int], Shard]:
+        def shard_of(number: int) -> Shard:
+            path = shard_path(number)
+            if path in files:
+                return parse_shard(files[path].decode(), number)
+            wanted = [shard_path(n) for n in range(number, max(0, number - batch), -1)]
+            view.need([p for p in wanted if p not in files])
+            return parse_shard(view.text(path), number)
+
+        return shard_of
+
+    def _find_shard(
+        self, view: View, layout: Active, files: Mapping[str, bytes], run_id: str
+    ) -> int | None:
+        """The shard holding a finished run's entry (newest first, four shards a read)."""
+        shard_of = self._shards(view, files, batch=4)
+        for number in range(layout.shard, 0, -1):
+            if run_id in shard_of(number).runs:
+                return number
+        return None
+
+    def _record_step(
+        self, view: View, record: RunRecord, data: bytes, message: str
+    ) -> Step[Written | Conflict]:
+        layout, files, deletions = self._layout(view)
+        found = self._record(view, record.id, text=False)
+        shard = None
+        if found is not None and record.id not in layout.runs:
+            shard = self._find_shard(view, layout, files, record.id)
+        index = place(layout, self._shards(view, files), record.id, shard, index_entry(record))
+        path = run_path(record.id)
+        additions = {**files, **index, path: data}
+        if found is not None and found[0] != path:
+            deletions = (*deletions, found[0])  # the first layout's path: moved
+        oid = blob_sha(data)
+
+        def landed(fresh: View) -> bool:
+            found = self._record(fresh, record.id, text=False)
+            return found is not None and found[1].oid == oid
+
+        return Step(Written(version=oid), additions, deletions, message, landed)
+
     # -- the compare-and-swap loop -----------------------------------------------------------
 
     def _transact(
-        self,
-        decide: Callable[[View], Step[T]],
-        *,
-        needs_clock: bool = False,
-        keep: tuple[str, bytes] | None = None,
-    ) -> T:
+        self, decide: Callable[[View], Step[T]], *, needs_clock: bool = False,
+        run_id: str | None = None,
+    ) -> T:  # fmt: skip
         """Decide on the branch as known, commit on that head; re-read and re-decide if it moved.
 
         A decision that writes nothing (a conflict, a held lock) is final only
         on a head read in this call; one taken on the remembered view is taken
-        again on a fresh one. ``keep`` is a record's (SHA, bytes), cached once
-        it landed so the next read of it costs nothing more.
+        again on a fresh one. Data a decision lacks is read at the same head.
         """
         with self._mutex:
+            if run_id is not None:
+                self._note(run_id)
             view, fresh = self._view, False
             if view is None and not needs_clock:
                 view, fresh = self._first_view(), True
             elif view is None or needs_clock:
                 view, fresh = self._refresh(), True
-            for attempt in range(MAX_ATTEMPTS):
-                step = decide(view)
+            attempt = 0
+            while attempt < MAX_ATTEMPTS:
+                step, view = self._decide(view, lambda v: self._migrating(v, decide(v)))
+                self._view = view
                 if not step.writes:
                     if fresh:
                         return step.result
                     view, fresh = self._refresh(), True
                     continue
                 if view.head is None:
-                    self._git.create_branch()
+                    self._create_branch()
                     view, fresh = self._refresh(), True
                     continue
-                head = self._git.commit(
-                    view.head, dict(step.additions), list(step.deletions), step.message
-                )
+                head = self._git.commit(view.head, step.additions, step.deletions, step.message)
                 if head is not None:
                     self._view = after(view, step, head)
-                    if keep is not None:
-                        self._keep(keep[0], keep[1].decode())
                     return step.result
                 self._pause(attempt)
+                attempt += 1
                 view, fresh = self._refresh(), True
-                if step.landed is not None and step.landed(view):
-                    return step.result  # our commit landed; its answer was lost and resent
+                if step.landed is not None:
+                    landed, view = self._decide(view, step.landed)
+                    if landed:
+                        return step.result  # our commit landed; its answer was lost and resent
             raise StoreUnavailableError(
                 f"state: {self._git.where}: the branch kept moving under {MAX_ATTEMPTS} attempts "
                 "to write it (heavy contention); try again"
             )
 
-    def _record_step(
-        self, view: View, record: RunRecord, data: bytes, message: str
-    ) -> Step[Written | Conflict]:
-        index = dict(view.index)
-        index[record.id] = index_entry(record)
-        oid = blob_sha(data)
-        return Step(
-            Written(version=oid),
-            {run_path(record.id): data, INDEX_PATH: index_bytes(index)},
-            message=message,
-            landed=lambda fresh: fresh.runs.get(record.id) == oid,
-        )
+    def _migrating(self, view: View, step: Step[T]) -> Step[T]:
+        """``step`` plus the files that lay out the index, if the branch lacks them."""
+        if not step.writes or view.head is None or ACTIVE_PATH in step.additions:
+            return step
+        _, files, deletions = self._layout(view)
+        if not files:
+            return step
+        return Step(step.result, {**files, **step.additions}, (*deletions, *step.deletions),
+                    step.message, step.landed)  # fmt: skip
 
-    def _refresh(self, run_id: str | None = None) -> View:
-        """The branch as it is now (the ref read with an ETag; the tree only if it moved)."""
+    def _decide(self, view: View, decide: Callable[[View], T]) -> tuple[T, View]:
+        """``decide(view)``, reading at the view's head whatever it finds missing."""
+        for _ in range(MAX_READS):
+            try:
+                return decide(view), view
+            except Missing as missing:
+                view = self._load(view, missing)
+        raise StoreUnavailableError(f"state: {self._git.where}: too many reads for one operation")
+
+    def _settle(self, view: View, decide: Callable[[View], T]) -> T:
+        result, view = self._decide(view, decide)
+        if self._view is None or self._view.head == view.head:
+            self._view = view
+        return result
+
+    def _load(self, view: View, missing: Missing) -> View:
+        if view.head is None:
+            return view.with_files(dict.fromkeys(missing.paths))
+        texts = missing.paths if missing.text else ()
+        oids = () if missing.text else missing.paths
+        return view.with_files(self._git.read(view.head, texts, oids))
+
+    def _refresh(self, texts: tuple[str, ...] | list[str] = ()) -> View:
+        """The branch as it is now (the ref read with an ETag; files only if it moved)."""
         head = self._git.head()
         now = head.server_ms if head.server_ms is not None else self.clock.now_ms()
         known = self._view
         if head.sha is None:
+            if self._seen or self._git.marker() is not None:
+                raise self._deleted()
             view = View(head=None, server_ms=now)
-        elif known is not None and known.head == head.sha and self._has_text(known, run_id):
-            view = View(known.head, known.runs, known.index, known.locks, server_ms=now)
+        elif known is not None and known.head == head.sha:
+            view = View(known.head, known.files, server_ms=now)
         else:
-            tree = self._git.snapshot(head.sha, run_id)
-            if tree.run is not None:
-                self._keep(*tree.run)
-            view = View(
-                head=head.sha,
-                runs=tree.runs,
-                index=parse_index(tree.index),
-                locks=parse_locks(tree.locks),
-                server_ms=now,
-            )
+            oids = [p for r in self._interest for p in self._run_paths(r)]
+            files = self._git.read(head.sha, [*_ALWAYS, *texts], oids)
+            view = View(head.sha, files, server_ms=now)
+        if view.head is not None:
+            self._seen = True
         self._view = view
         return view
 
-    def _first_view(self) -> View:
-        """The branch as it is now, in one request: a first write's decision needs no
-        clock, so the head's ``Date`` (lock expiry) is not read."""
-        head, tree = self._git.head_and_tree()
-        if head is None or tree is None:
-            view = View(head=None)
-        else:
-            view = View(head, tree.runs, parse_index(tree.index), parse_locks(tree.locks))
+    def _first_view(self, *, mark: bool = True) -> View:
+        """The branch as it is now, in one request (the head's files and the marker); a
+        decision without the clock needs no ``Date``. ``mark``: tag a branch made before
+        markers existed (a write, so not on a read)."""
+        oids = [p for r in self._interest for p in self._run_paths(r)]
+        first = self._git.first_view(_ALWAYS, oids)
+        if first.head is None:
+            if self._seen or first.marker is not None:
+                raise self._deleted()
+            return View(head=None)
+        if first.marker is None and mark:
+            self._git.mark(first.head)  # a branch made before markers: mark it once
+        self._seen = True
+        view = View(first.head, first.files)
         self._view = view
         return view
 
-    def _has_text(self, view: View, run_id: str | None) -> bool:
-        return run_id is None or run_id not in view.runs or view.runs[run_id] in self._texts
+    def _create_branch(self) -> None:
+        self._git.create_branch({README_PATH: README_TEXT.encode()}, "zuke state: branch created",
+                                force=False)  # fmt: skip
+        self._seen = True
 
-    def _keep(self, oid: str, text: str) -> None:
-        self._texts[oid] = text
-        self._texts.move_to_end(oid)
-        while len(self._texts) > _TEXTS_KEPT:
-            self._texts.popitem(last=False)
+    def _deleted(self) -> StoreUnavailableError:
+        return StoreUnavailableError(
+            f"state: {self._git.where}: the state branch was deleted (the tag "
+            f"refs/{self._git.marker_ref} shows zuke created it), and with it every run and lock "
+            "it held; zuke will not re-create it over lost state. Restore the branch (GitHub "
+            "restores a deleted branch from the repository's Activity view or its pull request), "
+            "or start afresh on purpose with `zuke state init --force`"
+        )
+
+    def _note(self, run_id: str | None) -> None:
+        if run_id is None:
+            return
+        self._interest[run_id] = None
+        self._interest.move_to_end(run_id)
+        while len(self._interest) > _INTEREST_KEPT:
+            self._interest.popitem(last=False)
 
     def _pause(self, attempt: int) -> None:
         delay = min(MAX_PAUSE_S, FIRST_PAUSE_S * 2**attempt)
         self._sleep(delay * (0.5 + self._rand()))
+
+
+def _lease_run(key: str) -> str | None:
+    return key[len(RUN_LEASE_PREFIX) :] if key.startswith(RUN_LEASE_PREFIX) else None
 
 
 def from_url(spec: str, env: Mapping[str, str]) -> GitHubBranchStateStore:

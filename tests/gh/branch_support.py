@@ -36,13 +36,8 @@ class Cost:
 
 
 def add_main_branch(fake: FakeControl, repo: str = REPO) -> None:
-    """Give the repository a ``main`` branch (one empty commit), as a real one has."""
-    owner, name = repo.split("/")
-    where = {"owner": owner, "repo": name}
-    with GitHubClient(token=fake.token, base_url=fake.url) as client:
-        tree = client.post("/repos/{owner}/{repo}/git/trees", json={"tree": []}, **where)
-        body = {"message": "initial", "tree": tree.body["sha"], "parents": []}
-        commit = client.post("/repos/{owner}/{repo}/git/commits", json=body, **where)
-        ref = {"ref": "refs/heads/main", "sha": commit.body["sha"]}
-        client.post("/repos/{owner}/{repo}/git/refs", json=ref, **where)
+    """Make sure the repository has a ``main`` branch, as a real one has (the fake's
+    ``add_repo`` seeds one with a README unless made ``empty``)."""
+    if fake.head(repo, "main") is None:
+        fake.commit_files(repo, "main", {"README.md": "# app\n"}, "Initial commit")
     fake.reset_stats()

@@ -13,11 +13,12 @@ from tests.gh.branch_support import BRANCH, REPO, Cost, branch_store
 from zuke._clock import ManualClock
 from zuke._engine.durable import lease_ttl_ms
 from zuke._errors import CorruptRecordError, StateError, StoreUnavailableError
-from zuke.state._protocol import Conflict, LockAcquired, LockHeld, Written
+from zuke.state._protocol import Conflict, LockAcquired, LockHeld, RunQuery, Written
 from zuke.state.memory import MemoryStateStore
 from zuke.state.resolve import configured_store
 from zuke.testing.store_contract import sample_holder, sample_record
 from zuke_gh import GitHubClient, RetryPolicy
+from zuke_gh._branch_files import run_path
 from zuke_gh.branch_store import GitHubBranchStateStore
 
 GRAPHQL = "POST /graphql"
@@ -47,8 +48,10 @@ def test_the_first_write_creates_an_orphan_branch_holding_the_record_and_the_ind
     assert [c["message"] for c in log] == ["run r1: created", "zuke state: branch created"]
     assert log[-1]["parents"] == []  # an orphan: none of the repository's history
     files = gh.files(REPO, BRANCH)
-    assert sorted(files) == ["index.json", "runs/r1.json"]
-    assert json.loads(files["index.json"])["runs"]["r1"]["status"] == "running"
+    assert sorted(files) == ["README.md", "active.json", run_path("r1")]
+    assert "zuke runs list" in files["README.md"] and "Do not edit" in files["README.md"]
+    assert json.loads(files["active.json"])["runs"]["r1"]["status"] == "running"
+    assert run_path("r1").startswith("runs/") and run_path("r1").count("/") == 2
     stored = store.get_run("r1")
     assert stored is not None and stored.record == record and stored.version == written.version
 
@@ -64,12 +67,12 @@ def test_an_uncontended_write_costs_one_request_and_one_commit_and_reads_are_con
     assert isinstance(second, Written)
     assert cost.take() == (1, 0, 1)  # the view follows the store's own commits
     assert [s.status for s in store.list_runs()] == ["suspended"]
-    assert cost.take() == (1, 0, 0)  # a listing: one read of index.json
-    store.list_runs()
+    assert cost.take() == (1, 0, 0)  # a listing: the ref (moved by our commit); active.json known
+    assert [s.status for s in store.list_runs(RunQuery(status="suspended"))] == ["suspended"]
     assert cost.take() == (1, 1, 0)  # unchanged: a 304, which costs no rate limit
     store.get_run("r1")
     store.get_run("r1")
-    assert cost.take() == (2, 1, 0)  # the ref moved once (our commit), then 304s: a free poll
+    assert cost.take() == (2, 2, 0)  # nothing moved, the record is known: free 304s (a poll)
 
 
 def test_a_processs_first_write_costs_two_requests_the_head_and_its_tree_in_one_query(
@@ -83,7 +86,13 @@ def test_a_processs_first_write_costs_two_requests_the_head_and_its_tree_in_one_
         assert isinstance(fresh.put_run(record, expected_version=first.version), Written)
         assert cost.take() == (2, 0, 1)  # one query (head + tree), one commit
         assert isinstance(fresh.create_run(sample_record("r2")), Written)
-        assert cost.take() == (1, 0, 1)
+        assert cost.take() == (2, 0, 1)  # is there a run r2? one read by path, then the commit
+    with branch_store(gh) as engine:  # the engine's order in a new process: lease, then record
+        lease = engine.acquire_lock("zuke-run-r3", sample_holder("r3"), 1_000)
+        assert isinstance(lease, LockAcquired)
+        assert cost.take() == (3, 0, 1)  # the ref (GitHub's clock), one query, the commit
+        assert isinstance(engine.create_run(sample_record("r3")), Written)
+        assert cost.take() == (1, 0, 1)  # the lease's query read the run's path too
     stored = store.get_run("r1")
     assert stored is not None and stored.record.status == "suspended"
 
@@ -155,8 +164,8 @@ def test_history_says_what_changed_and_prune_deletes_through_the_same_cas(
         "run r1: created",
     ]
     files = gh.files(REPO, BRANCH)
-    assert "runs/r1.json" not in files
-    assert json.loads(files["index.json"])["runs"] == {}
+    assert run_path("r1") not in files
+    assert json.loads(files["active.json"])["runs"] == {}
     assert json.loads(files["locks.json"]) == {"fenceFloor": 1, "claims": {}}  # fence kept
     store.delete_run("r1")  # absent: nothing to commit
     assert len(gh.log(REPO, BRANCH)) == 6
@@ -184,10 +193,12 @@ def test_a_corrupt_record_file_is_one_clear_error(
             {"input": {
                 "branch": {"repositoryNameWithOwner": REPO, "branchName": BRANCH},
                 "message": {"headline": "vandal"}, "expectedHeadOid": head,
-                "fileChanges": {"additions": [{"path": "runs/r1.json", "contents": "e30K"}]},
+                "fileChanges": {"additions": [{"path": run_path("r1"), "contents": "e30K"}]},
             }},
         )  # fmt: skip
-    with pytest.raises(CorruptRecordError, match=r"run 'r1' \(runs/r1.json on the state branch\)"):
+    with pytest.raises(
+        CorruptRecordError, match=rf"run 'r1' \({run_path('r1')} on the state branch\)"
+    ):
         store.get_run("r1")
 
 
