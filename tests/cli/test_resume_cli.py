@@ -302,7 +302,7 @@ def test_the_sweep_json_lists_each_run_and_the_counts(
     assert runs[waiting]["build"] == "Release" and runs[waiting]["gate"] == "approve"
     assert (runs[expired]["action"], runs[expired]["result"]) == ("timed-out", "failed")
     assert report["counts"] == {
-        "checked": 2, "resumed": 0, "still_waiting": 1, "timed_out": 1,
+        "checked": 2, "resumed": 0, "still_waiting": 1, "timed_out": 1, "deferred": 0,
         "failed": 1, "reaped": 0, "skipped": 0, "errors": 0,
     }  # fmt: skip
     assert report["ok"] is False

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
 from zuke.state._protocol import StateStore
+from zuke.state.records import RunRecord
+
+if TYPE_CHECKING:
+    from zuke._engine.plan import TargetSpec
 
 #: On a checkpointed store (every write is costly: a commit), the longest a change waits.
 CHECKPOINT_DEBOUNCE_S = 60.0
@@ -21,6 +28,46 @@ def checkpointed(store: StateStore) -> bool:
     durability point, which a resume re-drives (see docs/state.md).
     """
     return getattr(store, "checkpointed", False) is True
+
+
+#: What any resume writes besides its targets' own: the lease, ``running``, its end (or its
+#: next suspension), the lease given back.
+RESUME_WRITES = 4
+#: Settling a gate that timed out or failed, or stamping a check: the lease, the write, the
+#: lease given back.
+SETTLE_WRITES = 3
+
+
+def reserve_writes(store: StateStore, writes: int) -> bool:
+    """Whether ``store``'s write budget affords ``writes`` more writes now.
+
+    A store whose writes are rationed (the GitHub branch store: GitHub allows
+    500 content-creating requests an hour per token) has a ``reserve_writes(n)
+    -> bool`` method; a sweep asks it before it starts something it must not
+    leave half done, and defers what does not fit to the next sweep. A store
+    without the method has no such budget: it always affords.
+    """
+    reserve = getattr(store, "reserve_writes", None)
+    return True if not callable(reserve) else reserve(writes) is True
+
+
+def resume_writes(specs: Mapping[str, TargetSpec], record: RunRecord) -> int:
+    """About how many writes resuming ``record`` costs on a checkpointed store.
+
+    :data:`RESUME_WRITES`, plus for each target not yet done: a lock's claim and
+    release (2), a gate's ``persist()`` before its external call and the call (2),
+    each effect's intent (1), a fan-out's items (2). Bodies' own transitions are
+    coalesced into these (``checkpointed``). An estimate: the budget's headroom
+    under GitHub's limit absorbs what a long run adds (a checkpoint a minute).
+    """
+    writes = RESUME_WRITES
+    for name, spec in specs.items():
+        row = record.targets.get(name)
+        if row is not None and row.status in ("succeeded", "skipped", "failed"):
+            continue
+        writes += 2 * (spec.lock is not None) + 2 * (spec.wait is not None)
+        writes += len(spec.effects) + 2 * (spec.fan_out is not None)
+    return writes
 
 
 def describe_store(store: StateStore) -> str:

@@ -207,7 +207,8 @@ def sweep_text(report: SweepReport) -> str:
     c = report.counts()
     lines.append(
         f"Checked {c['checked']} suspended run(s): {c['resumed']} resumed, "
-        f"{c['still_waiting']} still waiting, {c['timed_out']} timed out, {c['failed']} failed"
+        f"{c['still_waiting']} still waiting, {c['timed_out']} timed out, "
+        f"{c['deferred']} deferred, {c['failed']} failed"
         f"; reaped {c['reaped']}, skipped {c['skipped']}, {c['errors']} check error(s)."
     )
     return "\n".join(lines)

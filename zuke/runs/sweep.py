@@ -20,6 +20,12 @@ moved meanwhile; every move is a compare-and-swap on its version. A run
 someone else holds is skipped, with its real status. A sweep with nothing due
 costs reads only. One bad run never stops the sweep; it is reported and
 counted.
+
+A store whose writes are rationed (``reserve_writes``: the GitHub branch
+store) is asked before each change whether its budget affords it — a resume
+by :func:`~zuke._engine.store_traits.resume_writes`' estimate — and a run it
+does not afford is left ``suspended`` and reported ``deferred`` (not failed):
+the next sweep takes it up. So no run is left half resumed for want of budget.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from zuke._clock import iso
 from zuke._engine.plan import Plan, TargetSpec
 from zuke._engine.resumed import plan_of
 from zuke._engine.run import LoadedBuild, RunOptions, load
+from zuke._engine.store_traits import SETTLE_WRITES, reserve_writes, resume_writes
 from zuke._errors import AlreadyResumedError, ParameterError, RunNotFoundError, ZukeError
 from zuke._provenance import build_origin, resolve_actor
 from zuke._waits import Satisfied, WaitFailed
@@ -53,6 +60,7 @@ SweepAction = Literal[
     "skipped-foreign",
     "skipped-held",
     "left-alone",
+    "deferred",
 ]
 
 
@@ -119,6 +127,7 @@ class SweepReport:
             "resumed": self.count("resumed"),
             "still_waiting": self.count("still-waiting"),
             "timed_out": self.count("timed-out"),
+            "deferred": self.count("deferred"),
             "failed": self.failed,
             "reaped": self.count("reaped"),
             "skipped": self.count("skipped-foreign") + self.count("skipped-held"),
@@ -308,6 +317,8 @@ async def _sweep_checked(
     now = run.clock.now_ms()
     gate = expired_gate(record, now)
     if gate is not None:
+        if not reserve_writes(lazy.store, SETTLE_WRITES):
+            return _deferred(record.id, name, gate, SETTLE_WRITES)
         hold = await lazy.get()
         outcome = await settle_timeout(loaded, hold, gate, run, actor=actor, notes=[])
         return SweepEntry(
@@ -317,6 +328,8 @@ async def _sweep_checked(
     failed = next((c for c in checks if isinstance(c.result, WaitFailed)), None)
     if failed is not None:
         assert isinstance(failed.result, WaitFailed)
+        if not reserve_writes(lazy.store, SETTLE_WRITES):
+            return _deferred(record.id, name, failed.gate, SETTLE_WRITES)
         hold = await lazy.get()
         status = await settle_failed_gate(hold, failed.gate, failed.result.reason, run, actor=actor)
         return SweepEntry(
@@ -324,6 +337,10 @@ async def _sweep_checked(
         )
     passed = [c for c in checks if isinstance(c.result, Satisfied)]
     if passed or not checks:
+        gates = ", ".join(c.gate for c in passed) or None
+        writes = resume_writes(loaded.graph.specs, record)
+        if not reserve_writes(lazy.store, writes):  # decided before anything is written
+            return _deferred(record.id, name, gates, writes)
         hold = await lazy.get()
         stamp = iso(now)
         rows = {
@@ -343,7 +360,6 @@ async def _sweep_checked(
             actor=actor,
             delta_extra=RunDelta(updated_at=stamp, targets=rows),
         )
-        gates = ", ".join(c.gate for c in passed) or None
         lost = outcome.result.record_error if outcome.result is not None else None
         return SweepEntry(
             record.id,
@@ -353,7 +369,8 @@ async def _sweep_checked(
             gate=gates,
             detail=lost or "; ".join(outcome.notes) or None,
         )
-    await record_checks(lazy, checks, now)
+    if reserve_writes(lazy.store, SETTLE_WRITES):  # else unstamped: the next sweep asks again
+        await record_checks(lazy, checks, now)
     first = checks[0]
     detail = "; ".join(c.detail for c in checks if c.detail) or None
     return SweepEntry(
@@ -365,6 +382,12 @@ async def _sweep_checked(
         detail=detail,
         errored=any(c.errored for c in checks),
     )
+
+
+def _deferred(run_id: str, build: str, gate: str | None, writes: int) -> SweepEntry:
+    detail = (f"the store's write budget does not afford it now (about {writes} writes): "
+              "left suspended for the next sweep")  # fmt: skip
+    return SweepEntry(run_id, build, "deferred", "suspended", gate=gate, detail=detail)
 
 
 def _has_effects(spec: TargetSpec | None) -> bool:
