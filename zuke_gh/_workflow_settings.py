@@ -260,7 +260,7 @@ class WorkflowSettings:
 
     def _check_count(self, marker: str | None) -> None:
         count = len(self._inputs) + (marker is not None)
-        limit, server = input_limit(os.environ)
+        limit, server = default_input_limit(os.environ)
         if self._input_limit is not None:
             limit, server = self._input_limit, "the server (.input_limit())"
         if count <= limit:
@@ -293,7 +293,7 @@ def input_text(name: str, value: Any) -> str:
     )
 
 
-def input_limit(env: Mapping[str, str]) -> tuple[int, str]:
+def default_input_limit(env: Mapping[str, str]) -> tuple[int, str]:
     """The inputs the API in ``GITHUB_API_URL`` accepts, and its name for messages: 25 on
     github.com (and GHE.com); anywhere else 10, GHES 3.17-3.19's limit (the strict one)."""
     url = env.get("GITHUB_API_URL", "").strip() or "https://api.github.com"
