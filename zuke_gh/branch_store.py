@@ -54,36 +54,24 @@ from zuke.state._protocol import (
     Written,
 )
 from zuke.state.records import RunRecord, RunSummary
+from zuke_gh import _branch_guard as guard
 from zuke_gh import _branch_locks as locks
+from zuke_gh import _branch_records as records
 from zuke_gh._branch_files import (
-    LEGACY_INDEX_PATH,
     LOCKS_PATH,
     README_PATH,
     README_TEXT,
-    LockFile,
-    blob_sha,
-    legacy_run_path,
     locks_bytes,
-    parse_entries,
     parse_record_file,
     record_bytes,
-    run_path,
 )
 from zuke_gh._branch_git import BranchGit
 from zuke_gh._branch_index import (
     ACTIVE_PATH,
-    Active,
-    Shard,
-    active_bytes,
-    index_entry,
     list_entries,
-    migrate,
-    parse_active,
-    parse_shard,
     place,
-    shard_path,
 )
-from zuke_gh._branch_view import Blob, Missing, Step, View, after
+from zuke_gh._branch_view import Missing, Step, View, after
 from zuke_gh._paths import ref_name_problem, repo_slug
 from zuke_gh.client import GitHubClient
 from zuke_gh.errors import GitHubError
@@ -158,8 +146,8 @@ class GitHubBranchStateStore:
         check_id(run_id)
         with self._mutex:
             self._note(run_id)
-            view = self._refresh(texts=self._run_paths(run_id))
-            found = self._settle(view, lambda v: self._record(v, run_id, text=True))
+            view = self._refresh(texts=records.run_paths(run_id))
+            found = self._settle(view, lambda v: records.find_record(v, run_id, text=True))
         if found is None:
             return None
         path, blob = found
@@ -171,9 +159,9 @@ class GitHubBranchStateStore:
         data = record_bytes(record)
 
         def decide(view: View) -> Step[Written | Conflict]:
-            if self._record(view, record.id, text=False) is not None:
+            if records.find_record(view, record.id, text=False) is not None:
                 return Step(Conflict())
-            return self._record_step(view, record, data, f"run {record.id}: created")
+            return records.record_step(view, record, data, f"run {record.id}: created")
 
         return self._transact(decide, run_id=record.id)
 
@@ -182,13 +170,13 @@ class GitHubBranchStateStore:
         data = record_bytes(record)
 
         def decide(view: View) -> Step[Written | Conflict]:
-            found = self._record(view, record.id, text=False)
+            found = records.find_record(view, record.id, text=False)
             if found is None or found[1].oid != expected_version:
                 return Step(Conflict())
-            layout = self._layout(view)[0]
+            layout = records.index_at(view)[0]
             before = layout.runs.get(record.id, {}).get("status")
             what = record.status if before != record.status else f"updated ({record.status})"
-            return self._record_step(view, record, data, f"run {record.id}: {what}")
+            return records.record_step(view, record, data, f"run {record.id}: {what}")
 
         return self._transact(decide, run_id=record.id)
 
@@ -196,12 +184,12 @@ class GitHubBranchStateStore:
         check_id(run_id)
 
         def decide(view: View) -> Step[None]:
-            layout, files, deletions = self._layout(view)
-            found = self._record(view, run_id, text=False)
+            layout, files, deletions = records.index_at(view)
+            found = records.find_record(view, run_id, text=False)
             shard = None
             if found is not None and run_id not in layout.runs:
-                shard = self._find_shard(view, layout, files, run_id)
-            index = place(layout, self._shards(view, files), run_id, shard, None)
+                shard = records.find_shard(view, layout, files, run_id)
+            index = place(layout, records.shards(view, files), run_id, shard, None)
             # nobody takes a deleted run's lease again: forget it unless it is live
             forgotten = locks.forget(view.locks, RUN_LEASE_PREFIX + run_id, view.clock_ms())
             if found is None and not index and forgotten is None:
@@ -213,7 +201,7 @@ class GitHubBranchStateStore:
                 deletions = (*deletions, found[0])
 
             def landed(fresh: View) -> bool:
-                return self._record(fresh, run_id, text=False) is None
+                return records.find_record(fresh, run_id, text=False) is None
 
             return Step(None, additions, deletions, f"run {run_id}: deleted", landed)
 
@@ -227,8 +215,8 @@ class GitHubBranchStateStore:
                 return []
 
             def listing(v: View) -> list[RunSummary]:
-                layout, files, _ = self._layout(v, readme=False)
-                return list_entries(layout, self._shards(v, files, batch=4), query)
+                layout, files, _ = records.index_at(v, readme=False)
+                return list_entries(layout, records.shards(v, files, batch=4), query)
 
             return self._settle(view, listing)
 
@@ -273,110 +261,11 @@ class GitHubBranchStateStore:
 
     def initialize(self, *, force: bool = False) -> str:
         """Create the state branch now (``zuke state init``); what happened, in a few words.
-
-        ``force`` starts afresh over a branch that was deleted: the new branch's
-        ``fenceFloor`` is GitHub's clock in ms, above every fence a store could
-        have issued, so fences never go back.
-        """
+        ``force`` starts afresh over a deleted branch (:func:`zuke_gh._branch_guard.initialize`)."""
         with self._mutex:
-            head = self._git.head()
-            if head.sha is not None:
-                self._seen = True
-                return f"{self._git.where} exists"
-            marker = self._git.marker()
-            if marker is not None and not force:
-                raise self._deleted()
-            files = {README_PATH: README_TEXT.encode()}
-            if force:
-                floor = head.server_ms if head.server_ms is not None else self.clock.now_ms()
-                files[LOCKS_PATH] = locks_bytes(LockFile(fence_floor=floor))
-                files[ACTIVE_PATH] = active_bytes(Active())
-            message = "zuke state: branch created" + (" afresh (zuke state init --force)"
-                                                      if marker is not None else "")  # fmt: skip
-            self._git.create_branch(files, message, force=force)
+            done = guard.initialize(self._git, self.clock, force=force)
             self._view, self._seen = None, True
-            return f"{self._git.where} created" + (" afresh" if marker is not None else "")
-
-    # -- deciding on the branch ---------------------------------------------------------------
-
-    def _record(self, view: View, run_id: str, *, text: bool) -> tuple[str, Blob] | None:
-        """(path, blob) of the run's record at the view's head: its path, else its old one."""
-        paths = self._run_paths(run_id, view)
-        view.need(paths, text=text)
-        for path in paths:
-            blob = view.files[path]
-            if blob is not None:
-                return path, blob
-        return None
-
-    def _run_paths(self, run_id: str, view: View | None = None) -> list[str]:
-        paths = [run_path(run_id)]
-        legacy = True
-        if view is not None and view.head is not None and view.knows(ACTIVE_PATH, text=True):
-            text = view.text(ACTIVE_PATH)
-            legacy = text is None or parse_active(text).legacy_runs
-        if legacy:
-            paths.append(legacy_run_path(run_id))
-        return paths
-
-    def _layout(
-        self, view: View, *, readme: bool = True
-    ) -> tuple[Active, dict[str, bytes], tuple[str, ...]]:
-        """The index at the view's head, and the files that migrate a first-layout branch (or
-        lay out a new one) — written with the next commit."""
-        text = view.text(ACTIVE_PATH)
-        if text is not None:
-            return parse_active(text), {}, ()
-        legacy = view.text(LEGACY_INDEX_PATH)
-        files = migrate(parse_entries(legacy, LEGACY_INDEX_PATH)["runs"])
-        if readme and view.oid(README_PATH) is None:
-            files[README_PATH] = README_TEXT.encode()
-        deletions = (LEGACY_INDEX_PATH,) if legacy is not None else ()
-        return parse_active(files[ACTIVE_PATH].decode()), files, deletions
-
-    def _shards(
-        self, view: View, files: Mapping[str, bytes], batch: int = 1
-    ) -> Callable[[int], Shard]:
-        def shard_of(number: int) -> Shard:
-            path = shard_path(number)
-            if path in files:
-                return parse_shard(files[path].decode(), number)
-            wanted = [shard_path(n) for n in range(number, max(0, number - batch), -1)]
-            view.need([p for p in wanted if p not in files])
-            return parse_shard(view.text(path), number)
-
-        return shard_of
-
-    def _find_shard(
-        self, view: View, layout: Active, files: Mapping[str, bytes], run_id: str
-    ) -> int | None:
-        """The shard holding a finished run's entry (newest first, four shards a read)."""
-        shard_of = self._shards(view, files, batch=4)
-        for number in range(layout.shard, 0, -1):
-            if run_id in shard_of(number).runs:
-                return number
-        return None
-
-    def _record_step(
-        self, view: View, record: RunRecord, data: bytes, message: str
-    ) -> Step[Written | Conflict]:
-        layout, files, deletions = self._layout(view)
-        found = self._record(view, record.id, text=False)
-        shard = None
-        if found is not None and record.id not in layout.runs:
-            shard = self._find_shard(view, layout, files, record.id)
-        index = place(layout, self._shards(view, files), record.id, shard, index_entry(record))
-        path = run_path(record.id)
-        additions = {**files, **index, path: data}
-        if found is not None and found[0] != path:
-            deletions = (*deletions, found[0])  # the first layout's path: moved
-        oid = blob_sha(data)
-
-        def landed(fresh: View) -> bool:
-            found = self._record(fresh, record.id, text=False)
-            return found is not None and found[1].oid == oid
-
-        return Step(Written(version=oid), additions, deletions, message, landed)
+            return done
 
     # -- the compare-and-swap loop -----------------------------------------------------------
 
@@ -431,7 +320,7 @@ class GitHubBranchStateStore:
         """``step`` plus the files that lay out the index, if the branch lacks them."""
         if not step.writes or view.head is None or ACTIVE_PATH in step.additions:
             return step
-        _, files, deletions = self._layout(view)
+        _, files, deletions = records.index_at(view)
         if not files:
             return step
         return Step(step.result, {**files, **step.additions}, (*deletions, *step.deletions),
@@ -466,12 +355,12 @@ class GitHubBranchStateStore:
         known = self._view
         if head.sha is None:
             if self._seen or self._git.marker() is not None:
-                raise self._deleted()
+                raise guard.deleted(self._git)
             view = View(head=None, server_ms=now)
         elif known is not None and known.head == head.sha:
             view = View(known.head, known.files, server_ms=now)
         else:
-            oids = [p for r in self._interest for p in self._run_paths(r)]
+            oids = [p for r in self._interest for p in records.run_paths(r)]
             files = self._git.read(head.sha, [*_ALWAYS, *texts], oids)
             view = View(head.sha, files, server_ms=now)
         if view.head is not None:
@@ -483,11 +372,11 @@ class GitHubBranchStateStore:
         """The branch as it is now, in one request (the head's files and the marker); a
         decision without the clock needs no ``Date``. ``mark``: tag a branch made before
         markers existed (a write, so not on a read)."""
-        oids = [p for r in self._interest for p in self._run_paths(r)]
+        oids = [p for r in self._interest for p in records.run_paths(r)]
         first = self._git.first_view(_ALWAYS, oids)
         if first.head is None:
             if self._seen or first.marker is not None:
-                raise self._deleted()
+                raise guard.deleted(self._git)
             return View(head=None)
         if first.marker is None and mark:
             self._git.mark(first.head)  # a branch made before markers: mark it once
@@ -500,15 +389,6 @@ class GitHubBranchStateStore:
         self._git.create_branch({README_PATH: README_TEXT.encode()}, "zuke state: branch created",
                                 force=False)  # fmt: skip
         self._seen = True
-
-    def _deleted(self) -> StoreUnavailableError:
-        return StoreUnavailableError(
-            f"state: {self._git.where}: the state branch was deleted (the tag "
-            f"refs/{self._git.marker_ref} shows zuke created it), and with it every run and lock "
-            "it held; zuke will not re-create it over lost state. Restore the branch (GitHub "
-            "restores a deleted branch from the repository's Activity view or its pull request), "
-            "or start afresh on purpose with `zuke state init --force`"
-        )
 
     def _note(self, run_id: str | None) -> None:
         if run_id is None:
