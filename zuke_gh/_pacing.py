@@ -33,8 +33,9 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
-from zuke._clock import SYSTEM_CLOCK, Clock
+from zuke._clock import SYSTEM_CLOCK, Clock, parse_iso
 from zuke_gh.errors import GitHubError
 
 MINUTE_MS = 60_000
@@ -171,6 +172,9 @@ class WritePacer:
 
     # -- the budget --------------------------------------------------------------------------
 
+    def now_ms(self) -> int:
+        return self._clock.now_ms()
+
     def used(self) -> int:
         """Writes in the last hour (this process's, and any seeded)."""
         with self._lock:
@@ -192,6 +196,59 @@ class WritePacer:
         """
         with self._lock:
             self._earlier = sorted(set(self._earlier) | set(stamps_ms))
+
+
+# -- a state branch's budget --------------------------------------------------------------------
+
+
+class BranchBudget:
+    """The write budget of a store on a branch: the pacer's, seeded once from the branch.
+
+    Each write of the branch store is one commit, so the branch's commits of
+    the last hour (``GET /repos/{owner}/{repo}/commits?sha=BRANCH&since=…``, at
+    most 5 pages of 100: one request while under 100) are the writes earlier
+    processes made — a sweep 15 minutes after another does not spend the same
+    hour twice. Commit dates are GitHub's clock, compared with the local one.
+    Writes the token made elsewhere (a dispatch) are not on the branch: the
+    budget's headroom under GitHub's 500 is for them.
+    """
+
+    def __init__(self, client: Any, owner: str, repo: str, branch: str) -> None:
+        self._client, self._where = client, (owner, repo, branch)
+        self._seeded = False
+
+    def reserve(self, writes: int) -> bool:
+        """Whether ``writes`` more fit this hour (always, for an unpaced client)."""
+        pacer: WritePacer | None = self._client.pacer
+        if pacer is None:
+            return True
+        if not self._seeded:
+            stamps = self._history(pacer)
+            if stamps is None:
+                return False  # the history cannot be read now: spend nothing on a guess
+            pacer.seed(stamps)
+            self._seeded = True
+        return pacer.reserve(writes)
+
+    def _history(self, pacer: WritePacer) -> list[int] | None:
+        owner, repo, branch = self._where
+        since = pacer.now_ms() - HOUR_MS
+        stamp = datetime.fromtimestamp(since // 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        stamps: list[int] = []
+        try:
+            for item in self._client.paginate(
+                "/repos/{owner}/{repo}/commits", owner=owner, repo=repo,
+                params={"sha": branch, "since": stamp}, max_pages=5,
+            ):  # fmt: skip
+                date = parse_iso(str(((item.get("commit") or {}).get("committer") or {})
+                                     .get("date", "")))  # fmt: skip
+                if date is not None:
+                    stamps.append(date)
+        except GitHubError as exc:
+            if exc.status in (404, 409):  # no branch yet, an empty repository: no history
+                return []
+            return None
+        return stamps
 
 
 # -- the process's pacers ------------------------------------------------------------------------
@@ -242,6 +299,7 @@ def process_pacer(base_url: str, env: Mapping[str, str]) -> WritePacer | None:
 
 __all__ = [
     "DEFAULT_WRITES_PER_HOUR",
+    "BranchBudget",
     "PacingSettings",
     "WritePacer",
     "process_pacer",

@@ -72,6 +72,7 @@ from zuke_gh._branch_index import (
     place,
 )
 from zuke_gh._branch_view import Missing, Step, View, after
+from zuke_gh._pacing import BranchBudget
 from zuke_gh._paths import ref_name_problem, repo_slug
 from zuke_gh.client import GitHubClient
 from zuke_gh.errors import GitHubError
@@ -127,9 +128,16 @@ class GitHubBranchStateStore:
         self._seen = False
         #: runs this process touched lately: a refresh reads their records' SHAs too
         self._interest: OrderedDict[str, None] = OrderedDict()
+        self._budget = BranchBudget(client, owner, repo, branch)
 
     def __repr__(self) -> str:
         return self._git.where
+
+    def reserve_writes(self, writes: int) -> bool:
+        """Whether ``writes`` more commits fit the write budget now: a sweep asks before a
+        resume and defers what does not fit (``zuke_gh._pacing.BranchBudget``)."""
+        with self._mutex:
+            return self._budget.reserve(writes)
 
     def close(self) -> None:
         self.client.close()
