@@ -84,9 +84,12 @@ def test_a_release_run_suspends_on_the_branch_and_a_fresh_sweep_job_finishes_it(
         [summary] = store.list_runs()
         assert summary.status == "suspended"
     run_id = summary.id
+    assert started.outputs()["run-id"] == run_id  # zuke's own output, which the job exposes
+    assert (started.outputs()["status"], started.outputs()["gates"]) == ("suspended", "e2e")
     files = gh.files(SLUG, BRANCH)
-    assert f"runs/{run_id}.json" in files  # the state is on the branch, nowhere else
-    assert json.loads(files[f"runs/{run_id}.json"])["targets"]["e2e"]["status"] == "waiting"
+    # the state is on the branch, nowhere else (the record's path is the store's layout)
+    [path] = [p for p in files if p.startswith("runs/") and p.endswith(f"/{run_id}.json")]
+    assert json.loads(files[path])["targets"]["e2e"]["status"] == "waiting"
     assert not (repo / ".zuke").exists()
     (dispatched,) = gh.dispatched(SLUG)
     assert dispatched["display_title"] == f"zuke:{run_id}:e2e"
