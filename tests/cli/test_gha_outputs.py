@@ -161,13 +161,13 @@ def test_a_failed_run_says_which_target_failed_and_never_the_secret(
     cli: CliRunner, write_build: BuildWriter, actions: dict[str, str]
 ) -> None:
     write_build(BUILD)
-    env = {**actions, "ZUKE_PARAM_TOKEN": SECRET}
+    env = {**actions, "TOKEN": SECRET}
     failed = cli("promote", "--broken", env=env)
     assert failed.code == 1, failed.text
     outputs = _outputs(actions)
     assert outputs["status"] == "failed" and outputs["gates"] == ""
     summary = _summary(actions)
-    assert "- `deploy` failed: RuntimeError: refused with" in summary
+    assert "- `deploy` failed: RuntimeError: refused with [redacted]" in summary
     written = Path(actions["GITHUB_OUTPUT"]).read_text() + summary
     assert SECRET not in written
 
@@ -209,3 +209,25 @@ def test_a_value_with_newlines_and_a_forged_name_stays_one_value(tmp_path: Path)
     out = tmp_path / "gh-output"
     out.write_text(gha.output_text({"status": forged, "run-id": "r-1"}))
     assert read_outputs(out) == {"status": forged, "run-id": "r-1"}
+
+
+RESUMED_FAILS = BUILD.replace(
+    'lambda: print("PROMOTED")',
+    'lambda: (_ for _ in ()).throw(RuntimeError("no " + self.token.value))',
+)
+
+
+def test_a_resumed_run_that_fails_names_the_target_and_never_the_secret(
+    cli: CliRunner, write_build: BuildWriter, actions: dict[str, str]
+) -> None:
+    env = {**actions, "TOKEN": SECRET}
+    write_build(RESUMED_FAILS)
+    started = cli("promote", env=env)
+    run_id = re.search(r"Run (\S+) is suspended", started.out).group(1)  # type: ignore[union-attr]
+    done = cli("resume", run_id, "--signal", "approved", env=env)
+    assert done.code == 1, done.text
+    outputs = _outputs(actions)
+    assert (outputs["status"], outputs["action"]) == ("failed", "resumed")
+    summary = _summary(actions)
+    assert "- `promote` failed: RuntimeError: no [redacted]" in summary
+    assert SECRET not in summary + Path(actions["GITHUB_OUTPUT"]).read_text()
