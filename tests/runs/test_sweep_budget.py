@@ -74,7 +74,7 @@ def test_what_the_budget_does_not_afford_is_deferred_untouched_and_the_next_swee
 ):
     h, store, approved, ids = releases(3)
     approved.value = True
-    needed = resume_writes(_specs(h), h.record(ids[0]))
+    needed = resume_writes(_specs(h), h.record(ids[0]), {"approve"})
     store.budget = needed + 1  # one resume, not two
     versions = {i: h.store.get_run(i).version for i in ids}  # type: ignore[union-attr]
     report = h.sweep()
@@ -110,6 +110,7 @@ def test_the_estimate_counts_the_base_and_each_pending_gate_lock_and_effect() ->
     record = h.record(ids[0])
     # approve (a gate, still waiting): 2; deploy and lint are done; promote and release: 0
     assert resume_writes(specs, record) == RESUME_WRITES + 2
+    assert resume_writes(specs, record, {"approve"}) == RESUME_WRITES  # passed by this resume
 
 
 def test_a_store_without_the_trait_always_affords() -> None:
@@ -179,7 +180,7 @@ def test_reserving_is_asked_with_the_estimate_before_each_resume() -> None:
     h, store, approved, ids = releases(2)
     approved.value = True
     store.budget = 1_000
-    estimate = resume_writes(_specs(h), h.record(ids[0]))
+    estimate = resume_writes(_specs(h), h.record(ids[0]), {"approve"})
     h.sweep()
     assert store.asked.count(estimate) == 2  # once per run, before its resume
     assert all(h.record(i).status == "succeeded" for i in ids)

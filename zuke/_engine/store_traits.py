@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING
 
 from zuke.state._protocol import StateStore
@@ -51,11 +51,14 @@ def reserve_writes(store: StateStore, writes: int) -> bool:
     return True if not callable(reserve) else reserve(writes) is True
 
 
-def resume_writes(specs: Mapping[str, TargetSpec], record: RunRecord) -> int:
+def resume_writes(
+    specs: Mapping[str, TargetSpec], record: RunRecord, passed: Collection[str] = ()
+) -> int:
     """About how many writes resuming ``record`` costs on a checkpointed store.
 
     :data:`RESUME_WRITES`, plus for each target not yet done: a lock's claim and
-    release (2), a gate's ``persist()`` before its external call and the call (2),
+    release (2), a gate's ``persist()`` before its external call and the call (2; not for
+    the gates in ``passed``, which the resume passes),
     each effect's intent (1), a fan-out's items (2). Bodies' own transitions are
     coalesced into these (``checkpointed``). An estimate: the budget's headroom
     under GitHub's limit absorbs what a long run adds (a checkpoint a minute).
@@ -63,7 +66,7 @@ def resume_writes(specs: Mapping[str, TargetSpec], record: RunRecord) -> int:
     writes = RESUME_WRITES
     for name, spec in specs.items():
         row = record.targets.get(name)
-        if row is not None and row.status in ("succeeded", "skipped", "failed"):
+        if name in passed or (row is not None and row.status in ("succeeded", "skipped", "failed")):
             continue
         writes += 2 * (spec.lock is not None) + 2 * (spec.wait is not None)
         writes += len(spec.effects) + 2 * (spec.fan_out is not None)

@@ -338,7 +338,7 @@ async def _sweep_checked(
     passed = [c for c in checks if isinstance(c.result, Satisfied)]
     if passed or not checks:
         gates = ", ".join(c.gate for c in passed) or None
-        writes = resume_writes(loaded.graph.specs, record)
+        writes = resume_writes(loaded.graph.specs, record, {c.gate for c in passed})
         if not reserve_writes(lazy.store, writes):  # decided before anything is written
             return _deferred(record.id, name, gates, writes)
         hold = await lazy.get()
