@@ -213,3 +213,28 @@ def test_a_client_from_the_environment_shares_the_processs_pacer() -> None:
     with GitHubClient.from_env(env) as one, GitHubClient.from_env(env) as two:
         assert one.pacer is not None and one.pacer is two.pacer
         assert one.pacer.settings.budget_per_hour == 77
+
+
+def test_by_default_the_wait_is_said_on_stderr_without_the_token(
+    router: respx.Router,
+    make_client: MakeClient,
+    sleeps: Sleeps,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """What a user running ``zuke`` (in a terminal, or in Actions' log) sees when a gate's
+    dispatch or the store waits out a rate limit."""
+    dispatch = "/repos/acme/app/actions/workflows/e2e.yml/dispatches"
+    router.post(dispatch).mock(side_effect=[
+        httpx.Response(403, json={"message": f"You have exceeded a secondary rate limit {TOKEN}"},
+                       headers={"retry-after": "42", "date": DATE}),
+        httpx.Response(204),
+    ])  # fmt: skip
+    client = GitHubClient(token=TOKEN, transport=httpx.MockTransport(router.handler),
+                          clock=sleeps.clock, sleep=sleeps)  # fmt: skip
+    try:
+        client.post(dispatch, json={"ref": "main"})
+    finally:
+        client.close()
+    captured = capsys.readouterr()
+    assert captured.err == "zuke: GitHub rate limit: waiting 42 s (until 22:14:02 UTC)\n"
+    assert captured.out == "" and TOKEN not in captured.err
