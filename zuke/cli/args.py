@@ -21,9 +21,9 @@ if TYPE_CHECKING:
     from zuke._params import Parameter
 
 #: Commands handled by the management CLI rather than as targets.
-COMMANDS = ("graph", "runs", "resume", "cancel", "locks", "serve", "mcp")
+COMMANDS = ("graph", "runs", "resume", "cancel", "locks", "state", "serve", "mcp")
 #: The commands :mod:`zuke.cli.manage` runs (``graph`` is a view of the build).
-MANAGEMENT_COMMANDS = ("runs", "resume", "cancel", "locks", "serve", "mcp")
+MANAGEMENT_COMMANDS = ("runs", "resume", "cancel", "locks", "state", "serve", "mcp")
 _VALUE_FLAGS = {"--skip", "--actor", "--file", "-f", "--format"}
 _SWITCHES = {"--list", "-l", "--json", "--state", "--help", "-h"}
 HELP_FLAGS = ("--help", "-h")

@@ -26,6 +26,7 @@ from zuke._duration import parse_duration
 from zuke._errors import UsageError, ZukeError
 from zuke._loader import find_build_file, load_build_class
 from zuke.cli import runs_view
+from zuke.cli.state_cmd import state_app
 from zuke.runs import (
     count_runs,
     list_runs,
@@ -243,6 +244,9 @@ def cancel(run_id: str, actor: str | None, wait: str, skip_compensations: bool) 
     from zuke.cli import gha
 
     gha.publish(gha.cancel_report(result), inv.env, inv.err)
+
+
+app.add_command(state_app)  # ``zuke state init`` (zuke/cli/state_cmd.py)
 
 
 @app.group("locks", invoke_without_command=True, context_settings=_HELP)

@@ -1,0 +1,33 @@
+"""``zuke state init [--force]``: create a store's state now, or start afresh deliberately.
+
+The GitHub branch store (``ZUKE_STATE=github://...``) makes its branch on the
+first write and refuses to re-create one that was deleted (its runs and locks
+went with it). ``zuke state init --force`` is the deliberate way to start
+afresh; the store keeps fences above every earlier one. A store with nothing to
+create says so. The store is duck-typed (``initialize(force=...)``): the CLI
+imports no GitHub code.
+"""
+
+from __future__ import annotations
+
+import click
+
+from zuke.runs import open_store
+
+
+@click.group("state", context_settings={"help_option_names": ["-h", "--help"]})
+def state_app() -> None:
+    """Create the state store, or start it afresh."""
+
+
+@state_app.command("init", context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--force", is_flag=True, help="start afresh over a deleted state branch")
+def state_init(force: bool) -> None:
+    """Create the state store now (the GitHub branch store: its branch and marker)."""
+    inv = click.get_current_context().find_root().obj
+    store = open_store(inv.env, build=inv.build)
+    initialize = getattr(store, "initialize", None)
+    if initialize is None:
+        inv.print(f"state: {store!r} needs no init: it is made on first use")
+        return
+    inv.print(f"state: {initialize(force=force)}")
