@@ -30,9 +30,7 @@ What it guarantees (``docs/github-client.md`` says it for users):
 from __future__ import annotations
 
 import logging
-import os
 import random
-import re
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
@@ -43,16 +41,9 @@ import httpx
 
 from zuke._clock import SYSTEM_CLOCK, Clock
 from zuke_gh import _env
+from zuke_gh import _pacing as pacing
 from zuke_gh._etags import CachedAnswer, EtagCache
 from zuke_gh._judge import judge
-from zuke_gh._pacing import (
-    NOTICE_AFTER_S,
-    Notice,
-    WritePacer,
-    process_pacer,
-    stderr_notice,
-    wait_line,
-)
 from zuke_gh._paths import expand, redirect_target, same_origin
 from zuke_gh._response import (
     GitHubResponse,
@@ -77,15 +68,6 @@ DEFAULT_USER_AGENT = "zuke-gh/0.1"
 _IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 _WRITES = frozenset({"POST", "PATCH", "PUT", "DELETE"})
-#: A GraphQL document whose first operation is a mutation (comments and whitespace first).
-_MUTATION = re.compile(r"\A(?:\s|#[^\n]*\n?)*mutation\b")
-
-
-class _ProcessPacer:
-    """The default ``pacer``: the process's own for the base URL (``process_pacer``)."""
-
-
-PROCESS_PACER = _ProcessPacer()
 _log = logging.getLogger("zuke_gh")
 
 __all__ = ["ClientCore", "GitHubResponse", "StaticToken", "TokenSource"]
@@ -123,8 +105,8 @@ class ClientCore:
         clock: Clock = SYSTEM_CLOCK,
         sleep: Callable[[float], None] = time.sleep,
         rand: Callable[[], float] = random.random,
-        pacer: WritePacer | _ProcessPacer | None = PROCESS_PACER,
-        notice: Notice | None = stderr_notice,
+        pacer: pacing.WritePacer | pacing.ProcessPacer | None = pacing.PROCESS_PACER,
+        notice: pacing.Notice | None = pacing.stderr_notice,
     ) -> None:
         self._base_text = _env.normalise_base_url(base_url or _env.DEFAULT_BASE_URL)
         self._base = httpx.URL(self._base_text)
@@ -136,10 +118,8 @@ class ClientCore:
         self._etags = EtagCache(etag_cache_size)
         self._clock, self._sleep, self._rand = clock, sleep, rand
         self._owned: list[Any] = []  # token sources from_env made (closed with the client)
-        if isinstance(pacer, _ProcessPacer):  # an injected transport is a test's: unpaced
-            pacer = None if transport is not None else process_pacer(self._base_text, os.environ)
         #: paces this client's writes (None: unpaced); shared by the process's clients
-        self.pacer: WritePacer | None = pacer
+        self.pacer = pacing.chosen(pacer, self._base_text, tested=transport is not None)
         self._notice = notice
         self._http = httpx.Client(transport=transport, timeout=timeout_s, follow_redirects=False)
 
@@ -260,7 +240,7 @@ class ClientCore:
             "/graphql",
             json={"query": query, "variables": dict(variables or {})},
             idempotent=idempotent,
-            write=_MUTATION.match(query) is not None,
+            write=pacing.is_mutation(query),
             graphql=True,
         )
         if not isinstance(answer.body, dict):
@@ -355,8 +335,9 @@ class ClientCore:
                         return self._answer(response, method, display, token, etag)  # not a limit
             if wait is None or not self._fits(policy, attempt, waited, wait):
                 raise error
-            if error.retry_at_ms is not None and wait > NOTICE_AFTER_S and self._notice is not None:
-                self._notice(wait_line("GitHub rate limit", wait, error.retry_at_ms))
+            notice, until = self._notice, error.retry_at_ms
+            if notice is not None and until is not None and wait > pacing.NOTICE_AFTER_S:
+                notice(pacing.wait_line("GitHub rate limit", wait, until))  # said once a wait
             _log.info(
                 "GitHub: %s; retrying in %.1f s (attempt %d of %d)",
                 why,

@@ -25,6 +25,8 @@ the notice callback (stderr by default), without any secret.
 
 from __future__ import annotations
 
+import os
+import re
 import sys
 import threading
 import time
@@ -48,10 +50,25 @@ DEFAULT_WRITES_PER_HOUR = 400
 #: A wait longer than this says so (once) on the notice callback.
 NOTICE_AFTER_S = 2.0
 
+#: A GraphQL document whose first operation is a mutation (comments and whitespace first).
+_MUTATION = re.compile(r"\A(?:\s|#[^\n]*\n?)*mutation\b")
+
 BUDGET_VAR = "ZUKE_GITHUB_WRITES_PER_HOUR"
 PACING_VAR = "ZUKE_GITHUB_PACING"
 
 Notice = Callable[[str], None]
+
+
+def is_mutation(query: str) -> bool:
+    """Whether a GraphQL document is a mutation (a write, paced) rather than a query."""
+    return _MUTATION.match(query) is not None
+
+
+class ProcessPacer:
+    """A client's default ``pacer``: the process's own for its base URL (``process_pacer``)."""
+
+
+PROCESS_PACER = ProcessPacer()
 
 
 def stderr_notice(line: str) -> None:
@@ -274,6 +291,16 @@ def settings_from(env: Mapping[str, str]) -> PacingSettings:
             f"{DEFAULT_WRITES_PER_HOUR}."
         )
     return PacingSettings(budget_per_hour=int(raw))
+
+
+def chosen(
+    pacer: WritePacer | ProcessPacer | None, base_url: str, *, tested: bool
+) -> WritePacer | None:
+    """A client's pacer: the one given, else the process's (none for an injected transport:
+    a test's)."""
+    if not isinstance(pacer, ProcessPacer):
+        return pacer
+    return None if tested else process_pacer(base_url, os.environ)
 
 
 def process_pacer(base_url: str, env: Mapping[str, str]) -> WritePacer | None:
