@@ -21,6 +21,14 @@ to its end:
 Counts come from the fake's request log and commit counter (the same in every
 sample); times are the median of ``--runs`` after one warm-up, each on a fresh
 repository.
+
+- **at scale** (``--finished``, default 10,000 finished runs, and ``--waiting``,
+  100 suspended): the branch is seeded straight into the fake's git objects in
+  the store's own layout (one commit, no requests), then a fresh store per
+  case lists: the sweep's query (``status=suspended``: ``active.json`` alone),
+  ``zuke runs list`` with no ``--limit`` (the CLI's default: every run), and
+  with ``--limit 20`` and ``--limit 1000``. ``Blob.text`` is cut at GitHub's
+  512,000 bytes, as on github.com.
 """
 
 from __future__ import annotations
@@ -45,10 +53,12 @@ from zuke import Build, resume_when, target
 from zuke._engine.run import RunOptions, execute_async
 from zuke._target import TargetBuilder
 from zuke.runs.sweep import resume_check_async
-from zuke.state._protocol import LockAcquired, LockHolder, Written
-from zuke.state.records import TargetRecord
+from zuke.state._protocol import LockAcquired, LockHolder, RunQuery, Written
+from zuke.state.records import RunRecord, TargetRecord
 from zuke.testing.store_contract import sample_record
 from zuke_gh import GitHubClient
+from zuke_gh._branch_files import README_PATH, README_TEXT, record_bytes, run_path
+from zuke_gh._branch_index import ACTIVE_PATH, active_bytes, index_entry, migrate, parse_active
 from zuke_gh.branch_store import GitHubBranchStateStore
 
 REPO = "acme/app"
@@ -175,6 +185,51 @@ def engine(gh: FakeGitHub, workdir: Path) -> dict[str, Cost]:
     return out
 
 
+SCALE = {"finished": 10_000, "waiting": 100}
+
+
+def _scaled(n: int, status: str) -> RunRecord:
+    minute = n % 1_000_000
+    at = f"2026-{1 + minute // 40_000 % 12:02d}-01T00:00:00.000Z"
+    at = at[:14] + f"{minute // 60 % 60:02d}:{minute % 60:02d}.{n % 1000:03d}Z"
+    names = tuple(f"t{i}" for i in range(10))
+    base = sample_record(f"run-{status[:3]}-{n:05d}", targets=names)
+    return replace(base, status=status, created_at=at, updated_at=at)  # type: ignore[arg-type]
+
+
+def seed(gh: FakeGitHub, finished: int, waiting: int) -> None:
+    """The store's own layout for ``finished`` + ``waiting`` runs, in one uncounted commit."""
+    records = [_scaled(n, "succeeded") for n in range(finished)]
+    records += [_scaled(finished + n, "suspended") for n in range(waiting)]
+    files: dict[str, str | None] = {run_path(r.id): record_bytes(r).decode() for r in records}
+    index = migrate({r.id: index_entry(r) for r in records})
+    fresh = replace(parse_active(index[ACTIVE_PATH].decode()), legacy_runs=False)
+    index[ACTIVE_PATH] = active_bytes(fresh)
+    files.update({p: d.decode() for p, d in index.items()})
+    files[README_PATH] = README_TEXT
+    gh.commit_files(REPO, "zuke-state", files, "seeded")
+
+
+def at_scale(gh: FakeGitHub, workdir: Path) -> dict[str, Cost]:
+    finished, waiting = SCALE["finished"], SCALE["waiting"]
+    seed(gh, finished, waiting)
+    out: dict[str, Cost] = {}
+    meter = Meter(gh)
+    cases = [
+        ("the sweep's listing (status=suspended)", RunQuery(status="suspended"), waiting),
+        ("runs list (no --limit: every run)", RunQuery(), finished + waiting),
+        ("runs list --limit 20", RunQuery(limit=20), 20),
+        ("runs list --limit 1000", RunQuery(limit=1000), 1000),
+    ]
+    for name, query, expected in cases:
+        with _store(gh) as store:  # a fresh process each: no view, no cache
+            meter.reset()
+            found = store.list_runs(query)
+            assert len(found) == expected, (name, len(found))
+            out[f"{finished:,} finished + {waiting} waiting: {name}"] = meter.take()
+    return out
+
+
 def measure(kind: Callable[[FakeGitHub, Path], dict[str, Cost]], runs: int) -> list[Row]:
     samples: dict[str, list[float]] = {}
     counts: dict[str, Cost] = {}
@@ -195,9 +250,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--finished", type=int, default=SCALE["finished"])
+    parser.add_argument("--waiting", type=int, default=SCALE["waiting"])
     args = parser.parse_args()
+    SCALE.update(finished=args.finished, waiting=args.waiting)
     rows: list[Row] = []
-    for kind in (store_calls, engine):
+    for kind in (store_calls, engine, at_scale):
         rows += measure(kind, args.runs)
     if args.json:
         dump_json({"machine": machine(), "rows": [r.__dict__ for r in rows]})

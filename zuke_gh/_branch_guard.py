@@ -37,11 +37,10 @@ def initialize(git: BranchGit, clock: Clock, *, force: bool) -> str:
     marker = git.marker()
     if marker is not None and not force:
         raise deleted(git)
-    files = {README_PATH: README_TEXT.encode()}
+    files = {README_PATH: README_TEXT.encode(), ACTIVE_PATH: active_bytes(Active())}
     if force:
         floor = head.server_ms if head.server_ms is not None else clock.now_ms()
         files[LOCKS_PATH] = locks_bytes(LockFile(fence_floor=floor))
-        files[ACTIVE_PATH] = active_bytes(Active())
     afresh = marker is not None
     message = "zuke state: branch created" + (" afresh (zuke state init --force)" if afresh else "")
     git.create_branch(files, message, force=force)

@@ -68,6 +68,8 @@ from zuke_gh._branch_files import (
 from zuke_gh._branch_git import BranchGit
 from zuke_gh._branch_index import (
     ACTIVE_PATH,
+    Active,
+    active_bytes,
     list_entries,
     place,
 )
@@ -394,8 +396,10 @@ class GitHubBranchStateStore:
         return view
 
     def _create_branch(self) -> None:
-        self._git.create_branch({README_PATH: README_TEXT.encode()}, "zuke state: branch created",
-                                force=False)  # fmt: skip
+        # the README (GitHub refuses an empty tree) and an empty index, so the next write
+        # need not look for a first-layout index.json to migrate
+        files = {README_PATH: README_TEXT.encode(), ACTIVE_PATH: active_bytes(Active())}
+        self._git.create_branch(files, "zuke state: branch created", force=False)
         self._seen = True
 
     def _note(self, run_id: str | None) -> None:
