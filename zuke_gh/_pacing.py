@@ -248,24 +248,42 @@ class BranchBudget:
         return pacer.reserve(writes)
 
     def _history(self, pacer: WritePacer) -> list[int] | None:
+        """The branch's commit times of the last hour, on the local clock (GitHub's clock
+        shifted by the skew the answer's ``Date`` shows); None if they cannot be read."""
         owner, repo, branch = self._where
-        since = pacer.now_ms() - HOUR_MS
-        stamp = datetime.fromtimestamp(since // 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        stamps: list[int] = []
+        where = {"owner": owner, "repo": repo}
+        local = pacer.now_ms()
         try:
-            for item in self._client.paginate(
-                "/repos/{owner}/{repo}/commits", owner=owner, repo=repo,
-                params={"sha": branch, "since": stamp}, max_pages=5,
-            ):  # fmt: skip
-                date = parse_iso(str(((item.get("commit") or {}).get("committer") or {})
-                                     .get("date", "")))  # fmt: skip
-                if date is not None:
-                    stamps.append(date)
+            skew = 0
+            for _ in range(2):  # again if GitHub's clock is minutes off this one
+                params = {"sha": branch, "since": _stamp(local + skew - HOUR_MS), "per_page": 100}
+                first = self._client.get("/repos/{owner}/{repo}/commits", params=params, **where)
+                seen = first.server_time_ms
+                if seen is None or abs(seen - local - skew) < MINUTE_MS:
+                    break
+                skew = seen - local
+            items = list(first.body) if isinstance(first.body, list) else []
+            if first.next_url is not None:
+                more = {**params, "page": 2}
+                items += self._client.paginate("/repos/{owner}/{repo}/commits", params=more,
+                                               max_pages=4, **where)  # fmt: skip
         except GitHubError as exc:
             if exc.status in (404, 409):  # no branch yet, an empty repository: no history
                 return []
             return None
-        return stamps
+        stamps = [_committed(item) for item in items]
+        return [t - skew for t in stamps if t is not None]
+
+
+def _stamp(ms: int) -> str:
+    return datetime.fromtimestamp(ms // 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _committed(item: Any) -> int | None:
+    commit = item.get("commit") if isinstance(item, dict) else None
+    committer = commit.get("committer") if isinstance(commit, dict) else None
+    date = committer.get("date") if isinstance(committer, dict) else None
+    return parse_iso(date) if isinstance(date, str) else None
 
 
 # -- the process's pacers ------------------------------------------------------------------------

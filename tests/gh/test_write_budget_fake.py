@@ -141,3 +141,31 @@ def test_a_graphql_rate_limit_mid_sweep_is_waited_out(gh: FakeGitHub, sim: Sim) 
     assert [e.action for e in report.entries] == ["resumed", "resumed"]
     assert gh.faults()[0]["hits"] == 1 and 30.0 in sim.waits
     assert sim.clock.now_ms() - before >= 30_000
+
+
+def test_the_branchs_history_is_read_on_githubs_clock_whatever_the_skew(
+    gh: FakeGitHub, sim: Sim
+) -> None:
+    """GitHub's clock two hours ahead of this machine's: the commits GitHub made in its last
+    hour count, the older ones do not, and the budget's hour is this machine's."""
+    gh.advance_clock(2 * 3600)
+    for i in range(3):
+        gh.commit_files(REPO, "zuke-state", {f"old{i}": "x"})
+    gh.advance_clock(3601)  # those three are more than an hour old on GitHub's clock
+    for i in range(5):
+        gh.commit_files(REPO, "zuke-state", {f"new{i}": "x"})
+        gh.advance_clock(60)
+    store = store_for(gh, sim, budget=10)
+    assert store.reserve_writes(5) and not store.reserve_writes(6)  # 5 of 10 spent
+    assert store.client.pacer is not None and store.client.pacer.used() == 5
+    sim.clock.advance(HOUR_MS)  # an hour on: they age out on this machine's clock too
+    assert store.reserve_writes(10)
+
+
+def test_a_fresh_branch_has_no_history_and_an_unreadable_one_affords_nothing(
+    gh: FakeGitHub, sim: Sim
+) -> None:
+    store = store_for(gh, sim, budget=10)
+    assert store.reserve_writes(10)  # no branch yet: 404, nothing spent
+    gh.inject("/repos/*/commits", status=502, times=None)
+    assert not store_for(gh, sim, budget=10).reserve_writes(1)  # a guess would be no budget
