@@ -50,6 +50,7 @@ from _timing import dump_json, machine
 
 from fixtures.fake_github import FakeGitHub
 from zuke import Build, resume_when, target
+from zuke._clock import iso
 from zuke._engine.run import RunOptions, execute_async
 from zuke._target import TargetBuilder
 from zuke.runs.sweep import resume_check_async
@@ -189,9 +190,8 @@ SCALE = {"finished": 10_000, "waiting": 100}
 
 
 def _scaled(n: int, status: str) -> RunRecord:
-    minute = n % 1_000_000
-    at = f"2026-{1 + minute // 40_000 % 12:02d}-01T00:00:00.000Z"
-    at = at[:14] + f"{minute // 60 % 60:02d}:{minute % 60:02d}.{n % 1000:03d}Z"
+    """Run ``n`` of the seeded history, created ``n`` minutes after the first."""
+    at = iso(1_767_225_600_000 + n * 60_000)  # 2026-01-01T00:00:00Z + n minutes
     names = tuple(f"t{i}" for i in range(10))
     base = sample_record(f"run-{status[:3]}-{n:05d}", targets=names)
     return replace(base, status=status, created_at=at, updated_at=at)  # type: ignore[arg-type]

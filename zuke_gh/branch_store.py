@@ -88,8 +88,9 @@ DEFAULT_LEASE_TTL_MS = 600_000
 MAX_ATTEMPTS = 16
 FIRST_PAUSE_S = 0.02
 MAX_PAUSE_S = 1.0
-#: Reads of missing data one operation may make before giving up (a shard search reads 4 a go).
-MAX_READS = 64
+#: Reads of missing data one operation may make (a guard against a loop: listing a long
+#: history reads four shards a query, 200,000 bytes each).
+MAX_READS = 10_000
 _INTEREST_KEPT = 4
 _EVERY_RUN: Final = RunQuery()
 #: What every refresh reads along with the head: small, and what most decisions need.
