@@ -157,7 +157,10 @@ class WritePacer:
             self._stamps.append(stamp)
             if self._first_own is None:
                 self._first_own = stamp
-            yield
+            try:
+                yield
+            finally:  # the next write's second counts from this one's answer: whatever the
+                self._stamps[-1] = max(stamp, self._clock.now_ms())  # network, a second apart
 
     def _wait_ms(self, now: int) -> tuple[int, str]:
         """How long the next write must wait, and why (the tightest rule wins)."""

@@ -238,3 +238,21 @@ def test_by_default_the_wait_is_said_on_stderr_without_the_token(
     captured = capsys.readouterr()
     assert captured.err == "zuke: GitHub rate limit: waiting 42 s (until 22:14:02 UTC)\n"
     assert captured.out == "" and TOKEN not in captured.err
+
+
+def test_the_second_between_writes_counts_from_the_previous_answer(
+    router: respx.Router, make_client: MakeClient, clock: ManualClock, sleeps: Sleeps
+) -> None:
+    """A slow request does not eat into the next one's second: network jitter could
+    otherwise land two writes less than a second apart at GitHub."""
+
+    def slow(request: httpx.Request) -> httpx.Response:
+        clock.advance(300)  # the request takes 0.3 s
+        return httpx.Response(200, json={})
+
+    router.post("/x").mock(side_effect=slow)
+    pacer = WritePacer(clock=clock, sleep=sleeps)
+    client = make_client(pacer=pacer)
+    client.post("/x")
+    client.post("/x")
+    assert sleeps.waits == [1.0]

@@ -108,7 +108,7 @@ def test_writes_go_a_second_apart_and_the_strict_fake_refuses_none(
     sim.clock.advance(60_000)  # the sweep is another process, later
     report = sweep(build, store_for(gh, sim, budget=400), sim)
     assert [e.action for e in report.entries] == ["resumed", "resumed"]
-    assert refused(gh) == {}, [r for r in gh.requests() if r["status"] == 403]
+    assert refused(gh) == {}, [r for r in gh.requests if r["status"] == 403]
 
 
 def test_a_sweep_defers_past_its_budget_and_the_next_one_an_hour_on_finishes(
