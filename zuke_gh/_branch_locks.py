@@ -90,7 +90,8 @@ def release(view: View, key: str, token: str) -> Step[None]:
         # the floor, so locks.json does not grow with the runs ever made
         forgotten = forget(view.locks, key, now_ms=0, live_too=True)
         assert forgotten is not None
-        return Step(None, {LOCKS_PATH: locks_bytes(forgotten)}, message=message, landed=landed)
+        data = locks_bytes(compact(forgotten))
+        return Step(None, {LOCKS_PATH: data}, message=message, landed=landed)
     return _write(view, key, released, None, message, landed)
 
 
@@ -138,5 +139,16 @@ def _write(
 ) -> Step[T]:
     claims = dict(view.locks.claims)
     claims[key] = state
-    data = locks_bytes(LockFile(claims=claims, fence_floor=view.locks.fence_floor))
+    data = locks_bytes(compact(LockFile(claims=claims, fence_floor=view.locks.fence_floor)))
     return Step(result, additions={LOCKS_PATH: data}, message=message, landed=landed)
+
+
+def compact(locks: LockFile) -> LockFile:
+    """``locks`` without released run leases (a first-layout ``locks.json`` kept one per run
+    ever made), their fences moved into the floor: fences never go back."""
+    gone = [k for k, c in locks.claims.items() if k.startswith(RUN_LEASE_PREFIX) and not c.claimed]
+    if not gone:
+        return locks
+    floor = max([locks.fence_floor, *(locks.claims[k].fence for k in gone)])
+    kept = {k: c for k, c in locks.claims.items() if k not in gone}
+    return LockFile(claims=kept, fence_floor=floor)

@@ -43,7 +43,9 @@ def old_layout(gh: FakeGitHub, records: list[RunRecord]) -> dict[str, str]:
         versions[record.id] = blob_sha(data)
     index = {"runs": {r.id: index_entry(r) for r in sorted(records, key=lambda r: r.id)}}
     files["index.json"] = json.dumps(index, indent=2) + "\n"
-    files["locks.json"] = json.dumps({"fenceFloor": 0, "claims": {}})
+    # the first layout kept every released run lease (one per run ever made)
+    leases = {f"zuke-run-{r.id}": {"fence": n + 1} for n, r in enumerate(records)}
+    files["locks.json"] = json.dumps({"fenceFloor": 0, "claims": leases})
     gh.commit_files(REPO, BRANCH, files, "zuke state: the first layout")
     return versions
 
@@ -91,6 +93,12 @@ def test_an_old_index_past_the_blob_text_cut_is_read_whole_and_repaired(gh: Fake
         assert isinstance(lock, LockAcquired)  # any write migrates
     files = gh.files(REPO, BRANCH)
     assert "index.json" not in files and "active.json" in files
+    locks = json.loads(files["locks.json"])
+    assert list(locks["claims"]) == ["deploy-api"]  # released leases forgotten...
+    assert locks["fenceFloor"] == 20  # ...their fences in the floor: none goes back
+    with branch_store(gh) as again:
+        lease = again.acquire_lock("zuke-run-old19", sample_holder("old19"), 60_000)
+        assert isinstance(lease, LockAcquired) and lease.fence == 21
     gh.reset_stats()
     with branch_store(gh) as fresh:
         assert len(fresh.list_runs()) == 20
