@@ -11,7 +11,12 @@ from tests.runs.support import Harness, approval, release_build
 from zuke import resume_when
 from zuke._clock import ManualClock
 from zuke._engine import writer as writer_module
-from zuke._engine.store_traits import RESUME_WRITES, reserve_writes, resume_writes
+from zuke._engine.store_traits import (
+    RESUME_WRITES,
+    STAMP_HEADROOM,
+    reserve_writes,
+    resume_writes,
+)
 from zuke._errors import StoreUnavailableError
 from zuke.cli.resume_cmd import sweep_text
 from zuke.state.memory import MemoryStateStore
@@ -132,7 +137,7 @@ def test_a_timed_out_gate_out_of_budget_is_deferred_not_settled() -> None:
 def test_a_still_waiting_run_out_of_budget_is_not_stamped() -> None:
     h, store, _approved, ids = releases(1, interval="1m")
     h.clock.advance(120_000)  # the check is due, and worth stamping (an interval)
-    store.budget = 0
+    store.budget = STAMP_HEADROOM  # enough for resumes, which the headroom is kept for
     [entry] = h.sweep().entries
     assert entry.action == "still-waiting" and store.written == 0
     store.budget = None

@@ -36,6 +36,9 @@ RESUME_WRITES = 4
 #: Settling a gate that timed out or failed, or stamping a check: the lease, the write, the
 #: lease given back.
 SETTLE_WRITES = 3
+#: A check's stamp (bookkeeping: when a gate was asked, what it said) never takes the last
+#: writes of a budget: they are kept for resumes (25 of 4 writes).
+STAMP_HEADROOM = 100
 
 
 def reserve_writes(store: StateStore, writes: int) -> bool:

@@ -39,7 +39,12 @@ from zuke._clock import iso
 from zuke._engine.plan import Plan, TargetSpec
 from zuke._engine.resumed import plan_of
 from zuke._engine.run import LoadedBuild, RunOptions, load
-from zuke._engine.store_traits import SETTLE_WRITES, reserve_writes, resume_writes
+from zuke._engine.store_traits import (
+    SETTLE_WRITES,
+    STAMP_HEADROOM,
+    reserve_writes,
+    resume_writes,
+)
 from zuke._errors import AlreadyResumedError, ParameterError, RunNotFoundError, ZukeError
 from zuke._provenance import build_origin, resolve_actor
 from zuke._waits import Satisfied, WaitFailed
@@ -369,7 +374,7 @@ async def _sweep_checked(
             gate=gates,
             detail=lost or "; ".join(outcome.notes) or None,
         )
-    if reserve_writes(lazy.store, SETTLE_WRITES):  # else unstamped: the next sweep asks again
+    if reserve_writes(lazy.store, SETTLE_WRITES + STAMP_HEADROOM):  # else the next sweep asks
         await record_checks(lazy, checks, now)
     first = checks[0]
     detail = "; ".join(c.detail for c in checks if c.detail) or None
