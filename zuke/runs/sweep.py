@@ -36,15 +36,10 @@ from typing import Any, Literal
 
 from zuke._build import Build
 from zuke._clock import iso
+from zuke._engine import store_traits as traits
 from zuke._engine.plan import Plan, TargetSpec
 from zuke._engine.resumed import plan_of
 from zuke._engine.run import LoadedBuild, RunOptions, load
-from zuke._engine.store_traits import (
-    SETTLE_WRITES,
-    STAMP_HEADROOM,
-    reserve_writes,
-    resume_writes,
-)
 from zuke._errors import AlreadyResumedError, ParameterError, RunNotFoundError, ZukeError
 from zuke._provenance import build_origin, resolve_actor
 from zuke._waits import Satisfied, WaitFailed
@@ -322,8 +317,8 @@ async def _sweep_checked(
     now = run.clock.now_ms()
     gate = expired_gate(record, now)
     if gate is not None:
-        if not reserve_writes(lazy.store, SETTLE_WRITES):
-            return _deferred(record.id, name, gate, SETTLE_WRITES)
+        if not traits.reserve_writes(lazy.store, traits.SETTLE_WRITES):
+            return _deferred(record.id, name, gate, traits.SETTLE_WRITES)
         hold = await lazy.get()
         outcome = await settle_timeout(loaded, hold, gate, run, actor=actor, notes=[])
         return SweepEntry(
@@ -333,8 +328,8 @@ async def _sweep_checked(
     failed = next((c for c in checks if isinstance(c.result, WaitFailed)), None)
     if failed is not None:
         assert isinstance(failed.result, WaitFailed)
-        if not reserve_writes(lazy.store, SETTLE_WRITES):
-            return _deferred(record.id, name, failed.gate, SETTLE_WRITES)
+        if not traits.reserve_writes(lazy.store, traits.SETTLE_WRITES):
+            return _deferred(record.id, name, failed.gate, traits.SETTLE_WRITES)
         hold = await lazy.get()
         status = await settle_failed_gate(hold, failed.gate, failed.result.reason, run, actor=actor)
         return SweepEntry(
@@ -343,8 +338,8 @@ async def _sweep_checked(
     passed = [c for c in checks if isinstance(c.result, Satisfied)]
     if passed or not checks:
         gates = ", ".join(c.gate for c in passed) or None
-        writes = resume_writes(loaded.graph.specs, record, {c.gate for c in passed})
-        if not reserve_writes(lazy.store, writes):  # decided before anything is written
+        writes = traits.resume_writes(loaded.graph.specs, record, {c.gate for c in passed})
+        if not traits.reserve_writes(lazy.store, writes):  # decided before anything is written
             return _deferred(record.id, name, gates, writes)
         hold = await lazy.get()
         stamp = iso(now)
@@ -374,7 +369,8 @@ async def _sweep_checked(
             gate=gates,
             detail=lost or "; ".join(outcome.notes) or None,
         )
-    if reserve_writes(lazy.store, SETTLE_WRITES + STAMP_HEADROOM):  # else the next sweep asks
+    stamping = traits.SETTLE_WRITES + traits.STAMP_HEADROOM  # unaffordable: the next sweep asks
+    if traits.reserve_writes(lazy.store, stamping):
         await record_checks(lazy, checks, now)
     first = checks[0]
     detail = "; ".join(c.detail for c in checks if c.detail) or None
