@@ -31,10 +31,8 @@ One lock serialises a process's calls to the store (the view is shared).
 from __future__ import annotations
 
 import random
-import threading
 import time
 import uuid
-from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Final, TypeVar
 from urllib.parse import parse_qs, urlsplit
@@ -59,8 +57,6 @@ from zuke_gh import _branch_locks as locks
 from zuke_gh import _branch_records as records
 from zuke_gh._branch_files import (
     LOCKS_PATH,
-    README_PATH,
-    README_TEXT,
     locks_bytes,
     parse_record_file,
     record_bytes,
@@ -68,12 +64,11 @@ from zuke_gh._branch_files import (
 from zuke_gh._branch_git import BranchGit
 from zuke_gh._branch_index import (
     ACTIVE_PATH,
-    Active,
-    active_bytes,
     list_entries,
     place,
 )
-from zuke_gh._branch_view import Missing, Step, View, after
+from zuke_gh._branch_reader import BranchReader
+from zuke_gh._branch_view import Step, View, after
 from zuke_gh._pacing import BranchBudget
 from zuke_gh._paths import ref_name_problem, repo_slug
 from zuke_gh.client import GitHubClient
@@ -88,16 +83,10 @@ DEFAULT_LEASE_TTL_MS = 600_000
 MAX_ATTEMPTS = 16
 FIRST_PAUSE_S = 0.02
 MAX_PAUSE_S = 1.0
-#: Reads of missing data one operation may make (a guard against a loop: listing a long
-#: history reads four shards a query, 200,000 bytes each).
-MAX_READS = 10_000
-_INTEREST_KEPT = 4
 _EVERY_RUN: Final = RunQuery()
-#: What every refresh reads along with the head: small, and what most decisions need.
-_ALWAYS = (ACTIVE_PATH, LOCKS_PATH)
 
 
-class GitHubBranchStateStore:
+class GitHubBranchStateStore(BranchReader):
     """A :class:`~zuke.state.StateStore` on the branch ``branch`` of ``owner/repo``."""
 
     #: every write is a commit: the engine writes at durability points only
@@ -119,18 +108,10 @@ class GitHubBranchStateStore:
         problem = ref_name_problem(branch)
         if problem is not None:
             raise StateError(f"state: branch {branch!r} is not a git branch name: {problem}")
-        self._git = BranchGit(client, owner, repo, branch)
+        super().__init__(BranchGit(client, owner, repo, branch), clock)
         self.client = client
         self.repository, self.branch = f"{owner}/{repo}", branch
-        #: the local clock, used only when GitHub's answers carry no Date
-        self.clock = clock
         self._sleep, self._rand = sleep, rand
-        self._mutex = threading.RLock()
-        self._view: View | None = None
-        #: whether this store has seen its branch: if it goes, it was deleted
-        self._seen = False
-        #: runs this process touched lately: a refresh reads their records' SHAs too
-        self._interest: OrderedDict[str, None] = OrderedDict()
         self._budget = BranchBudget(client, owner, repo, branch)
 
     def __repr__(self) -> str:
@@ -336,80 +317,6 @@ class GitHubBranchStateStore:
             return step
         return Step(step.result, {**files, **step.additions}, (*deletions, *step.deletions),
                     step.message, step.landed)  # fmt: skip
-
-    def _decide(self, view: View, decide: Callable[[View], T]) -> tuple[T, View]:
-        """``decide(view)``, reading at the view's head whatever it finds missing."""
-        for _ in range(MAX_READS):
-            try:
-                return decide(view), view
-            except Missing as missing:
-                view = self._load(view, missing)
-        raise StoreUnavailableError(f"state: {self._git.where}: too many reads for one operation")
-
-    def _settle(self, view: View, decide: Callable[[View], T]) -> T:
-        result, view = self._decide(view, decide)
-        if self._view is None or self._view.head == view.head:
-            self._view = view
-        return result
-
-    def _load(self, view: View, missing: Missing) -> View:
-        if view.head is None:
-            return view.with_files(dict.fromkeys(missing.paths))
-        texts = missing.paths if missing.text else ()
-        oids = () if missing.text else missing.paths
-        return view.with_files(self._git.read(view.head, texts, oids))
-
-    def _refresh(self, texts: tuple[str, ...] | list[str] = ()) -> View:
-        """The branch as it is now (the ref read with an ETag; files only if it moved)."""
-        head = self._git.head()
-        now = head.server_ms if head.server_ms is not None else self.clock.now_ms()
-        known = self._view
-        if head.sha is None:
-            if self._seen or self._git.marker() is not None:
-                raise guard.deleted(self._git)
-            view = View(head=None, server_ms=now)
-        elif known is not None and known.head == head.sha:
-            view = View(known.head, known.files, server_ms=now)
-        else:
-            oids = [p for r in self._interest for p in records.run_paths(r)]
-            files = self._git.read(head.sha, [*_ALWAYS, *texts], oids)
-            view = View(head.sha, files, server_ms=now)
-        if view.head is not None:
-            self._seen = True
-        self._view = view
-        return view
-
-    def _first_view(self, *, mark: bool = True) -> View:
-        """The branch as it is now, in one request (the head's files and the marker); a
-        decision without the clock needs no ``Date``. ``mark``: tag a branch made before
-        markers existed (a write, so not on a read)."""
-        oids = [p for r in self._interest for p in records.run_paths(r)]
-        first = self._git.first_view(_ALWAYS, oids)
-        if first.head is None:
-            if self._seen or first.marker is not None:
-                raise guard.deleted(self._git)
-            return View(head=None)
-        if first.marker is None and mark:
-            self._git.mark(first.head)  # a branch made before markers: mark it once
-        self._seen = True
-        view = View(first.head, first.files)
-        self._view = view
-        return view
-
-    def _create_branch(self) -> None:
-        # the README (GitHub refuses an empty tree) and an empty index, so the next write
-        # need not look for a first-layout index.json to migrate
-        files = {README_PATH: README_TEXT.encode(), ACTIVE_PATH: active_bytes(Active())}
-        self._git.create_branch(files, "zuke state: branch created", force=False)
-        self._seen = True
-
-    def _note(self, run_id: str | None) -> None:
-        if run_id is None:
-            return
-        self._interest[run_id] = None
-        self._interest.move_to_end(run_id)
-        while len(self._interest) > _INTEREST_KEPT:
-            self._interest.popitem(last=False)
 
     def _pause(self, attempt: int) -> None:
         delay = min(MAX_PAUSE_S, FIRST_PAUSE_S * 2**attempt)
