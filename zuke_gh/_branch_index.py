@@ -30,7 +30,6 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
-from zuke._clock import parse_iso
 from zuke._errors import CorruptRecordError
 from zuke.state._protocol import RunQuery
 from zuke.state._query import limited, matches, select, since_ms
@@ -297,10 +296,9 @@ def _enough(pool: Mapping[str, Entry], query: RunQuery, bound: str) -> bool:
     """Whether no entry created at or before ``bound`` can enter the answer."""
     if not bound:
         return True  # older shards hold nothing
+    # (no shortcut on ``since``: the bound is the newest ``createdAt`` by text, the order a
+    # listing sorts by, which is not an instant's order for stamps with offsets)
     floor = since_ms(query)
-    newest = parse_iso(bound)
-    if floor is not None and newest is not None and newest < floor:
-        return True
     limit = limited(query)
     if limit is None:
         return False
