@@ -93,3 +93,19 @@ def test_a_deleted_branch_is_refused_by_every_later_process_and_fences_never_go_
     assert code == 0, out
     fences = sorted(int(p.name.split("-")[1]) for p in tmp_path.glob("fence-*"))
     assert len(fences) == 2 and fences[1] > 1_000_000_000_000 > fences[0], fences
+
+
+def test_state_init_makes_the_branch_once_and_a_store_that_needs_none_says_so(
+    tmp_path: Path, gh: FakeGitHub
+) -> None:
+    env = {"ZUKE_STATE": f"github://{REPO}?branch={BRANCH}", "GITHUB_API_URL": gh.url,
+           "GITHUB_TOKEN": gh.token}  # fmt: skip
+    code, out = finish(spawn(["state", "init"], tmp_path, env))
+    assert code == 0 and out.strip() == f"state: github://{REPO}?branch={BRANCH} created", out
+    assert sorted(gh.files(REPO, BRANCH)) == ["README.md", "active.json"]
+    assert f"refs/tags/zuke-state/{BRANCH}" in gh.refs(REPO)
+    code, out = finish(spawn(["state", "init"], tmp_path, env))
+    assert code == 0 and out.strip().endswith("exists"), out
+    assert len(gh.log(REPO, BRANCH)) == 1
+    code, out = finish(spawn(["state", "init"], tmp_path, {}))  # the filesystem store
+    assert code == 0 and "needs no init" in out, out
