@@ -19,7 +19,7 @@ from tests.gh.branch_support import BRANCH, REPO, UNLIMITED, Cost, branch_store
 from zuke._clock import ManualClock
 from zuke._errors import StoreUnavailableError
 from zuke.state._protocol import LockAcquired, RunQuery, Written
-from zuke.state.records import RunRecord, TargetRecord
+from zuke.state.records import RunRecord, RunStatus, TargetRecord
 from zuke.testing.store_contract import sample_holder, sample_record
 from zuke_gh import _branch_index
 from zuke_gh._branch_files import run_path
@@ -41,7 +41,7 @@ def store(gh: FakeGitHub) -> Iterator[GitHubBranchStateStore]:
         yield s
 
 
-def stamped(run_id: str, n: int, status: str = "succeeded") -> RunRecord:
+def stamped(run_id: str, n: int, status: RunStatus = "succeeded") -> RunRecord:
     """A record created at minute ``n`` (so listings have a known order)."""
     at = f"2026-01-01T{n // 60:02d}:{n % 60:02d}:00.000Z"
     return replace(sample_record(run_id), status=status, created_at=at, updated_at=at)
