@@ -39,6 +39,8 @@ from zuke_gh._branch_view import Blob, Step, View
 def find_record(view: View, run_id: str, *, text: bool) -> tuple[str, Blob] | None:
     """(path, blob) of the run's record at the view's head: its path, else its old one."""
     paths = run_paths(run_id, view)
+    if view.knows(paths[0], text=text) and view.files[paths[0]] is not None:
+        paths = paths[:1]  # where it is now: the old path need not be looked at
     view.need(paths, text=text)
     for path in paths:
         blob = view.files[path]
