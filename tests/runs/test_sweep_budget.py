@@ -18,6 +18,7 @@ from zuke._engine.store_traits import (
     resume_writes,
 )
 from zuke._errors import StoreUnavailableError
+from zuke._waits import NotYet, WaitContext, WaitResult, WaitTrigger
 from zuke.cli.resume_cmd import sweep_text
 from zuke.state.memory import MemoryStateStore
 
@@ -68,7 +69,7 @@ def releases(
     store = BudgetStore(MemoryStateStore(clock=clock))
     approved = Approved()
     gate = approval(resume_when(approved, interval=interval), timeout="1h")
-    h = Harness(release_build(store, [], gate=gate), store, clock)  # type: ignore[arg-type]
+    h = Harness(release_build(store, [], gate=gate), store, clock)
     ids = [h.start().run_id for _ in range(count)]
     store.written = 0
     return h, store, approved, ids
@@ -189,3 +190,38 @@ def test_reserving_is_asked_with_the_estimate_before_each_resume() -> None:
     h.sweep()
     assert store.asked.count(estimate) == 2  # once per run, before its resume
     assert all(h.record(i).status == "succeeded" for i in ids)
+
+
+class Phases(WaitTrigger):
+    """A remote job seen queued, then in progress: only the reason changes, no state kept."""
+
+    def __init__(self) -> None:
+        self.reason = "queued"
+
+    @property
+    def descriptor(self) -> str:
+        return "phases"
+
+    def check(self, ctx: WaitContext) -> WaitResult:
+        return NotYet(self.reason)
+
+
+@pytest.mark.parametrize("checkpointed", [True, False])
+def test_a_changed_reason_alone_is_not_written_on_a_checkpointed_store(checkpointed: bool) -> None:
+    clock = ManualClock()
+    store = BudgetStore(MemoryStateStore(clock=clock))
+    store.checkpointed = checkpointed  # type: ignore[attr-defined]
+    phases = Phases()
+    h = Harness(release_build(store, [], gate=approval(phases, timeout="1h")), store, clock)
+    run_id = h.start().run_id
+    h.sweep()
+    store.written = 0
+    phases.reason = "in progress"
+    [entry] = h.sweep().entries
+    assert entry.action == "still-waiting" and entry.detail == "in progress"  # still shown
+    waiting = h.record(run_id).targets["approve"].waiting_for
+    assert waiting is not None
+    if checkpointed:  # each write a commit: the new reason is shown, not recorded
+        assert store.written == 0 and waiting.detail != "in progress"
+    else:
+        assert store.written > 0 and waiting.detail == "in progress"

@@ -29,6 +29,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from zuke._clock import iso, parse_iso
+from zuke._engine import store_traits
 from zuke._engine.run import LoadedBuild
 from zuke._errors import AlreadyResumedError, RunError, ZukeError
 from zuke._waits import GateState, NotYet, WaitContext, WaitFailed, ask
@@ -185,14 +186,25 @@ async def _persist_meta(hold: Hold, check: GateAnswer) -> None:
 
 async def record_checks(lazy: LazyHold, checks: list[GateAnswer], now: int) -> None:
     """Stamp what the checks said (when, and why not yet) — only where it matters:
-    a trigger with an interval, a changed detail, or state the trigger kept."""
+    a trigger with an interval, a changed detail, or state the trigger kept.
+
+    On a checkpointed store (each write a commit, three with the lease) a reason
+    that changed alone — "queued", then "in progress" — is shown by the sweep but
+    not written: only kept state, a new error and an interval's stamp are.
+    """
+    costly = store_traits.checkpointed(lazy.store)
     due = []
     for check in checks:
         waiting = check.row.waiting_for
         if not check.due or waiting is None:
             continue
-        changed = check.detail != waiting.detail or check.meta != dict(check.row.meta)
-        if check.timed or changed or check.errored:
+        new_detail = check.detail != waiting.detail
+        kept = check.meta != dict(check.row.meta)
+        if costly:
+            worth = check.timed or kept or (check.errored and new_detail)
+        else:
+            worth = check.timed or kept or new_detail or check.errored
+        if worth:
             due.append(check)  # most sweeps of a signal gate write nothing
     if not due:
         return
