@@ -10,6 +10,7 @@
     │   └── TargetTimeoutError      a body ran past its timeout (also a TimeoutError)
     ├── StateError                  the state store is unusable
     │   ├── StoreUnavailableError   the store could not be reached or answered badly
+    │   │   └── StoreRefusedError   it answered: not until someone acts (retrying won't help)
     │   ├── CorruptRecordError      a stored record does not parse
     │   ├── UnsafeIdError           a run id or lock key that could escape the store (a ValueError)
     │   ├── LockTtlError            a lock TTL out of bounds (a ValueError; state/_ids)
@@ -91,6 +92,11 @@ class StateError(ZukeError):
 
 class StoreUnavailableError(StateError):
     """The store could not be reached, or answered with something other than a result."""
+
+
+class StoreRefusedError(StoreUnavailableError):
+    """The store answered and refuses until someone acts (a deleted GitHub state branch, an
+    empty repository): its message says what to do, and retrying does not help."""
 
 
 class CorruptRecordError(StateError):

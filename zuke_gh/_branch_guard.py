@@ -13,14 +13,14 @@ branch earlier itself. Starting afresh is deliberate (``zuke state init
 from __future__ import annotations
 
 from zuke._clock import Clock
-from zuke._errors import StoreUnavailableError
+from zuke._errors import StoreRefusedError
 from zuke_gh._branch_files import LOCKS_PATH, README_PATH, README_TEXT, LockFile, locks_bytes
 from zuke_gh._branch_git import BranchGit
 from zuke_gh._branch_index import ACTIVE_PATH, Active, active_bytes
 
 
-def deleted(git: BranchGit) -> StoreUnavailableError:
-    return StoreUnavailableError(
+def deleted(git: BranchGit) -> StoreRefusedError:
+    return StoreRefusedError(
         f"state: {git.where}: the state branch was deleted (the tag refs/{git.marker_ref} shows "
         "zuke created it), and with it every run and lock it held; zuke will not re-create it "
         "over lost state. Restore the branch (GitHub restores a deleted branch from the "

@@ -42,7 +42,7 @@ from typing import Literal
 from zuke._clock import SYSTEM_CLOCK, Clock
 from zuke._duration import format_duration
 from zuke._engine.executor import BODIES
-from zuke._errors import StateError
+from zuke._errors import StateError, StoreRefusedError
 from zuke._lock_settings import safety_margin_ms
 from zuke.state._protocol import (
     LockAcquired,
@@ -315,6 +315,8 @@ async def acquire_lease(
     for delay in (*delays, None):
         try:
             return await acquire(store, lease_key(run_id), holder, ttl_ms)
+        except StoreRefusedError:
+            raise  # its message says what to do; asking again changes nothing
         except StateError as exc:
             if delay is None:
                 raise StateError(
