@@ -53,7 +53,8 @@ from _timing import (
 from zuke import Build, execute
 from zuke._engine.run import RunOptions
 from zuke._loader import load_build_class
-from zuke.runs.sweep import SweepAction, SweepReport, resume_check_async
+from zuke.runs.sweep import resume_check_async
+from zuke.runs.sweep_report import SweepAction, SweepReport
 from zuke.state.filesystem import FileSystemStateStore
 
 RUNS = 500

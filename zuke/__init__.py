@@ -73,7 +73,8 @@ if TYPE_CHECKING:  # the lazy names, as type checkers and IDEs see them
         resume_when,
     )
     from zuke.runs.resume import ResumeOutcome, resume_run
-    from zuke.runs.sweep import SweepReport, resume_check
+    from zuke.runs.sweep import resume_check
+    from zuke.runs.sweep_report import SweepReport
 
 __version__ = "0.1.0"
 
@@ -106,7 +107,7 @@ _LAZY = {
     "resume_when": "zuke._waits",
     "ResumeOutcome": "zuke.runs.resume",
     "resume_run": "zuke.runs.resume",
-    "SweepReport": "zuke.runs.sweep",
+    "SweepReport": "zuke.runs.sweep_report",
     "resume_check": "zuke.runs.sweep",
 }
 

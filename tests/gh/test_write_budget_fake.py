@@ -19,7 +19,8 @@ from zuke import execute, resume_when
 from zuke._clock import ManualClock, parse_iso
 from zuke._engine.run import RunOptions
 from zuke.runs.continuation import ResumeOptions
-from zuke.runs.sweep import SweepReport, resume_check_async
+from zuke.runs.sweep import resume_check_async
+from zuke.runs.sweep_report import SweepReport
 from zuke_gh import GitHubBranchStateStore, GitHubClient
 from zuke_gh._pacing import PacingSettings, WritePacer
 

@@ -14,7 +14,8 @@ from zuke._engine.run import RunOptions, execute_async
 from zuke._target import TargetBuilder
 from zuke._waits import WaitSettings, WaitTrigger
 from zuke.runs.resume import ResumeOptions, ResumeOutcome, SignalDelivery, resume_run_async
-from zuke.runs.sweep import SweepReport, resume_check_async
+from zuke.runs.sweep import resume_check_async
+from zuke.runs.sweep_report import SweepReport
 from zuke.state._protocol import StateStore
 from zuke.state.records import RunRecord
 

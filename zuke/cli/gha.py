@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from zuke._engine.result import RunResult
     from zuke.runs.cancel import CancelResult
     from zuke.runs.lifecycle import ResumeOutcome
-    from zuke.runs.sweep import SweepReport
+    from zuke.runs.sweep_report import SweepReport
     from zuke.state.records import WaitingFor
 
 OFF = ("0", "off", "false", "no")

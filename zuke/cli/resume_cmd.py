@@ -27,7 +27,7 @@ from zuke.cli import args as cli_args
 
 if TYPE_CHECKING:
     from zuke._build import Build
-    from zuke.runs.sweep import SweepReport
+    from zuke.runs.sweep_report import SweepReport
 
 USAGE = """\
 Usage: zuke resume RUN_ID [--signal NAME [--data JSON] [--signal-id ID]]

@@ -31,8 +31,8 @@ the next sweep takes it up. So no run is left half resumed for want of budget.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from dataclasses import replace
+from typing import Any
 
 from zuke._build import Build
 from zuke._clock import iso
@@ -47,92 +47,10 @@ from zuke.runs.continuation import ResumeOptions, check_resumable, continue_due,
 from zuke.runs.gate_checks import check_gates, record_checks
 from zuke.runs.lifecycle import LazyHold, check_settings, load_for, ownership_problem
 from zuke.runs.reap import reap_run
+from zuke.runs.sweep_report import SweepEntry, SweepReport
 from zuke.runs.timeouts import expired_gate, settle_failed_gate, settle_timeout
 from zuke.state._protocol import RunQuery, StateStore, StoredRun
 from zuke.state.records import RunDelta, RunRecord, RunStatus
-
-SweepAction = Literal[
-    "resumed",
-    "still-waiting",
-    "timed-out",
-    "failed",
-    "reaped",
-    "skipped-foreign",
-    "skipped-held",
-    "left-alone",
-    "deferred",
-]
-
-
-@dataclass(frozen=True)
-class SweepEntry:
-    """What the sweep did with one run."""
-
-    run_id: str
-    build: str
-    action: SweepAction
-    #: the run's status afterwards (or the error, for a run that failed to be checked)
-    result: str
-    gate: str | None = None
-    detail: str | None = None
-    #: a check raised (a predicate's error): shown and counted, the gate stays waiting
-    errored: bool = False
-
-
-@dataclass(frozen=True)
-class SweepReport:
-    entries: list[SweepEntry] = field(default_factory=list)
-
-    def count(self, action: SweepAction) -> int:
-        return sum(e.action == action for e in self.entries)
-
-    @property
-    def checked(self) -> int:
-        """Suspended runs looked at (reaping aside)."""
-        return sum(e.action not in ("reaped", "left-alone") for e in self.entries)
-
-    @property
-    def failed(self) -> int:
-        """Runs that failed, timed out into failure, were settled failed by reaping, were
-        degraded, or could not be checked."""
-        return sum(
-            e.action == "failed"
-            or (e.action in ("timed-out", "resumed", "reaped") and e.result == "failed")
-            for e in self.entries
-        )
-
-    @property
-    def ok(self) -> bool:
-        return self.failed == 0
-
-    def as_json(self) -> dict[str, Any]:
-        """The machine-readable summary (``zuke resume --check --json``, MCP ``resume_check``)."""
-        runs = [
-            {
-                "id": e.run_id,
-                "build": e.build,
-                "gate": e.gate,
-                "action": e.action,
-                "result": e.result,
-                "detail": e.detail,
-                "error": e.errored,
-            }
-            for e in self.entries
-        ]
-        return {"runs": runs, "counts": self.counts(), "ok": self.ok}
-
-    def counts(self) -> dict[str, int]:
-        return {
-            "checked": self.checked,
-            "resumed": self.count("resumed"),
-            "still_waiting": self.count("still-waiting"),
-            "timed_out": self.count("timed-out"),
-            "deferred": self.count("deferred"),
-            "failed": self.failed,
-            "reaped": self.count("reaped"),
-            "skipped": self.count("skipped-foreign") + self.count("skipped-held"),
-            "errors": sum(e.errored for e in self.entries),
-        }
 
 
 async def resume_check_async(
@@ -421,4 +339,4 @@ def resume_check(
     )
 
 
-__all__ = ["SweepEntry", "SweepReport", "resume_check", "resume_check_async"]
+__all__ = ["resume_check", "resume_check_async"]

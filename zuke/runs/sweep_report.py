@@ -1,0 +1,91 @@
+"""What a sweep did, run by run: the report ``zuke resume --check`` prints and ``--json`` shows."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+SweepAction = Literal[
+    "resumed",
+    "still-waiting",
+    "timed-out",
+    "failed",
+    "reaped",
+    "skipped-foreign",
+    "skipped-held",
+    "left-alone",
+    "deferred",
+]
+
+
+@dataclass(frozen=True)
+class SweepEntry:
+    """What the sweep did with one run."""
+
+    run_id: str
+    build: str
+    action: SweepAction
+    #: the run's status afterwards (or the error, for a run that failed to be checked)
+    result: str
+    gate: str | None = None
+    detail: str | None = None
+    #: a check raised (a predicate's error): shown and counted, the gate stays waiting
+    errored: bool = False
+
+
+@dataclass(frozen=True)
+class SweepReport:
+    entries: list[SweepEntry] = field(default_factory=list)
+
+    def count(self, action: SweepAction) -> int:
+        return sum(e.action == action for e in self.entries)
+
+    @property
+    def checked(self) -> int:
+        """Suspended runs looked at (reaping aside)."""
+        return sum(e.action not in ("reaped", "left-alone") for e in self.entries)
+
+    @property
+    def failed(self) -> int:
+        """Runs that failed, timed out into failure, were settled failed by reaping, were
+        degraded, or could not be checked."""
+        return sum(
+            e.action == "failed"
+            or (e.action in ("timed-out", "resumed", "reaped") and e.result == "failed")
+            for e in self.entries
+        )
+
+    @property
+    def ok(self) -> bool:
+        return self.failed == 0
+
+    def as_json(self) -> dict[str, Any]:
+        """The machine-readable summary (``zuke resume --check --json``, MCP ``resume_check``)."""
+        runs = [
+            {
+                "id": e.run_id,
+                "build": e.build,
+                "gate": e.gate,
+                "action": e.action,
+                "result": e.result,
+                "detail": e.detail,
+                "error": e.errored,
+            }
+            for e in self.entries
+        ]
+        return {"runs": runs, "counts": self.counts(), "ok": self.ok}
+
+    def counts(self) -> dict[str, int]:
+        return {
+            "checked": self.checked,
+            "resumed": self.count("resumed"),
+            "still_waiting": self.count("still-waiting"),
+            "timed_out": self.count("timed-out"),
+            "deferred": self.count("deferred"),
+            "failed": self.failed,
+            "reaped": self.count("reaped"),
+            "skipped": self.count("skipped-foreign") + self.count("skipped-held"),
+            "errors": sum(e.errored for e in self.entries),
+        }
+
+__all__ = ["SweepAction", "SweepEntry", "SweepReport"]
