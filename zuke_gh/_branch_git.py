@@ -100,7 +100,11 @@ class BranchGit:
     def read(
         self, head: str, texts: Sequence[str], oids: Sequence[str] = ()
     ) -> dict[str, Blob | None]:
-        """Files at commit ``head``: ``texts`` whole (never cut), ``oids`` their blob SHA only."""
+        """Files at commit ``head``: ``texts`` with their text, ``oids`` their blob SHA only.
+
+        A text GitHub cut (``isTruncated``) comes back without it (``Blob(oid)``): the
+        caller reads it whole by its SHA (:meth:`blob_text`) if and when it needs it.
+        """
         asked = [(p, True) for p in texts] + [(p, False) for p in oids if p not in texts]
         params = ", ".join(f"$e{i}: String!" for i in range(len(asked)))
         body = "\n".join(
@@ -114,6 +118,29 @@ class BranchGit:
         variables = {f"e{i}": f"{head}:{p}" for i, (p, _) in enumerate(asked)}
         repository = self._repository(query, variables)
         return {p: self._blob(repository.get(f"f{i}"), p, t) for i, (p, t) in enumerate(asked)}
+
+    def sizes(self, head: str, paths: Sequence[str]) -> dict[str, tuple[str, int] | None]:
+        """(blob SHA, size in bytes) of each of ``paths`` at commit ``head``, no text: what
+        a batched read of many records needs to keep each answer's size bounded."""
+        params = ", ".join(f"$e{i}: String!" for i in range(len(paths)))
+        body = "\n".join(
+            f"    f{i}: object(expression: $e{i}) {{ ... on Blob {{ oid byteSize }} }}"
+            for i in range(len(paths))
+        )
+        query = (
+            f"query($owner: String!, $name: String!, {params}) {{\n"
+            f"  repository(owner: $owner, name: $name) {{\n{body}\n  }}\n}}"
+        )
+        repository = self._repository(query, {f"e{i}": f"{head}:{p}" for i, p in enumerate(paths)})
+        found: dict[str, tuple[str, int] | None] = {}
+        for i, path in enumerate(paths):
+            node = repository.get(f"f{i}")
+            node = node if isinstance(node, dict) else {}
+            oid, size = node.get("oid"), node.get("byteSize")
+            found[path] = (
+                (oid, size if isinstance(size, int) else 0) if isinstance(oid, str) else None
+            )
+        return found
 
     def first_view(self, texts: Sequence[str], oids: Sequence[str] = ()) -> FirstView:
         """The head, files at that very commit (``Commit.file``) and the marker, in one query."""
@@ -279,7 +306,7 @@ class BranchGit:
         if not text:
             return Blob(oid)
         if node.get("isTruncated"):
-            return Blob(oid, self.blob_text(oid, path))
+            return Blob(oid)  # cut: read whole by its SHA when needed (BranchGit.blob_text)
         if not isinstance(node.get("text"), str):
             raise self._not_zukes(path)
         return Blob(oid, node["text"])

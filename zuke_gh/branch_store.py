@@ -16,7 +16,10 @@ Selected with ``ZUKE_STATE=github://OWNER/REPO?branch=zuke-state`` (the
   whose blob SHA (its version) is no longer the expected one is a
   ``Conflict``. Bounded attempts, with jitter.
 * **Reads by path.** The store's view holds only the files its decisions
-  touched at one head; a record is looked up by its path at that head.
+  touched at one head; a record is looked up by its path at that head. The
+  records of the runs not finished a listing answered are read together, in
+  batches, when the first of them is needed (a sweep's cost does not grow with
+  the runs waiting), and texts are kept by blob SHA across heads.
 * **A deleted branch is never re-created over lost state**: a marker tag made
   with the branch tells "deleted" from "never made" (:meth:`initialize` starts
   afresh deliberately, with fences above every earlier one).
@@ -206,11 +209,14 @@ class GitHubBranchStateStore(BranchReader):
             if view.head is None:
                 return []
 
-            def listing(v: View) -> list[RunSummary]:
+            def listing(v: View) -> tuple[list[RunSummary], list[str]]:
                 layout, files, _ = records.index_at(v, readme=False)
-                return list_entries(layout, records.shards(v, files, batch=4), query)
+                found = list_entries(layout, records.shards(v, files, batch=4), query)
+                return found, [s.id for s in found if s.id in layout.runs]
 
-            return self._settle(view, listing)
+            found, active = self._settle(view, listing)
+            self._list_active(active)  # a sweep reads them next: prefetched together
+            return found
 
     # -- locks -------------------------------------------------------------------------------
 
