@@ -55,6 +55,8 @@ TEXTS_PER_QUERY = 50
 ANSWER_BYTES = 1_000_000
 #: A record larger than this is not prefetched: it is read alone, when it is needed.
 PREFETCH_MAX_BYTES = 200_000
+#: What one prefetch reads at most (the rest waits for the next): memory stays bounded.
+PREFETCH_TOTAL_BYTES = 16_000_000
 _CUT_KEPT = 1_000
 
 
@@ -129,6 +131,7 @@ class BranchReader:
             sized.update(self._git.sizes(head, asked[start : start + SIZES_PER_QUERY]))
         files: dict[str, Blob | None] = {}
         fetch: list[tuple[str, int]] = []
+        total = 0
         for path, found in sized.items():
             if found is None:
                 files[path] = None
@@ -136,8 +139,10 @@ class BranchReader:
             oid, size = found
             text = self._texts.get(oid)
             files[path] = Blob(oid, text)
-            if text is None and oid not in self._cut and size <= PREFETCH_MAX_BYTES:
+            small = text is None and oid not in self._cut and size <= PREFETCH_MAX_BYTES
+            if small and (path in wanted or total + size <= PREFETCH_TOTAL_BYTES):
                 fetch.append((path, size))
+                total += size
         for batch in _batches(fetch):
             files.update(self._read(head, batch, (), whole=False))
         for path in wanted:  # cut, or too large to prefetch: read whole by its SHA
