@@ -57,6 +57,8 @@ ANSWER_BYTES = 1_000_000
 PREFETCH_MAX_BYTES = 200_000
 #: What one prefetch reads at most (the rest waits for the next): memory stays bounded.
 PREFETCH_TOTAL_BYTES = 16_000_000
+#: So few records are read with their texts at once: no answer passes 4 x 512,000 bytes.
+DIRECT_TEXTS = 4
 _CUT_KEPT = 1_000
 
 
@@ -126,6 +128,8 @@ class BranchReader:
         others = [p for p in self._listed_paths(view) if p not in wanted
                   and not view.knows(p, text=True) and not self._is_cut(view, p)]  # fmt: skip
         asked = [*wanted, *others]
+        if len(asked) <= DIRECT_TEXTS:  # a few: their texts at once (one query, not two)
+            return view.with_files(self._wholly(self._read(head, asked, (), whole=False), wanted))
         sized: dict[str, tuple[str, int] | None] = {}
         for start in range(0, len(asked), SIZES_PER_QUERY):
             sized.update(self._git.sizes(head, asked[start : start + SIZES_PER_QUERY]))
@@ -145,11 +149,16 @@ class BranchReader:
                 total += size
         for batch in _batches(fetch):
             files.update(self._read(head, batch, (), whole=False))
-        for path in wanted:  # cut, or too large to prefetch: read whole by its SHA
+        return view.with_files(self._wholly(files, wanted))
+
+    def _wholly(self, files: dict[str, Blob | None], wanted: list[str]) -> dict[str, Blob | None]:
+        """``files`` with each of ``wanted`` read whole by its SHA if it lacks its text (cut,
+        or too large to prefetch)."""
+        for path in wanted:
             blob = files.get(path)
             if blob is not None and blob.text is None:
                 files[path] = Blob(blob.oid, self._whole(blob.oid, path))
-        return view.with_files(files)
+        return files
 
     def _is_cut(self, view: View, path: str) -> bool:
         blob = view.files.get(path)

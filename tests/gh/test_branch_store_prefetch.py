@@ -100,6 +100,17 @@ def test_a_sweep_over_100_waiting_runs_costs_a_bounded_number_of_graphql_points(
     assert texts_asked and max(texts_asked) <= _branch_reader.TEXTS_PER_QUERY
 
 
+def test_a_sweep_over_a_few_waiting_runs_reads_their_records_in_one_query(
+    gh: FakeGitHub,
+) -> None:
+    versions = suspend(gh, _branch_reader.DIRECT_TEXTS)
+    with branch_store(gh) as fresh:
+        Cost(gh)
+        found = sweep_reads(fresh)
+        assert endpoints(gh)[GRAPHQL] == 2  # the listing, then every record at once
+    assert {i: s.version for i, s in found.items()} == versions
+
+
 def test_a_listing_alone_reads_no_record(gh: FakeGitHub) -> None:
     suspend(gh, 5)
     with branch_store(gh) as fresh:
