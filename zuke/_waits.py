@@ -98,8 +98,11 @@ class WaitContext:
         persist: Callable[[], Awaitable[None]],
         shared: dict[str, Any] | None = None,
         first_check: bool = False,
+        actor: str | None = None,
     ) -> None:
         self.run_id = run_id
+        #: who started the run (its recorded actor), when the caller knows it
+        self.actor = actor
         #: the gate's name
         self.target = target
         #: the run's parameter values by name (secrets are not included)

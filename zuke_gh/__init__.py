@@ -9,6 +9,10 @@
   run; :func:`read_workflow_result` reads how it ended (``zuke_gh/workflow.py``;
   ``docs/github.md``).
 
+* :func:`github_approval` — a gate that asks for approval in an issue and counts
+  ``/approve`` from users with a role; :func:`read_approval` reads the decision
+  (``zuke_gh/approval.py``; ``docs/github.md``, "Approvals").
+
 * :class:`GitHubBranchStateStore` — zuke's run records and locks as files on a
   branch of the repository (``ZUKE_STATE=github://OWNER/REPO?branch=zuke-state``;
   ``zuke_gh/branch_store.py``; ``docs/github-state.md``).
@@ -23,6 +27,7 @@ from zuke_gh._paths import repo_slug
 from zuke_gh._response import GitHubResponse, StaticToken, TokenSource
 from zuke_gh._retry import RetryPolicy
 from zuke_gh.app_token import AppCredentials, AppTokenSource, InstallationToken
+from zuke_gh.approval import Approval, Approver, github_approval, read_approval
 from zuke_gh.branch_store import GitHubBranchStateStore
 from zuke_gh.client import GitHubClient
 from zuke_gh.errors import GitHubAppKeyError, GitHubError, GitHubPathError
@@ -38,6 +43,8 @@ from zuke_gh.workflow import (
 __all__ = [
     "AppCredentials",
     "AppTokenSource",
+    "Approval",
+    "Approver",
     "GitHubAppKeyError",
     "GitHubBranchStateStore",
     "GitHubClient",
@@ -53,7 +60,9 @@ __all__ = [
     "WorkflowResult",
     "WorkflowSettings",
     "app_jwt",
+    "github_approval",
     "github_workflow",
+    "read_approval",
     "read_workflow_result",
     "repo_slug",
 ]

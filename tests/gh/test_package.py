@@ -12,6 +12,8 @@ def test_the_exported_names_are_pinned() -> None:
     assert zuke_gh.__all__ == [
         "AppCredentials",
         "AppTokenSource",
+        "Approval",
+        "Approver",
         "GitHubAppKeyError",
         "GitHubBranchStateStore",
         "GitHubClient",
@@ -27,7 +29,9 @@ def test_the_exported_names_are_pinned() -> None:
         "WorkflowResult",
         "WorkflowSettings",
         "app_jwt",
+        "github_approval",
         "github_workflow",
+        "read_approval",
         "read_workflow_result",
         "repo_slug",
     ]

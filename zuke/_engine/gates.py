@@ -100,6 +100,7 @@ class GateKeeper:
             persist=self._persist,
             shared=self.shared,
             first_check=prior is None,
+            actor=self.state.actor,
         )
 
     async def _persist(self) -> None:

@@ -159,6 +159,7 @@ def record_context(
         deadline_ms=parse_iso(deadline) if deadline else None,
         persist=persist,
         shared=shared,
+        actor=record.actor,
     )
 
 

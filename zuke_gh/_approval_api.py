@@ -1,0 +1,180 @@
+"""The REST calls behind ``github_approval``, kept few.
+
+* **A check is one request.** The thread's comments since the last one seen
+  (``since=``), conditional on the ETag the gate keeps in its own state, so
+  even a sweep in a fresh process gets a 304 when nothing changed; GitHub does
+  not count a 304 against the rate limit
+  (https://docs.github.com/en/rest/using-the-rest-api/best-practices-for-using-the-rest-api#use-conditional-requests-if-appropriate).
+* **Who may approve is asked only for a command**, once per user per sweep
+  (memoised in ``ctx.shared``): ``role_name`` from the permission endpoint
+  (https://docs.github.com/en/rest/collaborators/collaborators#get-repository-permissions-for-a-user),
+  team membership only when ``teams()`` is set
+  (https://docs.github.com/en/rest/teams/members#get-team-membership-for-a-user).
+  ``author_association`` is never used: it is a relationship, not a permission
+  (a private org member shows as CONTRIBUTOR: actions/github-script#365).
+* **Finding an issue by its marker** lists the repository's issues updated
+  since just before the gate meant to open it, newest first: one page in
+  practice, and only after a crash or a lost answer. The search API is not
+  used: its index lags and it has a rate limit of its own.
+
+Everything here is synchronous (the client is); the gate calls it through
+``asyncio.to_thread``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from zuke_gh._approval_settings import effective_role
+from zuke_gh.client import GitHubClient
+from zuke_gh.errors import GitHubError, GitHubPathError
+
+ISSUES = "/repos/{owner}/{repo}/issues"
+ISSUE = "/repos/{owner}/{repo}/issues/{number}"
+COMMENTS = "/repos/{owner}/{repo}/issues/{number}/comments"
+PERMISSION = "/repos/{owner}/{repo}/collaborators/{username}/permission"
+MEMBERSHIP = "/orgs/{org}/teams/{team_slug}/memberships/{username}"
+PER_PAGE = 100
+#: How many pages a listing reads at most (comments since the last check; issues by marker).
+MAX_PAGES = 10
+
+
+@dataclass(frozen=True)
+class Repo:
+    owner: str
+    name: str
+
+    @property
+    def slug(self) -> str:
+        return f"{self.owner}/{self.name}"
+
+    def segments(self) -> dict[str, str]:
+        return {"owner": self.owner, "repo": self.name}
+
+
+@dataclass(frozen=True)
+class Comments:
+    """One check's read of the thread: the comments, or ``None`` when unchanged (a 304)."""
+
+    items: list[dict[str, Any]] | None
+    etag: str | None
+
+
+def open_issue(client: GitHubClient, repo: Repo, title: str, body: str) -> dict[str, Any]:
+    """POST a new issue (never resent after an ambiguous failure)."""
+    answer = client.post(ISSUES, json={"title": title, "body": body}, idempotent=False,
+                         **repo.segments())  # fmt: skip
+    return answer.body if isinstance(answer.body, dict) else {}
+
+
+def comment(client: GitHubClient, repo: Repo, number: int, body: str) -> dict[str, Any]:
+    """POST a comment on an issue or pull request (never resent after an ambiguous failure)."""
+    answer = client.post(COMMENTS, json={"body": body}, idempotent=False, number=number,
+                         **repo.segments())  # fmt: skip
+    return answer.body if isinstance(answer.body, dict) else {}
+
+
+def close_issue(client: GitHubClient, repo: Repo, number: int, *, approved: bool) -> None:
+    """Close the approval issue (``state_reason`` says how: completed, or not planned)."""
+    reason = "completed" if approved else "not_planned"
+    client.patch(ISSUE, json={"state": "closed", "state_reason": reason}, idempotent=True,
+                 number=number, **repo.segments())  # fmt: skip
+
+
+def comments_since(
+    client: GitHubClient, repo: Repo, number: int, since: str, etag: str | None
+) -> Comments:
+    """The thread's comments updated at or after ``since`` (ascending by id), conditional on
+    ``etag``: ``items`` is ``None`` when GitHub answered 304."""
+    params = {"since": since, "per_page": PER_PAGE}
+    headers = {"If-None-Match": etag} if etag else None
+    answer = client.get(COMMENTS, params=params, etag=True, headers=headers, expected=(304,),
+                        number=number, **repo.segments())  # fmt: skip
+    if answer.not_modified or answer.status == 304:
+        return Comments(None, etag)
+    items = [c for c in answer.body if isinstance(c, dict)] if isinstance(answer.body, list) else []
+    if answer.next_url is not None:  # more than a page since the last check: read the rest
+        rest = client.paginate(
+            COMMENTS, params={"since": since, "page": 2}, per_page=PER_PAGE,
+            max_pages=MAX_PAGES - 1, number=number, owner=repo.owner, repo=repo.name,
+        )  # fmt: skip
+        items += [c for c in rest if isinstance(c, dict)]
+    tag = answer.headers.get("etag")
+    return Comments(items, tag if isinstance(tag, str) and tag else None)
+
+
+def find_issue(client: GitHubClient, repo: Repo, mark: str, since: str) -> dict[str, Any] | None:
+    """The issue whose body carries ``mark``, among those updated since ``since``."""
+    params = {"state": "all", "sort": "created", "direction": "desc", "since": since}
+    for item in client.paginate(ISSUES, params=params, per_page=PER_PAGE, max_pages=MAX_PAGES,
+                                owner=repo.owner, repo=repo.name):  # fmt: skip
+        body = item.get("body") if isinstance(item, dict) else None
+        if isinstance(body, str) and mark in body and "pull_request" not in item:
+            return dict(item)
+    return None
+
+
+def find_comment(
+    client: GitHubClient, repo: Repo, number: int, mark: str, since: str
+) -> dict[str, Any] | None:
+    """The comment on the thread whose body carries ``mark``, among those since ``since``."""
+    for item in client.paginate(COMMENTS, params={"since": since}, per_page=PER_PAGE,
+                                max_pages=MAX_PAGES, number=number,
+                                owner=repo.owner, repo=repo.name):  # fmt: skip
+        body = item.get("body") if isinstance(item, dict) else None
+        if isinstance(body, str) and mark in body:
+            return dict(item)
+    return None
+
+
+def role_of(shared: dict[str, Any], client: GitHubClient, repo: Repo, login: str) -> str:
+    """The user's role on the repository now (``"none"``: no access, or no such user);
+    once per sweep per user."""
+    key = f"zuke_gh.role {client.base_url} {repo.slug.lower()} {login.lower()}"
+    found = shared.get(key)
+    if isinstance(found, str):
+        return found
+    try:
+        answer = client.get(PERMISSION, expected=(404,), username=login, **repo.segments())
+    except GitHubPathError:  # a login no path can hold is no collaborator
+        return "none"
+    body = answer.body if isinstance(answer.body, Mapping) else {}
+    role = "none" if answer.status == 404 else effective_role(body)
+    shared[key] = role
+    return role
+
+
+def in_team(shared: dict[str, Any], client: GitHubClient, org: str, slug: str, login: str) -> bool:
+    """Whether the user is an active member of ``org/slug``; once per sweep per user and team.
+    A 404 is "not a member" (GitHub answers it for a team the token cannot see, too)."""
+    key = f"zuke_gh.team {client.base_url} {org} {slug} {login.lower()}"
+    found = shared.get(key)
+    if isinstance(found, bool):
+        return found
+    try:
+        answer = client.get(MEMBERSHIP, expected=(404,), org=org, team_slug=slug, username=login)
+    except GitHubPathError:
+        return False
+    body = answer.body if isinstance(answer.body, Mapping) else {}
+    member = answer.status == 200 and body.get("state") == "active"  # "pending": not yet
+    shared[key] = member
+    return member
+
+
+def transient(error: GitHubError) -> bool:
+    """A failure worth waiting out: no answer, a 5xx, or a rate limit."""
+    status = error.status
+    return (
+        status is None
+        or status >= 500
+        or status == 429
+        or error.retry_at_ms is not None
+        or (status == 403 and "rate limit" in (error.detail or "").lower())
+    )
+
+
+def not_acted_on(error: GitHubError) -> bool:
+    """GitHub certainly did nothing with the call: never sent, or refused by a rate limit."""
+    return error.unsent or error.retry_at_ms is not None or error.status == 429
