@@ -19,6 +19,7 @@ import pytest
 
 from fixtures.fake_github import FakeGitHub
 from tests.gh.branch_support import REPO, UNLIMITED, Cost, branch_store
+from tests.gh.test_branch_store_migration import old_layout
 from zuke._clock import ManualClock
 from zuke.state._protocol import RunQuery, StoredRun, Written
 from zuke.state.records import RunRecord, TargetRecord
@@ -174,6 +175,16 @@ def test_a_record_past_the_text_cut_is_read_whole_only_when_it_is_needed(gh: Fak
         spent = endpoints(gh)
         assert spent.get(BLOB) == 1 and GRAPHQL not in spent  # its SHA is known: read whole
     assert found is not None and found.record == wide
+
+
+def test_records_still_at_their_first_layout_paths_are_prefetched_there(gh: FakeGitHub) -> None:
+    versions = old_layout(gh, [waiting(f"old{n}") for n in range(8)])
+    with branch_store(gh) as fresh:
+        Cost(gh)
+        found = sweep_reads(fresh)
+        assert endpoints(gh)[GRAPHQL] <= 4  # the listing (and index.json), SHAs, texts
+    assert {i: s.version for i, s in found.items()} == versions
+    assert all(s.record == waiting(i) for i, s in found.items())
 
 
 def test_the_text_cache_is_bounded_by_characters_least_recently_used_first_out() -> None:
