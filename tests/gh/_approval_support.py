@@ -43,6 +43,8 @@ class Hub:
         self.roles: dict[str, Any] = {}
         self.teams: dict[str, dict[str, str]] = {}
         self.calls: list[str] = []
+        #: how many reads of comments GitHub answered 304 (free: not counted by the rate limit)
+        self.not_modified = 0
         self.next_issue = 1
         self.next_comment = 100
         #: a status to answer the next POST of an issue or a comment with (then cleared)
@@ -149,6 +151,7 @@ class Hub:
         body = [{k: v for k, v in c.items() if k != "issue"} for c in items]
         tag = '"' + hashlib.sha256(json.dumps([str(request.url), body]).encode()).hexdigest() + '"'
         if request.headers.get("if-none-match") == tag:
+            self.not_modified += 1
             return httpx.Response(304, headers={"ETag": tag})
         return httpx.Response(200, json=body, headers={"ETag": tag})
 

@@ -140,7 +140,7 @@ def test_on_pull_request_comments_on_the_thread_counts_only_later_comments_and_n
 ) -> None:
     hub.roles.update(old="write", maint="maintain")
     hub.add_issue(42)
-    hub.say(42, "old", "/approve")  # before the gate asked: it does not count
+    earlier = hub.say(42, "old", "/approve")  # before the gate asked: it does not count
     probe = Probe()
     trigger = gate(make_client(), lambda a: a.on_pull_request(42))
     answer = probe.check(trigger)
@@ -150,6 +150,9 @@ def test_on_pull_request_comments_on_the_thread_counts_only_later_comments_and_n
     assert request["body"].startswith("<!-- zuke-approval run=run-1 gate=qa")
     assert probe.meta["issue"] == 42 and probe.meta["requestId"] == request["id"]
 
+    # A comment from before the gate asked, edited since (listed again): still not counted.
+    hub.edit(earlier["id"], "/approve\nedited")
+    assert isinstance(probe.check(trigger, START_MS + 30_000), NotYet)
     hub.say(42, "maint", "/approve")
     passed = probe.check(trigger, START_MS + 60_000)
     assert not isinstance(passed, (NotYet, WaitFailed))
