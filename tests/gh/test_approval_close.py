@@ -1,0 +1,74 @@
+"""``github_approval``: closing after the decision — once, even across a crash, and never a
+reason to hold the release."""
+
+from __future__ import annotations
+
+import pytest
+import respx
+
+from tests.gh._approval_support import SHA, Hub, Killed, Probe, gate
+from tests.gh.conftest import START_MS, MakeClient
+from zuke import NotYet, Satisfied
+from zuke_gh import RetryPolicy
+
+LATER = START_MS + 60_000
+
+
+@pytest.fixture
+def hub(router: respx.Router, monkeypatch: pytest.MonkeyPatch) -> Hub:
+    monkeypatch.setenv("GITHUB_SHA", SHA)
+    hub = Hub(router)
+    hub.roles.update(writer="write")
+    return hub
+
+
+def closings(hub: Hub) -> list[str]:
+    return [c["body"] for c in hub.on(1) if c["body"].startswith("<!-- zuke-approval-closed")]
+
+
+def test_a_crash_after_the_closing_comment_finds_it_and_only_closes_the_issue(
+    hub: Hub, make_client: MakeClient
+) -> None:
+    probe = Probe()
+    assert isinstance(probe.check(gate(make_client())), NotYet)
+    hub.say(1, "writer", "/approve")
+    hub.kill_after_post = True  # the closing comment lands; its answer never comes back
+    with pytest.raises(Killed):
+        probe.check(gate(make_client()), LATER)
+    probe.crash()
+    assert probe.meta["decision"]["approved"] is True and "closed" not in probe.meta
+
+    answer = probe.check(gate(make_client()), LATER + 60_000)
+    assert isinstance(answer, Satisfied)
+    assert len(closings(hub)) == 1 and hub.issues[1]["state"] == "closed"
+    assert probe.meta["closed"] is True
+
+
+def test_a_crash_before_the_closing_comment_sends_it_once_later(
+    hub: Hub, make_client: MakeClient
+) -> None:
+    probe = Probe()
+    probe.check(gate(make_client()))
+    hub.say(1, "writer", "/approve")
+    hub.fail_post = Killed("killed before the closing comment left")
+    with pytest.raises(Killed):
+        probe.check(gate(make_client()), LATER)
+    probe.crash()
+    assert isinstance(probe.check(gate(make_client()), LATER + 60_000), Satisfied)
+    assert len(closings(hub)) == 1 and hub.issues[1]["state"] == "closed"
+
+
+def test_a_closing_github_refuses_is_recorded_and_the_release_goes_on(
+    hub: Hub, make_client: MakeClient
+) -> None:
+    probe = Probe()
+    trigger = gate(make_client(retry=RetryPolicy(max_attempts=1)))
+    probe.check(trigger)
+    hub.say(1, "writer", "/approve")
+    hub.fail_post = 403
+    answer = probe.check(trigger, LATER)
+    assert isinstance(answer, Satisfied)
+    assert "403" in probe.meta["closeError"] and hub.issues[1]["state"] == "open"
+    calls = len(hub.calls)
+    assert isinstance(probe.check(trigger, LATER + 60_000), Satisfied)
+    assert hub.calls[calls:] == []  # tried once: the record says why it is still open
