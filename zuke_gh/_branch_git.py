@@ -32,7 +32,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from zuke._errors import StoreUnavailableError
+from zuke._errors import StoreRefusedError, StoreUnavailableError
 from zuke_gh._branch_view import Blob
 from zuke_gh.client import GitHubClient
 from zuke_gh.errors import GitHubError
@@ -192,13 +192,13 @@ class BranchGit:
         ref = self._call("GET", "/repos/{owner}/{repo}/git/ref/{ref+}", ref=f"heads/{name}",
                          expected=(404, 409))  # fmt: skip
         if ref.status == 409:
-            raise StoreUnavailableError(
+            raise StoreRefusedError(
                 f"state: {self.where}: the repository has no commits yet, so GitHub cannot "
                 f"hold the state branch: push a first commit to its default branch ({name}) "
                 "and run again"
             )
         if ref.status == 404:
-            raise StoreUnavailableError(
+            raise StoreRefusedError(
                 f"state: {self.where}: the repository's default branch {name!r} does not exist; "
                 "create it (release workflows are dispatched to it) and run again"
             )
@@ -321,15 +321,15 @@ class BranchGit:
         if answer.status == 404:
             raise self._missing_repository()
 
-    def _missing_repository(self) -> StoreUnavailableError:
-        return StoreUnavailableError(
+    def _missing_repository(self) -> StoreRefusedError:
+        return StoreRefusedError(
             f"state: the repository {self.owner}/{self.repo} was not found on GitHub, or the "
             "token cannot see it: check ZUKE_STATE and the token's repository access "
             "(the state branch needs `contents: write`)"
         )
 
-    def _not_zukes(self, path: str) -> StoreUnavailableError:
-        return StoreUnavailableError(
+    def _not_zukes(self, path: str) -> StoreRefusedError:
+        return StoreRefusedError(
             f"state: {path} on {self.where} is binary; the file is not zuke's: remove it from "
             "the branch"
         )
@@ -344,7 +344,7 @@ class BranchGit:
                 "token's repository access (`contents: write`)"
             )
         if kind == "FORBIDDEN":
-            return StoreUnavailableError(
+            return StoreRefusedError(
                 f"state: could not {what} on {self.where}: {message} The token needs "
                 "`contents: write` on the repository"
             )

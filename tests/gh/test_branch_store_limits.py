@@ -17,7 +17,7 @@ import pytest
 from fixtures.fake_github import FakeGitHub
 from tests.gh.branch_support import BRANCH, REPO, UNLIMITED, Cost, branch_store
 from zuke._clock import ManualClock
-from zuke._errors import StoreUnavailableError
+from zuke._errors import StoreRefusedError
 from zuke.state._protocol import LockAcquired, RunQuery, Written
 from zuke.state.records import RunRecord, RunStatus, TargetRecord
 from zuke.testing.store_contract import sample_holder, sample_record
@@ -55,7 +55,7 @@ def test_an_empty_repository_is_one_line_saying_to_push_a_first_commit(gh: FakeG
     gh.add_repo("acme/empty", empty=True)
     with branch_store(gh) as s, GitHubBranchStateStore(s.client, "acme/empty") as empty:
         assert empty.list_runs() == [] and empty.get_run("r1") is None
-        with pytest.raises(StoreUnavailableError) as caught:
+        with pytest.raises(StoreRefusedError) as caught:  # not retried: someone must act
             empty.create_run(sample_record("r1"))
     text = str(caught.value)
     assert "\n" not in text and text.startswith("state: ")
@@ -67,7 +67,7 @@ def test_a_missing_default_branch_is_named_before_any_branch_is_made(gh: FakeGit
     gh.add_repo("acme/odd", default_branch="trunk", empty=True)
     gh.commit_files("acme/odd", "dev", {"README.md": "x"})  # has commits, but no trunk
     odd = GitHubBranchStateStore(branch_store(gh).client, "acme/odd")
-    with odd, pytest.raises(StoreUnavailableError, match="default branch 'trunk' does not exist"):
+    with odd, pytest.raises(StoreRefusedError, match="default branch 'trunk' does not exist"):
         odd.create_run(sample_record("r1"))
     assert list(gh.refs("acme/odd")) == ["refs/heads/dev"]
 
