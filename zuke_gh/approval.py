@@ -237,14 +237,18 @@ class GitHubApprovalTrigger(WaitTrigger):
         if api.transient(exc):
             return NotYet(f"{where}: the answer to opening the approval issue was lost ({exc}); "
                           "the next check looks for it before opening another")  # fmt: skip
+        thread = self.spec.thread
+        what = "open the approval issue" if thread is None else f"comment on #{thread}"
         hint = ""
         if exc.status == 410:
             hint = " Issues are disabled there: enable them, or ask on a pull request with " \
                    ".on_pull_request(n)."  # fmt: skip
+        elif exc.status == 404 and thread is not None:
+            hint = f" Check that #{thread} exists in {repo.slug} and the token can see it."
         elif exc.status in (403, 404):
             hint = " Give the token `issues: write` (and `pull-requests: write` for a pull " \
                    "request) on the repository."  # fmt: skip
-        return WaitFailed(f"{where}: GitHub refused to open the approval issue: {exc}{hint}")
+        return WaitFailed(f"{where}: GitHub refused to {what}: {exc}{hint}")
 
     # -- reading the thread ------------------------------------------------------------------
 

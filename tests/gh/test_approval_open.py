@@ -135,6 +135,16 @@ def test_a_refused_open_fails_the_gate_with_what_to_do(
     assert "GitHub refused to open the approval issue" in answer.reason and hint in answer.reason
 
 
+def test_a_named_thread_that_is_not_there_fails_the_gate_naming_it(
+    hub: Hub, make_client: MakeClient
+) -> None:
+    hub.fail_post = 404
+    answer = Probe().check(gate(make_client(), lambda a: a.on_issue(9)))
+    assert isinstance(answer, WaitFailed)
+    assert "GitHub refused to comment on #9" in answer.reason
+    assert "Check that #9 exists in acme/app" in answer.reason
+
+
 def test_on_pull_request_comments_on_the_thread_counts_only_later_comments_and_never_closes_it(
     hub: Hub, make_client: MakeClient
 ) -> None:
