@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import BuildWriter, CliRunner
 from tests.runs.support import release_build
 from zuke import BuildDefinitionError
 from zuke._engine.run import load
@@ -96,3 +97,24 @@ def test_read_approval_reads_a_state_or_its_get_and_tolerates_malformed_fields()
     assert isinstance(approval, Approval) and approval.approved
     assert [(a.login, a.role) for a in approval.approvers] == [("a", "")]
     assert read_approval({"decision": "junk"}) is None and read_approval(None) is None
+
+
+def test_the_cli_says_a_bad_setting_in_one_zuke_line_and_exits_2(
+    write_build: BuildWriter, cli: CliRunner
+) -> None:
+    write_build(
+        """
+        from zuke import Build, target
+        from zuke_gh import github_approval
+
+        class Release(Build):
+            @target
+            def qa(self, t):
+                return t.waits_for(lambda s: s.on(github_approval(lambda a: a.role("owner"))))
+        """
+    )
+    result = cli("qa")
+    assert result.code == 2
+    assert result.err.strip() == (
+        'zuke: github_approval: role() takes "write", "maintain" or "admin", got \'owner\''
+    )
