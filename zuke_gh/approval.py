@@ -153,8 +153,8 @@ class GitHubApprovalTrigger(WaitTrigger):
             where = self._where(repo, ctx.state.get())
             if exc.status in (404, 410):
                 return WaitFailed(f"{where}: the thread is gone (deleted or moved): {exc}")
-            return NotYet(f"{where}: could not read the comments ({exc}); the next check asks "
-                          "again")  # fmt: skip
+            return NotYet(f"{where}: could not ask GitHub about the comments ({exc}); the next "
+                          "check asks again")  # fmt: skip
 
     # -- opening -----------------------------------------------------------------------------
 
