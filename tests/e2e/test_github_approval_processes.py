@@ -1,0 +1,322 @@
+"""The ``github_approval`` gate between real ``zuke`` processes and the fake GitHub.
+
+One fake GitHub serves the module from this test process on 127.0.0.1 (``GITHUB_API_URL``
+points the children at it); each test starts its own release, so each has its own issue.
+People act through the fake's control calls (a comment typed in GitHub's UI). Every wait is
+on an observable event: a process exiting, the wall clock passing a recorded deadline.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fixtures.fake_github import FakeGitHub
+from tests.e2e.resume_support import (
+    MARKER_WRITER,
+    actions,
+    fs_store,
+    gate_deadline,
+    lines,
+    record_of,
+    suspend,
+    sweep,
+    wait_past,
+)
+from tests.e2e.support import finish, spawn, write_build
+
+pytestmark = pytest.mark.e2e
+
+REPO = "acme/app"
+SHA = "5f3c0ffee5f3c0ffee5f3c0ffee5f3c0ffee5f3c"
+SECRET = "s3cret-deploy-token-4711"
+STARTER = "alice"
+CLOSED = "<!-- zuke-approval-closed"
+BUILD = (
+    MARKER_WRITER
+    + """
+    import json, os, pathlib
+    from zuke import Build, parameter, target
+    from zuke_gh import github_approval, read_approval
+
+    class Release(Build):
+        markers = parameter("marker directory").required()
+        token = parameter("deploy token").secret().required()
+        channel = parameter("release channel").default("stable")
+        needed = parameter("approvals needed").integer().default(1)
+        window = parameter("the gate's timeout").default("1h")
+
+        def _m(self):
+            return pathlib.Path(self.markers.value)
+
+        @target
+        def staging(self, t):
+            return t.executes(lambda: append_line(self._m() / "staging", str(os.getpid())))
+
+        @target
+        def qa(self, t):
+            return t.depends_on(self.staging).waits_for(
+                lambda s: s.on(github_approval(self._approval))
+                .timeout(self.window.value)
+                .on_timeout(self.rollback)
+            )
+
+        def _approval(self, a):
+            a.repo("acme/app").role("maintain").approvals(self.needed.value).no_self_approval()
+
+        @target
+        def promote(self, t):
+            return t.depends_on(self.qa).executes(self._promote)
+
+        def _promote(self, ctx):
+            approval = read_approval(ctx.state_of("qa"))
+            rows = [[a.login, a.role, a.url] for a in approval.approvers]
+            append_line(self._m() / "promote", json.dumps([os.getpid(), rows]))
+
+        @target
+        def rollback(self, t):
+            return t.executes(lambda: append_line(self._m() / "rollback", str(os.getpid())))
+"""
+)
+#: login -> role on acme/app
+PEOPLE = {STARTER: "admin", "maint": "maintain", "carol": "maintain", "bob": "maintain",
+          "reader": "read", "writer": "write", "ownerish": "read"}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def gh() -> Iterator[FakeGitHub]:
+    with FakeGitHub.start(repos=[REPO]) as fake:
+        for login, role in PEOPLE.items():
+            fake.add_user(login)
+            fake.set_permission(REPO, login, role)
+        # author_association is a relationship, not a permission: make it lie (OWNER)
+        fake.set_association(REPO, "ownerish", "OWNER")
+        yield fake
+
+
+def env_for(gh: FakeGitHub) -> dict[str, str]:
+    """A secret is never recorded: each process has it from its environment (a CI secret)."""
+    return {"GITHUB_API_URL": gh.url, "GH_TOKEN": gh.token, "GITHUB_SHA": SHA,
+            "ZUKE_ACTOR": STARTER, "TOKEN": SECRET}  # fmt: skip
+
+
+def release(tmp_path: Path, gh: FakeGitHub, *args: str) -> tuple[str, Path, int]:
+    """Start a release to its suspension at ``qa``: the run id, its markers, its issue."""
+    write_build(tmp_path, BUILD)
+    markers = tmp_path / "m"
+    markers.mkdir()
+    argv = ["promote", "--markers", str(markers), "--channel", "beta", *args]
+    run_id = suspend(tmp_path, argv, env_for(gh))
+    return run_id, markers, issue_of(gh, run_id)["number"]
+
+
+def issue_of(gh: FakeGitHub, run_id: str) -> dict[str, Any]:
+    (found,) = [i for i in gh.issues(REPO) if f"zuke-approval run={run_id} " in (i["body"] or "")]
+    return found
+
+
+def said(gh: FakeGitHub, number: int, login: str = "github-actions[bot]") -> list[str]:
+    """The bodies of what ``login`` (by default the gate's token) wrote on the issue."""
+    return [c["body"] for c in gh.comments(REPO, number) if c["user"] == login]
+
+
+def requests_on(gh: FakeGitHub, number: int) -> list[dict[str, Any]]:
+    mine = f"/repos/{REPO}/issues/{number}"
+    return [r for r in gh.requests if r["path"] == mine or r["path"].startswith(mine + "/")]
+
+
+def promoted(markers: Path) -> list[list[Any]]:
+    """Each ``promote`` run: the approvers ``read_approval`` gave it (login, role, url)."""
+    return [json.loads(line)[1] for line in lines(markers / "promote")]
+
+
+def test_a_release_suspends_and_its_issue_appears_without_the_secret(
+    tmp_path: Path, gh: FakeGitHub
+) -> None:
+    gh.reset_stats()
+    run_id, markers, number = release(tmp_path, gh)
+    issue = issue_of(gh, run_id)
+    assert issue["title"] == f"zuke: approve qa of run {run_id} ({SHA[:12]})"
+    body = issue["body"]
+    assert body.splitlines()[0] == f"<!-- zuke-approval run={run_id} gate=qa commit={SHA} -->"
+    assert "<code>channel</code>: <code>beta</code>" in body
+    assert "`maintain` role or higher" in body and f"except @{STARTER}" in body
+    assert issue["state"] == "open" and issue["user"] == "github-actions[bot]"
+    assert lines(markers / "staging") and not lines(markers / "promote")
+    record = record_of(fs_store(tmp_path), run_id)
+    assert record.status == "suspended" and record.targets["qa"].status == "waiting"
+    assert record.targets["qa"].meta["issue"] == number
+    # The secret is nowhere on GitHub: not in an issue, a comment or any request it saw.
+    seen_by_github = json.dumps([gh.issues(REPO), gh.comments(REPO, number), gh.requests])
+    assert SECRET not in seen_by_github
+    assert gh.token not in seen_by_github
+
+    # A quiet sweep in a fresh process: one conditional read of the comments, a free 304.
+    gh.reset_stats()
+    code, summary = sweep(tmp_path, env_for(gh))
+    assert code == 0 and actions(summary, run_id) == ["still-waiting"], summary
+    assert [(r["method"], r["status"]) for r in gh.requests] == [("GET", 304)]
+    assert "0 of 1 approvals" in summary["runs"][0]["detail"]
+
+
+def test_a_read_only_approve_gets_one_reply_across_two_sweeps(
+    tmp_path: Path, gh: FakeGitHub
+) -> None:
+    run_id, _, number = release(tmp_path, gh)
+    gh.comment(REPO, number, "reader", "/approve")
+    for _ in range(2):
+        code, summary = sweep(tmp_path, env_for(gh))
+        assert code == 0 and actions(summary, run_id) == ["still-waiting"], summary
+    (reply,) = said(gh, number)
+    assert reply.startswith("Thank you, @reader. Your `/approve` did not count:")
+    assert "`maintain` role or higher on `acme/app`, and yours is `read`" in reply
+    assert record_of(fs_store(tmp_path), run_id).status == "suspended"
+    assert issue_of(gh, run_id)["state"] == "open"
+
+
+def test_a_maintainers_approve_resumes_the_release_and_closes_the_issue(
+    tmp_path: Path, gh: FakeGitHub
+) -> None:
+    run_id, markers, number = release(tmp_path, gh)
+    comment_id = gh.comment(REPO, number, "maint", "/approve looks good")
+    code, summary = sweep(tmp_path, env_for(gh))
+    assert code == 0 and actions(summary, run_id) == ["resumed"], summary
+    record = record_of(fs_store(tmp_path), run_id)
+    assert record.status == "succeeded" and record.targets["promote"].status == "succeeded"
+    # read_approval in the next target saw the approver, their role and their comment
+    ((login, role, url),) = promoted(markers)[0]
+    assert (login, role) == ("maint", "maintain")
+    assert url.endswith(f"#issuecomment-{comment_id}")
+    (closing,) = said(gh, number)
+    assert closing.startswith(CLOSED) and "Approved by @maint (maintain)" in closing
+    issue = issue_of(gh, run_id)
+    assert (issue["state"], issue["state_reason"]) == ("closed", "completed")
+    decision = record.targets["qa"].meta["decision"]
+    assert decision["approved"] is True and decision["approvers"][0]["login"] == "maint"
+
+    code, again = sweep(tmp_path, env_for(gh))  # a finished run is not asked again
+    assert code == 0 and actions(again, run_id) == [], again
+    assert len(said(gh, number)) == 1
+
+
+def test_two_sweeps_at_once_resume_the_release_exactly_once(tmp_path: Path, gh: FakeGitHub) -> None:
+    run_id, markers, number = release(tmp_path, gh)
+    gh.comment(REPO, number, "maint", "/approve")
+    argv = ["resume", "--check", "--json"]
+    both = [spawn(argv, tmp_path, env_for(gh)) for _ in range(2)]
+    results = [finish(p) for p in both]
+    assert all(code == 0 for code, _ in results), results
+    assert sum('"action": "resumed"' in out for _, out in results) == 1, results
+    assert record_of(fs_store(tmp_path), run_id).status == "succeeded"
+    assert len(promoted(markers)) == 1  # the release's effect ran once
+    assert [b.startswith(CLOSED) for b in said(gh, number)] == [True]  # one closing comment
+    closes = [r for r in requests_on(gh, number) if r["method"] == "PATCH"]
+    assert len(closes) == 1 and issue_of(gh, run_id)["state"] == "closed"
+
+
+def test_two_approvals_wait_for_a_second_distinct_approver(tmp_path: Path, gh: FakeGitHub) -> None:
+    run_id, markers, number = release(tmp_path, gh, "--needed", "2")
+    gh.comment(REPO, number, "maint", "/approve")
+    gh.comment(REPO, number, "maint", "/approve again")
+    code, summary = sweep(tmp_path, env_for(gh))
+    assert code == 0 and actions(summary, run_id) == ["still-waiting"], summary
+    assert "1 of 2 approvals (@maint)" in summary["runs"][0]["detail"]
+    (reply,) = said(gh, number)
+    assert "your approval is already counted; 1 more, by someone else, is needed" in reply
+
+    gh.comment(REPO, number, "carol", "/approve")
+    code, summary = sweep(tmp_path, env_for(gh))
+    assert code == 0 and actions(summary, run_id) == ["resumed"], summary
+    assert [row[0] for row in promoted(markers)[0]] == ["maint", "carol"]
+    assert "Approved by @maint (maintain), @carol (maintain)" in said(gh, number)[-1]
+
+
+def test_no_self_approval_refuses_the_starter(tmp_path: Path, gh: FakeGitHub) -> None:
+    run_id, _, number = release(tmp_path, gh)
+    gh.comment(REPO, number, STARTER, "/approve")  # an admin, but the run's actor
+    code, summary = sweep(tmp_path, env_for(gh))
+    assert code == 0 and actions(summary, run_id) == ["still-waiting"], summary
+    (reply,) = said(gh, number)
+    assert f"@{STARTER}" in reply and "cannot approve it (`no_self_approval()`)" in reply
+    record = record_of(fs_store(tmp_path), run_id)
+    assert record.status == "suspended" and record.targets["qa"].meta["starter"] == STARTER
+
+
+def test_a_deny_fails_the_gate_and_the_release_stops(tmp_path: Path, gh: FakeGitHub) -> None:
+    run_id, markers, number = release(tmp_path, gh)
+    gh.comment(REPO, number, "bob", "/deny not this week\nthe freeze is on")
+    code, summary = sweep(tmp_path, env_for(gh))
+    assert code == 1, summary
+    (entry,) = summary["runs"]
+    assert (entry["id"], entry["action"], entry["result"]) == (run_id, "failed", "failed")
+    assert "denied by @bob (maintain): not this week" in entry["detail"]
+    record = record_of(fs_store(tmp_path), run_id)
+    assert record.status == "failed" and record.targets["qa"].status == "failed"
+    assert record.targets["promote"].status == "skipped"
+    assert record.targets["qa"].meta["decision"]["deniedBy"]["login"] == "bob"
+    assert not lines(markers / "promote")
+    (closing,) = said(gh, number)
+    assert "Denied by @bob (maintain): <code>not this week</code>" in closing
+    issue = issue_of(gh, run_id)
+    assert (issue["state"], issue["state_reason"]) == ("closed", "not_planned")
+
+
+def test_an_edit_after_the_comment_was_judged_or_the_decision_changes_nothing(
+    tmp_path: Path, gh: FakeGitHub
+) -> None:
+    run_id, markers, number = release(tmp_path, gh, "--needed", "2")
+    first = gh.comment(REPO, number, "maint", "/approve")
+    code, summary = sweep(tmp_path, env_for(gh))
+    assert code == 0 and actions(summary, run_id) == ["still-waiting"], summary
+    gh.edit_comment(REPO, first, "/deny changed my mind")  # GitHub lists it again: since moved
+    code, summary = sweep(tmp_path, env_for(gh))
+    assert code == 0 and actions(summary, run_id) == ["still-waiting"], summary
+    assert "1 of 2 approvals (@maint)" in summary["runs"][0]["detail"]
+
+    second = gh.comment(REPO, number, "carol", "/approve")
+    code, summary = sweep(tmp_path, env_for(gh))
+    assert code == 0 and actions(summary, run_id) == ["resumed"], summary
+    decided = record_of(fs_store(tmp_path), run_id).targets["qa"].meta["decision"]
+    gh.edit_comment(REPO, second, "/deny too late")
+    gh.comment(REPO, number, "bob", "/deny after the fact")
+    code, summary = sweep(tmp_path, env_for(gh))
+    assert code == 0 and actions(summary, run_id) == [], summary
+    record = record_of(fs_store(tmp_path), run_id)
+    assert record.status == "succeeded" and record.targets["qa"].meta["decision"] == decided
+    assert decided["approved"] is True and [a["login"] for a in decided["approvers"]] == [
+        "maint", "carol"]  # fmt: skip
+    assert len(promoted(markers)) == 1 and len(said(gh, number)) == 1  # the closing comment
+
+
+def test_an_owner_association_that_can_only_read_is_refused(tmp_path: Path, gh: FakeGitHub) -> None:
+    run_id, _, number = release(tmp_path, gh)
+    gh.comment(REPO, number, "ownerish", "/approve")
+    code, summary = sweep(tmp_path, env_for(gh))
+    assert code == 0 and actions(summary, run_id) == ["still-waiting"], summary
+    (reply,) = said(gh, number)
+    assert "@ownerish" in reply and "yours is `read`" in reply
+    assert record_of(fs_store(tmp_path), run_id).status == "suspended"
+
+
+def test_the_gate_times_out_into_its_rollback_and_closes_the_issue(
+    tmp_path: Path, gh: FakeGitHub
+) -> None:
+    run_id, markers, number = release(tmp_path, gh, "--window", "3s")
+    store = fs_store(tmp_path)
+    wait_past(gate_deadline(record_of(store, run_id), "qa"), "the gate's deadline")
+    code, summary = sweep(tmp_path, env_for(gh))
+    assert code == 0, summary
+    (entry,) = summary["runs"]
+    assert (entry["id"], entry["action"], entry["result"]) == (run_id, "timed-out", "cancelled")
+    record = record_of(store, run_id)
+    assert record.targets["qa"].status == "failed"
+    assert record.targets["rollback"].status == "succeeded"
+    assert len(lines(markers / "rollback")) == 1 and not lines(markers / "promote")
+    (timed_out,) = said(gh, number)
+    assert timed_out.startswith(CLOSED) and "The gate timed out" in timed_out
+    issue = issue_of(gh, run_id)
+    assert (issue["state"], issue["state_reason"]) == ("closed", "not_planned")
