@@ -7,6 +7,12 @@ and a table with one row per run to ``$GITHUB_STEP_SUMMARY``, both before this e
 for a sweep that failed. A resumed run's bodies print to the same stdout, ahead of the report:
 the report is the last JSON object in it.
 
+Below the table, each run the sweep touched (the first :data:`MAX_GRAPHS`) gets its graph as a
+mermaid flowchart and as a table (``run_graph.py``), from its record as
+``python -m zuke runs show RUN --json`` prints it: one record read per run, in the same store
+and with the same build file as the sweep. A record that cannot be read is one line saying so;
+the outputs and the step's verdict never depend on it.
+
 It reads zuke's JSON output only (standard library, no zuke import), so it runs under any
 Python the action set up.
 """
@@ -16,10 +22,14 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+import run_graph  # action/run_graph.py: this script's directory is first on sys.path
 
 OUTPUTS = {
     "checked": "checked",
@@ -31,17 +41,26 @@ OUTPUTS = {
 }
 ORDER = ("checked", "resumed", "still-waiting", "failed", "deferred")
 URL = re.compile(r"https?://[^\s)\"'<>|]+")
+#: runs whose graph the summary draws; the rest are counted in a note
+MAX_GRAPHS = 10
+#: a record read (``zuke runs show``) that takes longer is given up on
+READ_SECONDS = 120
+RUN_ID = re.compile(r"[A-Za-z0-9._-]{1,128}")
+
+Reader = Callable[[str], "dict[str, Any] | None"]
 
 
-def split_report(text: str) -> tuple[str, dict[str, Any] | None]:
-    """The text ahead of the report, and the report (``None`` if the text holds none)."""
+def split_report(text: str, key: str = "counts") -> tuple[str, dict[str, Any] | None]:
+    """The text ahead of the report, and the report (``None`` if the text holds none): the
+    last JSON object that starts a line and has ``key``."""
     starts = [m.start() for m in re.finditer(r"^\{", text, flags=re.MULTILINE)]
     for start in reversed(starts):
         try:
             found = json.loads(text[start:])
         except ValueError:
             continue
-        if isinstance(found, dict) and isinstance(found.get("counts"), dict):
+        wanted = isinstance(found, dict) and key in found
+        if wanted and (key != "counts" or isinstance(found["counts"], dict)):
             return text[:start], found
     return text, None
 
@@ -109,6 +128,46 @@ def table(report: dict[str, Any] | None, status: int, env: dict[str, str]) -> st
     return "\n".join(lines) + "\n"
 
 
+def read_record(run_id: str, env: dict[str, str]) -> dict[str, Any] | None:
+    """``zuke runs show RUN --json`` in the sweep's store, with its build file (``None`` if it
+    fails: the summary says so and goes on)."""
+    file_args = ["--file", env["ZUKE_BUILD_FILE"]] if env.get("ZUKE_BUILD_FILE") else []
+    command = [sys.executable, "-m", "zuke", *file_args, "runs", "show", "--json", "--", run_id]
+    try:
+        done = subprocess.run(
+            command, capture_output=True, text=True, timeout=READ_SECONDS, check=False, env=env
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if done.returncode != 0:
+        return None
+    _, record = split_report(done.stdout, key="graph")
+    return record if record is not None and record.get("id") == run_id else None
+
+
+def graphs(report: dict[str, Any] | None, read: Reader) -> str:
+    """Each run the sweep touched, its graph as mermaid and as a table (the first
+    :data:`MAX_GRAPHS`; the rest in a note)."""
+    ids: list[str] = []
+    for run in (report or {}).get("runs") or []:
+        run_id = run.get("id") if isinstance(run, dict) else None
+        if isinstance(run_id, str) and RUN_ID.fullmatch(run_id) and run_id not in ids:
+            ids.append(run_id)
+    if not ids:
+        return ""
+    parts = ["", "### The runs it touched", ""]
+    for run_id in ids[:MAX_GRAPHS]:
+        record = read(run_id)
+        if record is None:
+            parts += [f"#### Run {run_graph.code(run_id)}", "", "Its record could not be read.", ""]
+        else:
+            parts.append(run_graph.section(record))
+    if len(ids) > MAX_GRAPHS:
+        more = len(ids) - MAX_GRAPHS
+        parts.append(f"{more} more runs not drawn: see the table above, or `zuke runs show`.\n")
+    return "\n".join(parts)
+
+
 def _append(variable: str, text: str) -> None:
     path = os.environ.get(variable)
     if path:
@@ -124,7 +183,11 @@ def main(argv: list[str]) -> int:
     _, report = split_report(Path(argv[0]).read_text(encoding="utf-8", errors="replace"))
     values = outputs(report)
     _append("GITHUB_OUTPUT", "".join(f"{name}={n}\n" for name, n in values.items()))
-    _append("GITHUB_STEP_SUMMARY", table(report, status, dict(os.environ)))
+    env = dict(os.environ)
+    text = table(report, status, env)
+    if os.environ.get("GITHUB_STEP_SUMMARY"):  # records are read only for a summary to write
+        text += graphs(report, lambda run_id: read_record(run_id, env))
+    _append("GITHUB_STEP_SUMMARY", text)
     print(", ".join(f"{name}={n}" for name, n in values.items()))
     if status != 0:
         return status

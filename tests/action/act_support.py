@@ -212,8 +212,14 @@ class ActResult:
         return found[0] if found else ""
 
     def summary_rows(self) -> list[dict[str, str]]:
-        """The first summary's table, one dict per run (keys: the column headings)."""
-        rows = [line for line in self.summary().splitlines() if line.startswith("|")]
+        """The first summary's first table (the sweep's, one dict per run; the run graphs'
+        tables come after it), keyed by the column headings."""
+        rows: list[str] = []
+        for line in self.summary().splitlines():
+            if line.startswith("|"):
+                rows.append(line)
+            elif rows:
+                break
         if len(rows) < 2:
             return []
         cells = [_cells(r) for r in rows]

@@ -114,19 +114,42 @@ def test_permissions_are_set_at_workflow_and_job_level_and_checkout_keeps_no_cre
     assert flow["permissions"] in ({}, {"contents": "read"})
     for job in flow["jobs"].values():
         granted = job["permissions"]
-        assert set(granted) <= {"contents", "actions"}
+        assert set(granted) <= {"contents", "actions", "issues"}
         for step in job["steps"]:
             if str(step.get("uses", "")).startswith("actions/checkout@"):
                 assert step["with"]["persist-credentials"] is False
 
 
-def test_the_sweep_runs_on_a_schedule_on_dispatch_and_when_e2e_completes_never_overlapping():
+def test_the_sweep_runs_on_a_schedule_on_dispatch_when_e2e_completes_and_on_a_new_comment():
     flow = _load(EXAMPLES / "sweep.yml")
     assert flow["on"]["schedule"] == [{"cron": "*/15 * * * *"}]
     assert "workflow_dispatch" in flow["on"]
     assert flow["on"]["workflow_run"] == {"workflows": ["e2e"], "types": ["completed"]}
-    assert flow["concurrency"] == {"group": "zuke-sweep", "cancel-in-progress": False}
-    assert flow["jobs"]["sweep"]["permissions"] == {"contents": "write", "actions": "write"}
+    assert flow["on"]["issue_comment"] == {"types": ["created"]}
+    job = flow["jobs"]["sweep"]
+    # queued, never cancelled mid-resume; at job level, so that a comment which starts no job
+    # never displaces a pending sweep
+    assert "concurrency" not in flow
+    assert job["concurrency"] == {
+        "group": "zuke-sweep-${{ github.event.issue.number || 'all' }}",
+        "cancel-in-progress": False,
+    }
+    assert job["permissions"] == {"contents": "write", "actions": "write", "issues": "write"}
+
+
+def test_a_comment_starts_the_sweep_job_only_on_an_issue_whose_body_has_zukes_marker():
+    condition = " ".join(_load(EXAMPLES / "sweep.yml")["jobs"]["sweep"]["if"].split())
+    assert "(github.event_name != 'issue_comment' || (!github.event.issue.pull_request" in condition
+    assert "contains(github.event.issue.body, '<!-- zuke-approval run=')" in condition
+    assert "comment" not in condition.replace("issue_comment", "")  # never the comment's text
+
+
+def test_no_workflow_checks_out_a_ref_from_its_event():
+    for path in WORKFLOWS:
+        for job in _load(path)["jobs"].values():
+            for step in job["steps"]:
+                if str(step.get("uses", "")).startswith("actions/checkout@"):
+                    assert set(step["with"]) == {"persist-credentials"}, path.name
 
 
 def test_the_e2e_workflow_declares_the_marker_and_is_titled_by_it():
@@ -152,9 +175,17 @@ def test_the_action_has_the_inputs_and_outputs_of_its_contract():
     # empty: an explicit token is told apart from the default (the token rule, README)
     assert action["inputs"]["token"]["default"] == ""
     assert action["inputs"]["zuke-version"]["default"] == ""
-    assert set(action["outputs"]) == {"checked", "resumed", "still-waiting", "failed", "deferred"}
+    assert set(action["outputs"]) == {
+        "checked",
+        "resumed",
+        "still-waiting",
+        "failed",
+        "deferred",
+        "run-id",
+    }
     steps = action["runs"]["steps"]
-    assert steps[0]["uses"].startswith("actions/setup-python@")
+    assert steps[0]["id"] == "event"  # a comment is looked at before anything is installed
+    assert steps[1]["uses"].startswith("actions/setup-python@")
     assert "resume --check --json" in steps[-1]["run"]
 
 

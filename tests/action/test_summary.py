@@ -15,6 +15,9 @@ from tests.action.act_support import ROOT
 
 
 def _summary_module() -> ModuleType:
+    # as `python summary.py` runs it: its directory first on sys.path (for run_graph.py)
+    if str(ROOT / "action") not in sys.path:
+        sys.path.insert(0, str(ROOT / "action"))
     spec = importlib.util.spec_from_file_location(
         "zuke_action_summary", ROOT / "action" / "summary.py"
     )
@@ -53,6 +56,9 @@ def github_files(tmp_path, monkeypatch):
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(step))
     monkeypatch.setenv("ZUKE_STATE", "github://acme/app?branch=zuke-state")
     monkeypatch.setenv("GITHUB_SERVER_URL", "https://github.com")
+    # the run graphs below the table read records with `zuke runs show`: none here
+    # (test_summary_graph.py reads real ones)
+    monkeypatch.setattr(summary, "read_record", lambda run_id, env: None)
     return out, step
 
 
@@ -129,9 +135,13 @@ def test_without_the_branch_store_a_row_has_no_link(monkeypatch):
     assert text.splitlines()[-1].endswith("| succeeded | — |")
 
 
-def test_it_runs_as_a_script_under_the_interpreter_the_action_set_up(tmp_path, github_files):
+def test_it_runs_as_a_script_under_the_interpreter_the_action_set_up(
+    tmp_path, github_files, monkeypatch
+):
     import subprocess
 
+    monkeypatch.delenv("ZUKE_STATE")  # an empty local store: no network
+    monkeypatch.setenv("ZUKE_STATE_DIR", str(tmp_path / "state"))
     report = tmp_path / "report.txt"
     report.write_text(json.dumps(_report(RESUMED)))
     done = subprocess.run(
@@ -139,6 +149,9 @@ def test_it_runs_as_a_script_under_the_interpreter_the_action_set_up(tmp_path, g
         capture_output=True,
         text=True,
         check=False,
+        cwd=tmp_path,  # no build and no store here: r-1's record cannot be read
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "checked=1, resumed=1, still-waiting=0, failed=0, deferred=0"
+    # the graphs are extra: a record that cannot be read is a line, not a failed step
+    assert "#### Run `r-1`\n\nIts record could not be read." in github_files[1].read_text()

@@ -91,9 +91,12 @@ def _step(
 
 
 def _value(expr: str, inputs: dict[str, str]) -> str:
-    """A step's ``env:`` value as the runner would evaluate it."""
+    """A step's ``env:`` value as the runner would evaluate it (a comment's run id: the input
+    ``comment-run-id`` here, which the approval_event step would have set)."""
     if expr.startswith("${{ inputs."):
         return inputs[expr.split("inputs.")[1].rstrip(" }")]
+    if expr == "${{ steps.event.outputs.run-id }}":
+        return inputs.get("comment-run-id", "")
     if expr == "${{ github.token }}":
         return DEFAULT_TOKEN
     assert "${{" not in expr, expr
@@ -216,7 +219,10 @@ def test_the_builds_requirements_file_and_packages_are_installed_in_the_working_
         "*",  # never globbed
     ]
     assert call["cwd"].endswith("/app")
-    assert REQUIREMENTS["if"] == "inputs.requirements != '' || inputs.packages != ''"
+    assert REQUIREMENTS["if"] == (
+        "steps.event.outputs.sweep != 'false' && "
+        "(inputs.requirements != '' || inputs.packages != '')"
+    )
 
 
 def test_a_pip_option_in_packages_is_refused_and_nothing_is_installed(tmp_path):
@@ -227,9 +233,25 @@ def test_a_pip_option_in_packages_is_refused_and_nothing_is_installed(tmp_path):
 
 
 def test_install_only_skips_the_sweep_and_keeps_the_install_steps():
-    assert SWEEP["if"] == "inputs.install-only != 'true'"
-    assert "if" not in INSTALL
+    assert SWEEP["if"] == "inputs.install-only != 'true' && steps.event.outputs.sweep != 'false'"
+    assert INSTALL["if"] == "steps.event.outputs.sweep != 'false'"  # true unless a comment
     assert ACTION["inputs"]["install-only"]["default"] == "false"
+
+
+def test_a_comment_is_read_first_and_only_a_comment_naming_no_run_skips_every_later_step():
+    [event] = [s for s in ACTION["runs"]["steps"] if s.get("id") == "event"]
+    assert ACTION["runs"]["steps"][0] is event
+    assert event["if"] == "github.event_name == 'issue_comment' && inputs.install-only != 'true'"
+    assert event["run"] == 'python3 "$GITHUB_ACTION_PATH/approval_event.py"'  # no setup-python
+    assert "env" not in event  # the payload is read from its file, nothing through ${{ }}
+    for step in ACTION["runs"]["steps"][1:]:
+        assert "steps.event.outputs.sweep != 'false'" in step["if"], step["name"]
+
+
+def test_a_comments_run_is_swept_alone_and_after_the_end_of_options(tmp_path):
+    status, [call] = _step(tmp_path, {"comment-run-id": "-run.1", "args": "--actor bot"})
+    assert status == 0
+    assert call["argv"] == ["resume", "--check", "--json", "--actor", "bot", "--", "-run.1"]
 
 
 MASKER = """#!{python}
