@@ -3,7 +3,7 @@
 ``python3 approval_event.py`` (the runner's own Python, standard library only, no zuke) reads
 ``$GITHUB_EVENT_PATH`` and writes two step outputs to ``$GITHUB_OUTPUT``:
 
-- ``sweep``: ``true`` when the comment was *created* on an issue whose **body** carries the
+- ``sweep``: ``true`` when the comment was *created* on an open issue whose **body** carries the
   approval gate's marker, ``<!-- zuke-approval run=<id> gate=<name> commit=<sha> -->``, with a
   valid run id; ``false`` otherwise, and the action's later steps (Python, pip, the build) are
   skipped;
@@ -15,7 +15,9 @@ never read; anyone can write anything there. A forged marker in someone else's i
 at worst make the sweep look at one run, whose gate then verifies every comment itself (the
 issue recorded in the run, the commenter's role). Comments on pull requests are skipped: zuke
 opens approval issues, and a gate on a named issue or pull request posts its marker in a
-comment of its own, which the event does not carry (the schedule sweeps those).
+comment of its own, which the event does not carry (the schedule sweeps those). Comments on a
+closed issue are skipped too: its gate has decided or timed out, or its run was pruned (a sweep
+of a run no longer in the store would fail the job).
 
 Nothing the event holds is printed (a printed ``::command::`` would reach the runner): only the
 run id, once it is known to be made of safe characters, and the issue's number.
@@ -49,6 +51,8 @@ def run_to_sweep(event: Any) -> tuple[str | None, str]:
     where = f"#{number}" if isinstance(number, int) and not isinstance(number, bool) else "it"
     if issue.get("pull_request") is not None:
         return None, f"{where} is a pull request, not a zuke approval issue: nothing to sweep"
+    if issue.get("state") == "closed":  # decided, timed out or pruned: the schedule sees to it
+        return None, f"issue {where} is closed: nothing to sweep"
     body = issue.get("body")
     found = MARKER.search(body) if isinstance(body, str) else None
     if found is None:

@@ -54,7 +54,7 @@ def _comment(issue_body: str, comment_body: str, **issue: object) -> dict[str, o
     """An ``issue_comment`` ``created`` payload (the fields the workflow and action read)."""
     return {
         "action": "created",
-        "issue": {"number": 7, "title": "Approve release", "body": issue_body, **issue},
+        "issue": {"number": 7, "title": "Approve", "body": issue_body, "state": "open", **issue},
         "comment": {"id": 70, "body": comment_body, "user": {"login": "maintainer"}},
         "repository": {"full_name": "acme/app", "default_branch": "main"},
         "sender": {"login": "maintainer"},
@@ -122,6 +122,7 @@ def test_a_comment_on_a_marked_issue_sweeps_exactly_the_run_its_marker_names(
     [
         ("no marker", "Just a bug report.", {}),
         ("a pull request", _marker("RUN"), {"pull_request": {"url": "https://x.invalid/pr/7"}}),
+        ("a closed issue", _marker("RUN"), {"state": "closed"}),
     ],
 )
 def test_a_comment_elsewhere_starts_no_job_at_all(

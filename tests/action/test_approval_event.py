@@ -38,7 +38,7 @@ def _event(
 ) -> dict[str, object]:
     return {
         "action": "created",
-        "issue": {"number": 12, "body": issue_body, **issue},
+        "issue": {"number": 12, "body": issue_body, "state": "open", **issue},
         "comment": {"body": comment_body, "user": {"login": "someone"}},
     }
 
@@ -90,6 +90,7 @@ def test_a_marker_only_in_the_comment_is_never_read(tmp_path):
         {**_event(_marker(RUN)), "action": "edited"},
         {**_event(_marker(RUN)), "action": "deleted"},
         _event(_marker(RUN), pull_request={"url": "https://api.github.com/x/pulls/12"}),
+        _event(_marker(RUN), state="closed"),
         {"action": "created"},
         ["not", "an", "object"],
     ],
@@ -100,6 +101,7 @@ def test_a_marker_only_in_the_comment_is_never_read(tmp_path):
         "edited",
         "deleted",
         "a pull request",
+        "a closed issue",
         "no issue",
         "not an object",
     ],

@@ -141,6 +141,7 @@ def test_a_comment_starts_the_sweep_job_only_on_an_issue_whose_body_has_zukes_ma
     condition = " ".join(_load(EXAMPLES / "sweep.yml")["jobs"]["sweep"]["if"].split())
     assert "(github.event_name != 'issue_comment' || (!github.event.issue.pull_request" in condition
     assert "contains(github.event.issue.body, '<!-- zuke-approval run=')" in condition
+    assert "github.event.issue.state != 'closed'" in condition
     assert "comment" not in condition.replace("issue_comment", "")  # never the comment's text
 
 
