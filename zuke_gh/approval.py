@@ -63,6 +63,8 @@ __all__ = [
 WaitResult = NotYet | Satisfied | WaitFailed
 #: How far GitHub's clock may be behind ours when looking for what an earlier check made.
 SKEW_MS = 600_000
+#: How many comments one read returns before ``since`` moves on past them.
+MOVE_SINCE_AFTER = 50
 
 
 def github_approval(configure: Callable[[ApprovalSettings], Any]) -> WaitTrigger:
@@ -77,6 +79,18 @@ def github_approval(configure: Callable[[ApprovalSettings], Any]) -> WaitTrigger
 def gh_time(ms: int) -> str:
     """``YYYY-MM-DDTHH:MM:SSZ``, the form GitHub's ``since`` takes."""
     return iso(ms).split(".")[0].removesuffix("Z") + "Z"
+
+
+def _next_since(items: list[dict[str, Any]], since: str) -> str:
+    """Where the next read starts: ``since`` itself while a read stays short, so the next
+    query is the same and its ETag still matches (the check after a comment is a free 304
+    again, and writes nothing); past ``MOVE_SINCE_AFTER`` comments, just before the newest
+    (``since`` may be exclusive), to keep a read to about a page. Ids judged are kept, so a
+    comment read again is never judged twice."""
+    if len(items) < MOVE_SINCE_AFTER:
+        return since
+    stamps = [t for c in items if (t := parse_iso(str(c.get("updated_at")))) is not None]
+    return max(gh_time(max(stamps) - 1000), since) if stamps else since
 
 
 def _build_origin() -> str | None:
@@ -276,10 +290,8 @@ class GitHubApprovalTrigger(WaitTrigger):
             after_id=request_id if isinstance(request_id, int) else None,
             ask_role=ask_role, ask_team=ask_team,
         )  # fmt: skip
-        stamps = [t for c in read.items if (t := parse_iso(str(c.get("updated_at")))) is not None]
-        newest = gh_time(max(stamps) - 1000) if stamps else since  # `since` may be exclusive
         patch: dict[str, Any] = {"seen": tally.seen, "approvers": tally.approvers,
-                                 "since": max(newest, since), "etag": read.etag,
+                                 "since": _next_since(read.items, since), "etag": read.etag,
                                  "etagSince": since}  # fmt: skip
         if tally.decision is not None:
             patch["decision"] = {**tally.decision, "at": iso(ctx.now_ms)}

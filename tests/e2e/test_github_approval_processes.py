@@ -36,9 +36,12 @@ from tests.e2e.resume_support import (
     lines,
     record_of,
     sweep,
+    version_of,
     wait_past,
 )
 from tests.e2e.support import finish, spawn
+from zuke._clock import parse_iso
+from zuke_gh.approval import gh_time
 
 pytestmark = pytest.mark.e2e
 
@@ -235,3 +238,51 @@ def test_the_gate_times_out_into_its_rollback_and_closes_the_issue(
     assert timed_out.startswith(CLOSED) and "The gate timed out" in timed_out
     issue = issue_of(gh, run_id)
     assert (issue["state"], issue["state_reason"]) == ("closed", "not_planned")
+
+
+def test_after_a_comment_the_next_quiet_sweep_is_a_free_304_again(
+    tmp_path: Path, gh: FakeGitHub
+) -> None:
+    run_id, _, number = release(tmp_path, gh)
+    gh.advance_clock(60)  # a minute later, someone says something that is no command
+    gh.comment(REPO, number, "carol", "Staging looks fine to me; waiting for QA.")
+    store = fs_store(tmp_path)
+    gh.reset_stats()
+    code, summary = sweep(tmp_path, env_for(gh))
+    assert code == 0 and actions(summary, run_id) == ["still-waiting"], summary
+    assert [(r["method"], r["status"]) for r in requests_on(gh, number)] == [("GET", 200)]
+    version = version_of(store, run_id)  # the comment is judged (and its id kept) once
+
+    for _ in range(2):
+        gh.reset_stats()
+        code, summary = sweep(tmp_path, env_for(gh))
+        assert code == 0 and actions(summary, run_id) == ["still-waiting"], summary
+        assert [(r["method"], r["status"]) for r in gh.requests] == [("GET", 304)]
+        assert version_of(store, run_id) == version  # a 304 writes nothing
+    assert said(gh, number) == []  # no command, no reply
+
+
+def test_a_long_thread_moves_since_on_so_each_read_stays_about_a_page(
+    tmp_path: Path, gh: FakeGitHub
+) -> None:
+    run_id, _, number = release(tmp_path, gh)
+    store = fs_store(tmp_path)
+    opened = record_of(store, run_id).targets["qa"].meta["since"]
+    for n in range(60):
+        gh.advance_clock(1)
+        gh.comment(REPO, number, "carol", f"note {n}")
+    code, summary = sweep(tmp_path, env_for(gh))
+    assert code == 0 and actions(summary, run_id) == ["still-waiting"], summary
+    meta = record_of(store, run_id).targets["qa"].meta
+    newest = parse_iso(gh.comments(REPO, number)[-1]["updated_at"])
+    assert newest is not None and meta["since"] == gh_time(newest - 1000) > opened
+    assert len(meta["seen"]) == 60
+
+    statuses = []
+    for _ in range(2):  # the new query's first read, then its free 304s
+        gh.reset_stats()
+        code, summary = sweep(tmp_path, env_for(gh))
+        assert code == 0 and actions(summary, run_id) == ["still-waiting"], summary
+        statuses += [r["status"] for r in gh.requests]
+    assert statuses == [200, 304]
+    assert record_of(store, run_id).targets["qa"].meta["since"] == meta["since"]
