@@ -7,7 +7,8 @@ and a table with one row per run to ``$GITHUB_STEP_SUMMARY``, both before this e
 for a sweep that failed. A resumed run's bodies print to the same stdout, ahead of the report:
 the report is the last JSON object in it.
 
-Below the table, each run the sweep touched (the first :data:`MAX_GRAPHS`) gets its graph as a
+Below the table, each run the sweep touched (the first ``ZUKE_SUMMARY_GRAPHS``, the action's
+``graphs`` input: 10 unless set, at most :data:`MAX_GRAPHS`, 0 for none) gets its graph as a
 mermaid flowchart and as a table (``run_graph.py``), from its record as
 ``python -m zuke runs show RUN --json`` prints it: one record read per run, in the same store
 and with the same build file as the sweep. A record that cannot be read is one line saying so;
@@ -41,8 +42,10 @@ OUTPUTS = {
 }
 ORDER = ("checked", "resumed", "still-waiting", "failed", "deferred")
 URL = re.compile(r"https?://[^\s)\"'<>|]+")
-#: runs whose graph the summary draws; the rest are counted in a note
-MAX_GRAPHS = 10
+#: runs whose graph the summary draws unless ZUKE_SUMMARY_GRAPHS says otherwise, and the most
+#: it may say; the rest are counted in a note
+GRAPHS = 10
+MAX_GRAPHS = 50
 #: a record read (``zuke runs show``) that takes longer is given up on
 READ_SECONDS = 120
 RUN_ID = re.compile(r"[A-Za-z0-9._-]{1,128}")
@@ -145,25 +148,33 @@ def read_record(run_id: str, env: dict[str, str]) -> dict[str, Any] | None:
     return record if record is not None and record.get("id") == run_id else None
 
 
-def graphs(report: dict[str, Any] | None, read: Reader) -> str:
-    """Each run the sweep touched, its graph as mermaid and as a table (the first
-    :data:`MAX_GRAPHS`; the rest in a note)."""
+def graph_limit(env: dict[str, str]) -> int:
+    """How many runs to draw: ``ZUKE_SUMMARY_GRAPHS`` (whole digits), else :data:`GRAPHS`."""
+    text = env.get("ZUKE_SUMMARY_GRAPHS", "").strip()
+    if not (text.isascii() and text.isdigit()):
+        return GRAPHS
+    return min(int(text), MAX_GRAPHS)
+
+
+def graphs(report: dict[str, Any] | None, read: Reader, limit: int = GRAPHS) -> str:
+    """Each run the sweep touched, its graph as mermaid and as a table (the first ``limit``;
+    the rest in a note)."""
     ids: list[str] = []
     for run in (report or {}).get("runs") or []:
         run_id = run.get("id") if isinstance(run, dict) else None
         if isinstance(run_id, str) and RUN_ID.fullmatch(run_id) and run_id not in ids:
             ids.append(run_id)
-    if not ids:
+    if not ids or limit <= 0:
         return ""
     parts = ["", "### The runs it touched", ""]
-    for run_id in ids[:MAX_GRAPHS]:
+    for run_id in ids[:limit]:
         record = read(run_id)
         if record is None:
             parts += [f"#### Run {run_graph.code(run_id)}", "", "Its record could not be read.", ""]
         else:
             parts.append(run_graph.section(record))
-    if len(ids) > MAX_GRAPHS:
-        more = len(ids) - MAX_GRAPHS
+    if len(ids) > limit:
+        more = len(ids) - limit
         parts.append(f"{more} more runs not drawn: see the table above, or `zuke runs show`.\n")
     return "\n".join(parts)
 
@@ -186,7 +197,7 @@ def main(argv: list[str]) -> int:
     env = dict(os.environ)
     text = table(report, status, env)
     if os.environ.get("GITHUB_STEP_SUMMARY"):  # records are read only for a summary to write
-        text += graphs(report, lambda run_id: read_record(run_id, env))
+        text += graphs(report, lambda run_id: read_record(run_id, env), graph_limit(env))
     _append("GITHUB_STEP_SUMMARY", text)
     print(", ".join(f"{name}={n}" for name, n in values.items()))
     if status != 0:

@@ -172,10 +172,12 @@ def test_the_action_has_the_inputs_and_outputs_of_its_contract():
         "requirements",
         "packages",
         "install-only",
+        "graphs",
     }
     # empty: an explicit token is told apart from the default (the token rule, README)
     assert action["inputs"]["token"]["default"] == ""
     assert action["inputs"]["zuke-version"]["default"] == ""
+    assert action["inputs"]["graphs"]["default"] == "10"
     assert set(action["outputs"]) == {
         "checked",
         "resumed",

@@ -139,7 +139,7 @@ def test_a_large_graph_is_cut_with_a_note():
 
 
 def test_the_summary_draws_each_touched_run_once_and_caps_how_many():
-    runs = [{"id": f"r-{i}"} for i in range(summary.MAX_GRAPHS + 3)]
+    runs = [{"id": f"r-{i}"} for i in range(summary.GRAPHS + 3)]
     report = {"runs": [*runs, {"id": "r-0"}, {"id": "bad id;"}], "counts": {}}
     asked: list[str] = []
 
@@ -148,10 +148,23 @@ def test_the_summary_draws_each_touched_run_once_and_caps_how_many():
         return None if run_id == "r-1" else {**RELEASE, "id": run_id}
 
     text = summary.graphs(report, read)
-    assert asked == [f"r-{i}" for i in range(summary.MAX_GRAPHS)]
-    assert text.count("```mermaid") == summary.MAX_GRAPHS - 1
+    assert asked == [f"r-{i}" for i in range(summary.GRAPHS)]
+    assert text.count("```mermaid") == summary.GRAPHS - 1
     assert "#### Run `r-1`\n\nIts record could not be read." in text
     assert "3 more runs not drawn" in text
+
+
+def test_the_graphs_input_sets_how_many_runs_are_drawn_and_zero_reads_no_record():
+    assert summary.graph_limit({}) == summary.GRAPHS
+    assert summary.graph_limit({"ZUKE_SUMMARY_GRAPHS": "3"}) == 3
+    assert summary.graph_limit({"ZUKE_SUMMARY_GRAPHS": "1000"}) == summary.MAX_GRAPHS
+    assert summary.graph_limit({"ZUKE_SUMMARY_GRAPHS": "-1"}) == summary.GRAPHS
+    assert summary.graph_limit({"ZUKE_SUMMARY_GRAPHS": "٣"}) == summary.GRAPHS  # Arabic 3
+
+    def unread(run_id: str) -> dict[str, Any] | None:
+        raise AssertionError(f"read {run_id}")
+
+    assert summary.graphs({"runs": [{"id": "r-1"}], "counts": {}}, unread, 0) == ""
 
 
 def test_a_sweep_that_touched_nothing_draws_nothing():
