@@ -13,7 +13,9 @@ import json
 
 import pytest
 
-from tests.action.act_support import make_repo, requires_act, run_act, sweep_env, zuke
+from fixtures.fake_github import FakeGitHub
+from tests.action.act_support import SLUG, make_repo, requires_act, run_act, sweep_env, zuke
+from tests.gh.branch_support import BRANCH, Cost, add_main_branch, branch_store
 
 pytestmark = [pytest.mark.act, requires_act]
 
@@ -170,3 +172,33 @@ def test_a_marker_with_a_hostile_run_id_installs_nothing_and_sweeps_nothing(
     assert result.outputs()["run-id"] == ""
     assert not (repo / "pwned").exists()
     assert len(_suspended(repo, {"ZUKE_STATE_DIR": str(state)})) == 2
+
+
+def test_on_the_branch_store_a_comment_sweep_of_a_waiting_run_costs_a_handful_of_reads(tmp_path):
+    """The cost of a comment on a marked issue: one job that reads the one run (the sweep, then
+    the summary's graph), and writes nothing while its gate still waits."""
+    act_token = "ghs_act-test-token"  # what run_act passes as the GITHUB_TOKEN secret
+    with FakeGitHub.start(tokens=[act_token], repos=[SLUG]) as gh:
+        add_main_branch(gh)
+        repo = make_repo(tmp_path / "repo", build_py=BUILD)
+        cli = {"GITHUB_API_URL": gh.url, "GH_TOKEN": act_token,
+               "ZUKE_STATE": f"github://{SLUG}?branch={BRANCH}"}  # fmt: skip
+        zuke(repo, "release", "--approval", str(tmp_path / "not-yet"), env=cli)
+        with branch_store(gh) as store:
+            [run] = store.list_runs()
+        cost = Cost(gh)
+
+        result = run_act(
+            repo,
+            "issue_comment",
+            "sweep.yml",
+            env=sweep_env(api_url=gh.url),
+            payload=_comment(_marker(run.id), "/approve"),
+            cache=tmp_path / "act",
+        )
+        assert result.job_succeeded(), result.log
+        assert result.sweep_outputs()["still-waiting"] == "1"
+        assert 't1["⏸ qa"]:::waiting' in result.summary()  # the graph, read from the branch
+        requests, _, commits = cost.take()
+        assert commits == 0
+        assert requests <= 12, requests  # measured: 6 for the sweep, 2 for the graph
