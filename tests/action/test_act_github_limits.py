@@ -154,6 +154,7 @@ def _assert_fences_never_went_back(history: list[dict[str, Any]]) -> None:
                 assert fence > floor, f"{key}: fence {fence} not above the floor {floor}"
             fences[key] = fence
         floor = new_floor
+    assert fences and floor > 0, "no lock was ever claimed and released: nothing was checked"
 
 
 @contextmanager
