@@ -30,7 +30,7 @@ import re
 import sys
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -214,8 +214,10 @@ class WritePacer:
 
         Seeds at or after this process's own first write are its own, seen again: ignored.
         """
+        # A multiset: commit dates have whole seconds, so writes in one second share a stamp
+        # and each must count; the union (not the sum) keeps a seed given twice counted once.
         with self._lock:
-            self._earlier = sorted(set(self._earlier) | set(stamps_ms))
+            self._earlier = sorted((Counter(self._earlier) | Counter(stamps_ms)).elements())
 
 
 # -- a state branch's budget --------------------------------------------------------------------

@@ -192,6 +192,16 @@ def test_writes_seeded_from_an_earlier_process_count_until_they_are_an_hour_old(
     assert pacer.left() == 100
 
 
+def test_seeded_writes_in_one_second_each_count_and_a_seed_given_twice_counts_once(
+    pacer: WritePacer,
+) -> None:
+    second = START_MS - 60_000  # commit dates have whole seconds: nine commits, one stamp
+    pacer.seed([second] * 9)
+    assert pacer.left() == 91
+    pacer.seed([second] * 9)  # the same history read again
+    assert pacer.left() == 91 and not pacer.reserve(92)
+
+
 def test_pacing_settings_come_from_the_environment_and_bad_values_are_one_line() -> None:
     assert settings_from({}).budget_per_hour == 400
     assert settings_from({"ZUKE_GITHUB_WRITES_PER_HOUR": "120"}).budget_per_hour == 120
