@@ -35,6 +35,7 @@ from tests.e2e.resume_support import (
     gate_deadline,
     lines,
     record_of,
+    suspend,
     sweep,
     version_of,
     wait_past,
@@ -286,3 +287,25 @@ def test_a_long_thread_moves_since_on_so_each_read_stays_about_a_page(
         statuses += [r["status"] for r in gh.requests]
     assert statuses == [200, 304]
     assert record_of(store, run_id).targets["qa"].meta["since"] == meta["since"]
+
+
+def test_a_comments_one_run_sweep_asks_github_four_times_and_no_other_gate(
+    tmp_path: Path, gh: FakeGitHub
+) -> None:
+    other, _, other_issue = release(tmp_path, gh)  # another release waits in the same store
+    (tmp_path / "m2").mkdir()
+    run_id = suspend(tmp_path, ["promote", "--markers", str(tmp_path / "m2")], env_for(gh))
+    number = issue_of(gh, run_id)["number"]
+    gh.comment(REPO, number, "maint", "/approve")
+    gh.reset_stats()
+    code, summary = sweep(tmp_path, env_for(gh), run_id)  # what the Action runs on the comment
+    assert code == 0 and actions(summary, run_id) == ["resumed"], summary
+    assert actions(summary, other) == []
+    asked = [(r["method"], r["endpoint"].split("{repo}")[-1], r["status"]) for r in gh.requests]
+    assert asked == [
+        ("GET", "/issues/{number}/comments", 200),
+        ("GET", "/collaborators/{username}/permission", 200),
+        ("POST", "/issues/{number}/comments", 201),  # the closing comment
+        ("PATCH", "/issues/{number}", 200),  # closed
+    ]
+    assert requests_on(gh, other_issue) == []
