@@ -88,4 +88,5 @@ class SweepReport:
             "errors": sum(e.errored for e in self.entries),
         }
 
+
 __all__ = ["SweepAction", "SweepEntry", "SweepReport"]
