@@ -29,7 +29,7 @@ from typing import Any
 
 from zuke_gh._approval_settings import effective_role
 from zuke_gh.client import GitHubClient
-from zuke_gh.errors import GitHubError, GitHubPathError
+from zuke_gh.errors import GitHubError, GitHubPathError, answered
 
 ISSUES = "/repos/{owner}/{repo}/issues"
 ISSUE = "/repos/{owner}/{repo}/issues/{number}"
@@ -39,6 +39,14 @@ MEMBERSHIP = "/orgs/{org}/teams/{team_slug}/memberships/{username}"
 PER_PAGE = 100
 #: How many pages a listing reads at most (comments since the last check; issues by marker).
 MAX_PAGES = 10
+#: What to do when GitHub refuses to say who may decide (the client's 403 hint is generic).
+ROLE_HINT = (
+    "Reading a commenter's role needs the token to read collaborator permissions on "
+    "the repository (`metadata: read`; a personal token needs push access there)."
+)
+TEAM_HINT = ("teams() reads the organization's team memberships, which needs its `members: "
+             "read` permission; a workflow's GITHUB_TOKEN cannot have it: use a GitHub App or "
+             "a fine-grained token that has it, or name the approvers with users().")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -140,6 +148,9 @@ def role_of(shared: dict[str, Any], client: GitHubClient, repo: Repo, login: str
         answer = client.get(PERMISSION, expected=(404,), username=login, **repo.segments())
     except GitHubPathError:  # a login no path can hold is no collaborator
         return "none"
+    except GitHubError as exc:
+        _refused(exc, ROLE_HINT)
+        raise
     body = answer.body if isinstance(answer.body, Mapping) else {}
     role = "none" if answer.status == 404 else effective_role(body)
     shared[key] = role
@@ -157,10 +168,21 @@ def in_team(shared: dict[str, Any], client: GitHubClient, org: str, slug: str, l
         answer = client.get(MEMBERSHIP, expected=(404,), org=org, team_slug=slug, username=login)
     except GitHubPathError:
         return False
+    except GitHubError as exc:
+        _refused(exc, TEAM_HINT)
+        raise
     body = answer.body if isinstance(answer.body, Mapping) else {}
     member = answer.status == 200 and body.get("state") == "active"  # "pending": not yet
     shared[key] = member
     return member
+
+
+def _refused(error: GitHubError, hint: str) -> None:
+    """A 403 that is no rate limit: raise it again saying what this call needs."""
+    if error.status == 403 and not transient(error):
+        message = answered(error.method or "GET", error.path or "", 403, error.detail, hint)
+        raise GitHubError(message, status=403, method=error.method, path=error.path,
+                          detail=error.detail) from error  # fmt: skip
 
 
 def transient(error: GitHubError) -> bool:
