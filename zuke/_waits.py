@@ -237,6 +237,9 @@ class WaitSpec:
     timeout_ms: int | None = None
     on_timeout: str = "fail"  #: "fail", "cancel-run", or a target's name
     on_timeout_is_target: bool = False
+    #: what a trigger's ``WaitFailed`` (a ``/deny``, a failed workflow) does: the same forms
+    on_failure: str = "fail"
+    on_failure_is_target: bool = False
 
 
 class WaitSettings:
@@ -248,6 +251,7 @@ class WaitSettings:
         self._timeout_ms: int | None = None
         self._on_timeout: str = "fail"
         self._is_target = False
+        self._on_failure: tuple[str, bool] = ("fail", False)
 
     def on(self, trigger: WaitTrigger) -> WaitSettings:
         """The trigger the gate waits for."""
@@ -266,18 +270,26 @@ class WaitSettings:
 
     def on_timeout(self, disposition: TimeoutDisposition | Target) -> WaitSettings:
         """``"fail"`` (default), ``"cancel-run"``, or a target to run instead (a rollback)."""
+        self._on_timeout, self._is_target = self._disposition("on_timeout", disposition)
+        return self
+
+    def on_failure(self, disposition: TimeoutDisposition | Target) -> WaitSettings:
+        """What the gate does when its trigger fails (``WaitFailed``: a ``/deny``, a failed
+        workflow): ``"fail"`` (default), ``"cancel-run"``, or a target to run instead."""
+        self._on_failure = self._disposition("on_failure", disposition)
+        return self
+
+    def _disposition(self, what: str, disposition: object) -> tuple[str, bool]:
         from zuke._target import Target
 
         if isinstance(disposition, Target):
-            self._on_timeout, self._is_target = disposition.name, True
-        elif disposition in ("fail", "cancel-run"):
-            self._on_timeout, self._is_target = disposition, False
-        else:
-            raise BuildDefinitionError(
-                f'gate {self._target!r}: on_timeout() takes "fail", "cancel-run" or a target '
-                f"handle such as self.rollback, got {disposition!r}"
-            )
-        return self
+            return disposition.name, True
+        if disposition in ("fail", "cancel-run"):
+            return str(disposition), False
+        raise BuildDefinitionError(
+            f'gate {self._target!r}: {what}() takes "fail", "cancel-run" or a target '
+            f"handle such as self.rollback, got {disposition!r}"
+        )
 
     def freeze(self) -> WaitSpec:
         if self._trigger is None:
@@ -285,7 +297,9 @@ class WaitSettings:
                 f"gate {self._target!r} sets no trigger: use s.on(external_signal(...)) or "
                 "s.on(resume_when(...))"
             )
-        return WaitSpec(self._trigger, self._timeout_ms, self._on_timeout, self._is_target)
+        failure, failure_is_target = self._on_failure
+        return WaitSpec(self._trigger, self._timeout_ms, self._on_timeout, self._is_target,
+                        failure, failure_is_target)  # fmt: skip
 
 
 def freeze_wait(target: str, configure: Callable[[WaitSettings], Any]) -> WaitSpec:

@@ -35,6 +35,7 @@ BUILD = (
         channel = parameter("release channel").default("stable")
         needed = parameter("approvals needed").integer().default(1)
         window = parameter("the gate's timeout").default("1h")
+        on_deny = parameter("what a /deny does: fail or rollback").default("fail")
 
         def _m(self):
             return pathlib.Path(self.markers.value)
@@ -49,6 +50,7 @@ BUILD = (
                 lambda s: s.on(github_approval(self._approval))
                 .timeout(self.window.value)
                 .on_timeout(self.rollback)
+                .on_failure(self.rollback if self.on_deny.value == "rollback" else "fail")
             )
 
         def _approval(self, a):

@@ -184,6 +184,29 @@ def test_a_deny_fails_the_gate_and_the_release_stops(tmp_path: Path, gh: FakeGit
     assert (issue["state"], issue["state_reason"]) == ("closed", "not_planned")
 
 
+def test_a_deny_with_on_failure_rollback_runs_the_rollback_once(
+    tmp_path: Path, gh: FakeGitHub
+) -> None:
+    run_id, markers, number = release(tmp_path, gh, "--on-deny", "rollback")
+    gh.comment(REPO, number, "bob", "/deny not this week")
+    code, summary = sweep(tmp_path, env_for(gh))
+    assert code == 1, summary  # the gate failed: the sweep says so, whatever it ran after
+    (entry,) = summary["runs"]
+    assert (entry["id"], entry["action"], entry["result"]) == (run_id, "failed", "cancelled")
+    assert "denied by @bob (maintain): not this week" in entry["detail"]
+    record = record_of(fs_store(tmp_path), run_id)
+    assert record.status == "cancelled"
+    assert record.targets["qa"].status == "failed"
+    assert "denied by @bob (maintain): not this week" in (record.targets["qa"].error or "")
+    assert record.targets["rollback"].status == "succeeded"
+    assert len(lines(markers / "rollback")) == 1 and not lines(markers / "promote")
+    code, summary = sweep(tmp_path, env_for(gh))
+    assert code == 0 and actions(summary, run_id) == [], summary
+    assert len(lines(markers / "rollback")) == 1
+    (closing,) = said(gh, number)
+    assert "Denied by @bob (maintain)" in closing
+
+
 def test_an_edit_after_the_comment_was_judged_or_the_decision_changes_nothing(
     tmp_path: Path, gh: FakeGitHub
 ) -> None:

@@ -291,7 +291,8 @@ class DurableRun:
 
     def hooks(self, pool: ThreadPoolExecutor) -> Hooks:
         keeper = GateKeeper(state=self.state, writer=self.writer, clock=self.clock,
-                            params=self.state.params, warn=self.warn)  # fmt: skip
+                            params=self.state.params, warn=self.warn,
+                            cancel=self._gate_cancelled)  # fmt: skip
         runner = EffectDriver(writer=self.writer, clock=self.clock, pool=pool)
         return Hooks(gate=keeper.check, effects=runner.run)
 
@@ -302,6 +303,10 @@ class DurableRun:
             for name, row in self.writer.record.targets.items()
             if row.status == "waiting" and row.waiting_for is not None
         }
+
+    def _gate_cancelled(self, reason: str) -> None:
+        if self.scheduler is not None:
+            self.scheduler.cancel(reason=reason)
 
     def attach(self, scheduler: Scheduler) -> None:
         self.scheduler = scheduler

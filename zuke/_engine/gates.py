@@ -43,7 +43,7 @@ from zuke.state.records import EffectRecord, WaitingFor
 
 
 def waiting_row(spec: WaitSpec, *, deadline_ms: int | None, checked_ms: int,
-                detail: str | None) -> WaitingFor:  # fmt: skip
+                detail: str | None, failed: str | None = None) -> WaitingFor:  # fmt: skip
     return WaitingFor(
         trigger=spec.trigger.descriptor,
         deadline=None if deadline_ms is None else iso(deadline_ms),
@@ -51,6 +51,7 @@ def waiting_row(spec: WaitSpec, *, deadline_ms: int | None, checked_ms: int,
         on_timeout_is_target=spec.on_timeout_is_target,
         checked_at=iso(checked_ms),
         detail=detail,
+        failed=failed,
     )
 
 
@@ -75,7 +76,10 @@ class GateKeeper:
         params: Mapping[str, Any],
         warn: Callable[[str], None],
         shared: dict[str, Any] | None = None,
+        cancel: Callable[[str], None] | None = None,
     ) -> None:
+        #: cancels the run (a gate whose trigger failed, with ``on_failure("cancel-run")``)
+        self.cancel = cancel
         self.state = state
         self.writer = writer
         self.clock = clock
@@ -118,6 +122,9 @@ class GateKeeper:
         assert wait is not None
         now = self.clock.now_ms()
         wctx = self.context(spec, now)
+        prior = self.writer.row(spec.name).waiting_for
+        if prior is not None and prior.failed is not None:  # decided: its holder settles it
+            return GateVerdict("waiting", waiting_for=prior)
         try:
             result = await ask(wait.trigger, wctx)
         except RunTakenOverError as exc:  # not a flaky trigger: this process must stop
@@ -130,10 +137,23 @@ class GateKeeper:
         if isinstance(result, Satisfied):
             return GateVerdict("passed")
         if isinstance(result, WaitFailed):
-            return GateVerdict("failed", error=self.state.redactor.text(result.reason))
+            return self._failed(wait, wctx, now, self.state.redactor.text(result.reason))
         reason = self.state.redactor.text(result.reason) if result.reason else None
         row = waiting_row(wait, deadline_ms=wctx.deadline_ms, checked_ms=now, detail=reason)
         return GateVerdict("waiting", waiting_for=row)
+
+    def _failed(self, wait: WaitSpec, wctx: WaitContext, now: int, reason: str) -> GateVerdict:
+        """The trigger failed: ``on_failure("fail")`` fails the gate; ``"cancel-run"`` fails it
+        and cancels the run here (compensations walk as for any cancel); a target disposition
+        parks the gate with its failure recorded, so the run suspends and its next holder
+        (the same command at once, or a sweep) runs the target under the run's lease."""
+        if wait.on_failure_is_target:
+            row = waiting_row(wait, deadline_ms=wctx.deadline_ms, checked_ms=now, detail=reason,
+                              failed=reason)  # fmt: skip
+            return GateVerdict("waiting", waiting_for=row)
+        if wait.on_failure == "cancel-run" and self.cancel is not None:
+            self.cancel(f"gate {wctx.target!r} failed: {reason}")
+        return GateVerdict("failed", error=reason)
 
 
 class EffectDriver:

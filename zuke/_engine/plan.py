@@ -137,6 +137,10 @@ class BuildGraph:
                 raise GraphError(
                     f"gate {spec.name!r}: on_timeout() names unknown target {wait.on_timeout!r}"
                 )
+            if wait is not None and wait.on_failure_is_target and wait.on_failure not in specs:
+                raise GraphError(
+                    f"gate {spec.name!r}: on_failure() names unknown target {wait.on_failure!r}"
+                )
         check_acyclic({n: s.depends_on for n, s in specs.items()}, specs)
         return cls(specs)
 

@@ -29,6 +29,7 @@ from zuke._errors import (
     GraphChangedError,
     RunNotSuspendedError,
 )
+from zuke.runs.gate_failures import failed_gate, settle_failed_gate
 from zuke.runs.lifecycle import Hold, ResumeOutcome, graph_drift, lease_key, load_for, take
 from zuke.runs.signals import SignalDelivery, due_signals
 from zuke.runs.timeouts import expired_gate, settle_timeout, unfinished_rollback
@@ -70,11 +71,12 @@ def check_suspended(record: RunRecord) -> None:
 
 
 async def is_due(store: StateStore, run_id: str) -> bool:
-    """Whether the run is parked with a gate whose signal is stored."""
+    """Whether the run is parked with a gate whose signal is stored, or whose trigger's
+    failure was recorded for its next holder (its ``on_failure`` disposition is due)."""
     found = await asyncio.to_thread(store.get_run, run_id)
-    return (
-        found is not None and found.record.status == "suspended" and bool(due_signals(found.record))
-    )
+    if found is None or found.record.status != "suspended":
+        return False
+    return bool(due_signals(found.record)) or failed_gate(found.record) is not None
 
 
 async def continue_due(
@@ -136,6 +138,9 @@ async def _continue_once(
         loaded = load_for(build_cls, hold.record, run)
         plan = await plan_of(loaded, hold.record)
         check_resumable(hold.record, plan, resume)
+        failed = failed_gate(hold.record)
+        if failed is not None:  # decided before any deadline that passed since
+            return await settle_failed_gate(loaded, hold, *failed, run, actor=actor)
         expired = expired_gate(hold.record, run.clock.now_ms())
         if expired is not None:
             return await settle_timeout(loaded, hold, expired, run, actor=actor, notes=[])

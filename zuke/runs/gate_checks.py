@@ -71,6 +71,9 @@ async def check_gates(
         trigger = spec.wait.trigger
         check = GateAnswer(name, row, NotYet(), dict(row.meta), timed=bool(trigger.interval_ms))
         checks.append(check)
+        if row.waiting_for is not None and row.waiting_for.failed is not None:
+            check.result = WaitFailed(row.waiting_for.failed)  # decided: never asked again
+            continue
         stamp = row.waiting_for.checked_at if row.waiting_for else None
         last = parse_iso(stamp) if stamp else None
         if trigger.interval_ms and last is not None and now - last < trigger.interval_ms:

@@ -64,7 +64,7 @@ from zuke.state.update import MAX_ATTEMPTS, GaveUp, Updated, UpdateResult, updat
 if TYPE_CHECKING:
     from zuke._build import Build
 
-ResumeAction = Literal["resumed", "timed-out", "already-delivered", "delivered"]
+ResumeAction = Literal["resumed", "timed-out", "gate-failed", "already-delivered", "delivered"]
 
 
 @dataclass(frozen=True)

@@ -45,10 +45,11 @@ from zuke._provenance import build_origin, resolve_actor
 from zuke._waits import Satisfied, WaitFailed
 from zuke.runs.continuation import ResumeOptions, check_resumable, continue_due, resume_now
 from zuke.runs.gate_checks import check_gates, record_checks
+from zuke.runs.gate_failures import settle_failed_gate
 from zuke.runs.lifecycle import LazyHold, check_settings, load_for, ownership_problem
 from zuke.runs.reap import reap_run
 from zuke.runs.sweep_report import SweepEntry, SweepReport
-from zuke.runs.timeouts import expired_gate, settle_failed_gate, settle_timeout
+from zuke.runs.timeouts import expired_gate, settle_timeout
 from zuke.state._protocol import RunQuery, StateStore, StoredRun
 from zuke.state.records import RunDelta, RunRecord, RunStatus
 
@@ -249,10 +250,13 @@ async def _sweep_checked(
         if not traits.reserve_writes(lazy.store, traits.SETTLE_WRITES):
             return _deferred(record.id, name, failed.gate, traits.SETTLE_WRITES)
         hold = await lazy.get()
-        status = await settle_failed_gate(hold, failed.gate, failed.result.reason, run, actor=actor)
-        return SweepEntry(
-            record.id, name, "failed", status, gate=failed.gate, detail=failed.result.reason
+        settled = await settle_failed_gate(
+            loaded, hold, failed.gate, failed.result.reason, run, actor=actor
         )
+        return SweepEntry(
+            record.id, name, "failed", settled.status, gate=failed.gate,
+            detail=failed.result.reason if settled.status == "failed" else "; ".join(settled.notes),
+        )  # fmt: skip
     passed = [c for c in checks if isinstance(c.result, Satisfied)]
     if passed or not checks:
         gates = ", ".join(c.gate for c in passed) or None

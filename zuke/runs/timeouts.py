@@ -21,7 +21,8 @@ any cancellation.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 from zuke._clock import iso, parse_iso
 from zuke._engine.plan import Plan, make_plan
@@ -30,11 +31,15 @@ from zuke._engine.run import LoadedBuild, RunOptions, ordering_edges
 from zuke._errors import AlreadyResumedError, RunError
 from zuke.runs.compensate import walk_taken
 from zuke.runs.gate_checks import timeout_hook
-from zuke.runs.lifecycle import Hold, ResumeOutcome, lease_key
+from zuke.runs.lifecycle import Hold, ResumeAction, ResumeOutcome, lease_key
 from zuke.state.records import RunDelta, RunEvent, RunRecord, RunStatus, TargetRecord
 from zuke.state.update import GaveUp, Unchanged
 
 TIMEOUT_EVENT = "timeout"
+#: a gate whose trigger failed (``WaitFailed``) and its ``on_failure`` disposition
+FAILED_EVENT = "wait-failed"
+#: the events that may start a rollback a later process has to finish
+ROLLBACK_EVENTS = (TIMEOUT_EVENT, FAILED_EVENT)
 
 
 def signal_wins(record: RunRecord, row: TargetRecord) -> bool:
@@ -81,14 +86,15 @@ def timeout_refusal(record: RunRecord, gate: str | None, signal: str) -> str | N
 async def unfinished_rollback(loaded: LoadedBuild, record: RunRecord) -> Plan | None:
     """The rollback a timed-out gate started and nobody finished, as the plan to drive.
 
-    A process that dies mid-rollback leaves the run ``running`` with a timeout event and
+    A process that dies mid-rollback leaves the run ``running`` with a timeout (or a gate's
+    failure) event and
     ``intendedTerminal: cancelled``; a reap hands it back to ``suspended``. What is left
     of it is the rollback, then ``cancelled`` — never its timed-out gate again.
     """
     if record.intended_terminal != "cancelled":
         return None
-    event = next((e for e in reversed(record.events) if e.tool == TIMEOUT_EVENT), None)
-    rollback = event.args.get("onTimeout") if event is not None else None
+    event = next((e for e in reversed(record.events) if e.tool in ROLLBACK_EVENTS), None)
+    rollback = (event.args.get("onTimeout") or event.args.get("onFailure")) if event else None
     if rollback is None or rollback not in record.targets:
         return None  # a string disposition settles in one write: nothing is left over
     if rollback not in loaded.graph.specs:
@@ -101,20 +107,18 @@ async def unfinished_rollback(loaded: LoadedBuild, record: RunRecord) -> Plan | 
     return make_plan(loaded.graph, [rollback], ordering=edges)
 
 
-def _timed_out_rows(
-    record: RunRecord, gate: str, now: str, *, keep: frozenset[str] = frozenset()
-) -> dict[str, TargetRecord]:
+def timed_out_error(record: RunRecord, gate: str) -> str:
     row = record.targets[gate]
     deadline = row.waiting_for.deadline if row.waiting_for else None
-    rows = {
-        gate: replace(
-            row,
-            status="failed",
-            ended_at=now,
-            waiting_for=None,
-            error=f'wait "{gate}" timed out (deadline {deadline})',
-        )
-    }
+    return f'wait "{gate}" timed out (deadline {deadline})'
+
+
+def settled_rows(
+    record: RunRecord, gate: str, now: str, error: str, *, keep: frozenset[str] = frozenset()
+) -> dict[str, TargetRecord]:
+    """The gate failed with ``error``; what it (or any other waiting gate) held back skipped."""
+    row = record.targets[gate]
+    rows = {gate: replace(row, status="failed", ended_at=now, waiting_for=None, error=error)}
     for name, other in record.targets.items():
         if name != gate and name not in keep and other.status in ("pending", "waiting"):
             rows[name] = replace(
@@ -144,6 +148,22 @@ def still_expired(fresh: RunRecord, gate: str, now_ms: int) -> bool:
     )
 
 
+@dataclass(frozen=True)
+class Settlement:
+    """How a gate ends without passing (timed out, or its trigger failed) and what follows."""
+
+    gate: str
+    #: ``"fail"``, ``"cancel-run"``, or a target's name (``is_target``)
+    disposition: str
+    is_target: bool
+    #: the gate row's error: why it failed
+    error: str
+    event: RunEvent
+    action: ResumeAction
+    #: the decision, taken again on the fresh record under the lease
+    still: Callable[[RunRecord], bool]
+
+
 async def settle_timeout(
     loaded: LoadedBuild, hold: Hold, gate: str, run: RunOptions, *, actor: str, notes: list[str]
 ) -> ResumeOutcome:
@@ -154,42 +174,60 @@ async def settle_timeout(
     record = hold.record
     waiting = record.targets[gate].waiting_for
     assert waiting is not None
-    if waiting.on_timeout_is_target and waiting.on_timeout not in loaded.graph.specs:
-        raise RunError(
-            f"gate {gate!r} of run {record.id} timed out into {waiting.on_timeout!r}, which this "
-            f"build no longer has; restore that target to roll back, or: zuke cancel {record.id}",
-            run_id=record.id,
-        )
     now_ms = run.clock.now_ms()
-    now = iso(now_ms)
-    detail = f"gate {gate!r} timed out at {waiting.deadline}"
     event = RunEvent(
-        at=now,
+        at=iso(now_ms),
         tool=TIMEOUT_EVENT,
         actor=actor,
-        detail=detail,
+        detail=f"gate {gate!r} timed out at {waiting.deadline}",
         args={"gate": gate, "onTimeout": waiting.on_timeout},
     )
+    settlement = Settlement(
+        gate, waiting.on_timeout, waiting.on_timeout_is_target, timed_out_error(record, gate),
+        event, "timed-out", lambda fresh: still_expired(fresh, gate, now_ms),
+    )  # fmt: skip
+    check_rollback(loaded, record.id, settlement)
     # The hook is user code: it runs under the hold, whose heartbeat renews the lease.
     hooked = await timeout_hook(loaded, record, gate, now_ms)
     if hooked is not None:  # the hook's failure is news, never a reason to skip the rest
         notes = [*notes, hooked]
         run.on_warning(hooked)
-    if waiting.on_timeout_is_target:
-        return await _run_rollback(loaded, hold, gate, waiting.on_timeout, run, actor=actor,
-                                   event=event, notes=notes)  # fmt: skip
-    if waiting.on_timeout == "cancel-run":
-        return await _cancel_run(loaded, hold, gate, run, actor=actor, event=event, notes=notes)
+    return await apply_disposition(loaded, hold, settlement, run, actor=actor, notes=notes)
+
+
+def check_rollback(loaded: LoadedBuild, run_id: str, s: Settlement) -> None:
+    """A target disposition the build no longer has: refused before anything moves."""
+    if s.is_target and s.disposition not in loaded.graph.specs:
+        how = "timed out" if s.action == "timed-out" else "failed"
+        raise RunError(
+            f"gate {s.gate!r} of run {run_id} {how} into {s.disposition!r}, which this build no "
+            f"longer has; restore that target to roll back, or: zuke cancel {run_id}",
+            run_id=run_id,
+        )
+
+
+async def apply_disposition(
+    loaded: LoadedBuild, hold: Hold, s: Settlement, run: RunOptions, *, actor: str,
+    notes: list[str],
+) -> ResumeOutcome:  # fmt: skip
+    """The gate fails with ``s.error``; then ``"fail"`` fails the run, ``"cancel-run"``
+    walks its compensations, a target runs (then the run is ``cancelled``)."""
+    if s.is_target:
+        return await _run_rollback(loaded, hold, s, run, actor=actor, notes=notes)
+    if s.disposition == "cancel-run":
+        return await _cancel_run(loaded, hold, s, run, actor=actor, notes=notes)
+    record = hold.record
+    now = s.event.at
     final: RunStatus = "failed"
 
     def settle(fresh: RunRecord) -> RunDelta | None:
-        if not still_expired(fresh, gate, now_ms):
+        if not s.still(fresh):
             return None
         return RunDelta(
             updated_at=now,
             status=final,
-            targets=_timed_out_rows(fresh, gate, now),
-            events=(event,),
+            targets=settled_rows(fresh, s.gate, now, s.error),
+            events=(s.event,),
             intended_terminal=final,
             locks={lease_key(record.id): None},
         )
@@ -198,33 +236,24 @@ async def settle_timeout(
     if isinstance(outcome, (Unchanged, GaveUp)):
         raise changed_under_us(record.id, outcome)
     return ResumeOutcome(
-        record.id,
-        "timed-out",
-        final,
-        notes=[*notes, f"run {record.id}: {detail}; the run is {final}"],
-    )
+        record.id, s.action, final, notes=[*notes, f"run {record.id}: {s.event.detail}; "
+                                           f"the run is {final}"],
+    )  # fmt: skip
 
 
 async def _cancel_run(
-    loaded: LoadedBuild,
-    hold: Hold,
-    gate: str,
-    run: RunOptions,
-    *,
-    actor: str,
-    event: RunEvent,
+    loaded: LoadedBuild, hold: Hold, s: Settlement, run: RunOptions, *, actor: str,
     notes: list[str],
-) -> ResumeOutcome:
-    """``"cancel-run"``: the gate fails as timed out, then the run's compensations walk."""
+) -> ResumeOutcome:  # fmt: skip
+    """``"cancel-run"``: the gate fails, then the run's compensations walk."""
     record = hold.record
-    now = event.at
-    now_ms = run.clock.now_ms()
+    now = s.event.at
 
     def mark(fresh: RunRecord) -> RunDelta | None:
-        if not still_expired(fresh, gate, now_ms):
+        if not s.still(fresh):
             return None
-        rows = {gate: _timed_out_rows(fresh, gate, now)[gate]}
-        return RunDelta(updated_at=now, targets=rows, events=(event,))
+        rows = {s.gate: settled_rows(fresh, s.gate, now, s.error)[s.gate]}
+        return RunDelta(updated_at=now, targets=rows, events=(s.event,))
 
     marked = await hold.write(mark)
     if isinstance(marked, (Unchanged, GaveUp)):
@@ -235,43 +264,36 @@ async def _cancel_run(
         env=run.env,
         actor=actor,
         intended="cancelled",
-        reason=f"the run was cancelled: {event.detail}",
+        reason=f"the run was cancelled: {s.event.detail}",
         warn=run.on_warning,
     )
     ran = f"; ran {len(result.compensated)} compensation(s)" if result.compensated else ""
     return ResumeOutcome(
         record.id,
-        "timed-out",
+        s.action,
         result.status,
         notes=[
             *notes,
             *warnings,
-            f"run {record.id}: {event.detail}{ran}; the run is {result.status}",
+            f"run {record.id}: {s.event.detail}{ran}; the run is {result.status}",
         ],
     )
 
 
 async def _run_rollback(
-    loaded: LoadedBuild,
-    hold: Hold,
-    gate: str,
-    rollback: str,
-    run: RunOptions,
-    *,
-    actor: str,
-    event: RunEvent,
+    loaded: LoadedBuild, hold: Hold, s: Settlement, run: RunOptions, *, actor: str,
     notes: list[str],
-) -> ResumeOutcome:
+) -> ResumeOutcome:  # fmt: skip
     record = hold.record
+    rollback = s.disposition
     edges = await ordering_edges(loaded.build, loaded.graph)
     plan = make_plan(loaded.graph, [rollback], ordering=edges)
-    now = event.at
-    now_ms = run.clock.now_ms()
+    now = s.event.at
 
     def to_running(fresh: RunRecord) -> RunDelta | None:
-        if not still_expired(fresh, gate, now_ms):
+        if not s.still(fresh):
             return None
-        rows = _timed_out_rows(fresh, gate, now, keep=frozenset(plan.order))
+        rows = settled_rows(fresh, s.gate, now, s.error, keep=frozenset(plan.order))
         for name in plan.order:  # the rollback's closure: new rows unless already done
             if name not in fresh.targets:
                 rows[name] = TargetRecord()
@@ -280,7 +302,7 @@ async def _run_rollback(
             status="running",
             actor=actor,
             targets=rows,
-            events=(event,),
+            events=(s.event,),
             intended_terminal="cancelled",
             locks={lease_key(record.id): hold.token},
         )
@@ -297,33 +319,8 @@ async def _run_rollback(
     )
     return ResumeOutcome(
         record.id,
-        "timed-out",
+        s.action,
         result.status,
         result=result,
-        notes=[*notes, f"run {record.id}: {event.detail}; ran {rollback} and cancelled the run"],
+        notes=[*notes, f"run {record.id}: {s.event.detail}; ran {rollback} and cancelled the run"],
     )
-
-
-async def settle_failed_gate(
-    hold: Hold, gate: str, reason: str, run: RunOptions, *, actor: str
-) -> RunStatus:
-    """A gate whose trigger reported it cannot succeed: the gate fails, and so does the run."""
-    now = iso(run.clock.now_ms())
-    event = RunEvent(at=now, tool="wait-failed", actor=actor, detail=f"gate {gate!r}: {reason}")
-
-    def settle(fresh: RunRecord) -> RunDelta | None:
-        row = fresh.targets.get(gate)
-        if fresh.status != "suspended" or row is None or row.status != "waiting":
-            return None
-        rows = _timed_out_rows(fresh, gate, now)
-        rows[gate] = replace(rows[gate], error=reason)
-        return RunDelta(
-            updated_at=now,
-            status="failed",
-            targets=rows,
-            events=(event,),
-            locks={lease_key(hold.run_id): None},
-        )
-
-    outcome = await hold.write(settle)
-    return outcome.record.status

@@ -31,6 +31,7 @@ def waiting_for_to_json(w: WaitingFor) -> dict[str, Any]:
     out["onTimeout"] = {"target": w.on_timeout} if w.on_timeout_is_target else w.on_timeout
     optional(out, "checkedAt", w.checked_at)
     optional(out, "detail", w.detail)
+    optional(out, "failed", w.failed)
     return out
 
 
@@ -116,6 +117,7 @@ def _parse_waiting_for(rd: Reader, raw: Any) -> WaitingFor:
         on_timeout_is_target=is_target,
         checked_at=rd.opt_string(obj, "checkedAt"),
         detail=rd.opt_string(obj, "detail"),
+        failed=rd.opt_string(obj, "failed"),
     )
 
 

@@ -59,6 +59,9 @@ class WaitingFor:
     checked_at: str | None = None
     #: what the last check said ("waiting for the signal 'approved'", a predicate's error)
     detail: str | None = None
+    #: the trigger answered ``WaitFailed`` (this reason) in a process that hands the gate's
+    #: ``on_failure`` disposition to the next holder of the run: settled, never asked again
+    failed: str | None = None
 
 
 EffectStatus = Literal["pending", "done", "failed"]
