@@ -28,6 +28,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from zuke._clock import parse_iso
 from zuke._configure import configured
 from zuke._duration import Duration, parse_duration
 from zuke._errors import BuildDefinitionError
@@ -113,6 +114,12 @@ class WaitContext:
         self.now_ms = now_ms
         #: when the gate times out (epoch ms), or ``None``
         self.deadline_ms = deadline_ms
+        #: set (to the deadline) when this is the gate's final check, past its deadline: a
+        #: trigger with ``answers_as_of`` counts only what happened at or before it (an
+        #: answer given in time is not lost to a sweep that came late)
+        self.as_of_ms: int | None = (
+            deadline_ms if deadline_ms is not None and now_ms >= deadline_ms else None
+        )
         #: a dict shared by every check of one sweep: a trigger may memoise a remote
         #: answer there (one poll per workflow, however many gates wait on it)
         self.shared: dict[str, Any] = {} if shared is None else shared
@@ -134,6 +141,9 @@ class WaitTrigger(ABC):
 
     #: the least time between two checks (ms); ``None``: every check asks
     interval_ms: int | None = None
+    #: whether ``check`` honours ``ctx.as_of_ms``: only such a trigger is asked once more
+    #: past its deadline (what it says happened by then decides); any other times out
+    answers_as_of: bool = False
 
     @property
     @abstractmethod
@@ -157,7 +167,9 @@ class WaitTrigger(ABC):
 
 async def ask(trigger: WaitTrigger, ctx: WaitContext) -> WaitResult:
     """Check ``trigger`` (sync or async) and normalise its answer (one that is not a result
-    fails the wait)."""
+    fails the wait). Past the deadline, a trigger that cannot answer as of it is not asked."""
+    if ctx.as_of_ms is not None and not trigger.answers_as_of:
+        return NotYet(f"past its deadline: {trigger.descriptor} cannot say what happened by then")
     answer: Any = trigger.check(ctx)  # a user's trigger may answer anything
     if inspect.isawaitable(answer):
         answer = await answer
@@ -175,6 +187,8 @@ async def ask(trigger: WaitTrigger, ctx: WaitContext) -> WaitResult:
 
 
 class _ExternalSignal(WaitTrigger):
+    answers_as_of = True  # a signal's arrival is recorded (receivedAt)
+
     def __init__(self, name: str) -> None:
         self.name = name
 
@@ -189,6 +203,9 @@ class _ExternalSignal(WaitTrigger):
         signal = ctx.signals.get(self.name)
         if signal is None:
             return NotYet(f"waiting for the signal {self.name!r}")
+        received = parse_iso(signal.received_at)
+        if ctx.as_of_ms is not None and (received is None or received > ctx.as_of_ms):
+            return NotYet(f"the signal {self.name!r} came after the gate's deadline")
         return Satisfied(signal)
 
 

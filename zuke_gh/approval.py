@@ -93,6 +93,18 @@ def _next_since(items: list[dict[str, Any]], since: str) -> str:
     return max(gh_time(max(stamps) - 1000), since) if stamps else since
 
 
+def _by(items: list[dict[str, Any]], as_of_ms: int) -> list[dict[str, Any]]:
+    """The comments made by ``as_of_ms`` and not edited since (a gate's final check, past its
+    deadline): a comment edited later may say what it did not say in time, so it does not
+    count; GitHub keeps no earlier body to judge instead."""
+    kept = []
+    for c in items:
+        made, edited = (parse_iso(str(c.get(k))) for k in ("created_at", "updated_at"))
+        if made is not None and made <= as_of_ms and (edited is None or edited <= as_of_ms):
+            kept.append(c)
+    return kept
+
+
 def _build_origin() -> str | None:
     env = os.environ
     if env.get("ZUKE_BUILD_ID"):
@@ -104,6 +116,9 @@ def _build_origin() -> str | None:
 
 class GitHubApprovalTrigger(WaitTrigger):
     """The trigger ``github_approval`` returns (its state: see ``docs/github.md``)."""
+
+    #: past the deadline, only comments made (and not edited) by then count
+    answers_as_of = True
 
     def __init__(self, spec: ApprovalSpec) -> None:
         self.spec = spec
@@ -158,6 +173,8 @@ class GitHubApprovalTrigger(WaitTrigger):
         except GitHubError as exc:  # an App key that cannot sign, a bad GITHUB_API_URL
             return WaitFailed(f"{self._where(repo, state)}: {exc}")
         if not isinstance(state.get("issue"), int):
+            if ctx.as_of_ms is not None:  # past the deadline: nobody was asked in time
+                return NotYet(f"{self._where(repo, state)}: no approval issue by the deadline")
             opened = await self._open(ctx, client, repo, state)
             if opened is not None:
                 return opened
@@ -284,8 +301,9 @@ class GitHubApprovalTrigger(WaitTrigger):
 
         request_id = state.get("requestId")
         starter = state.get("starter")
+        items = read.items if ctx.as_of_ms is None else _by(read.items, ctx.as_of_ms)
         tally = await judge(
-            read.items, spec=self.spec, repo=repo.slug, state=state,
+            items, spec=self.spec, repo=repo.slug, state=state,
             starter=starter if isinstance(starter, str) else None,
             after_id=request_id if isinstance(request_id, int) else None,
             ask_role=ask_role, ask_team=ask_team,

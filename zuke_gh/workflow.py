@@ -38,7 +38,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from zuke import NotYet, Satisfied, WaitContext, WaitFailed, WaitTrigger
-from zuke._clock import iso
+from zuke._clock import iso, parse_iso
 from zuke_gh import _correlate as corr
 from zuke_gh import _workflow_api as api
 from zuke_gh._workflow_settings import (
@@ -91,6 +91,9 @@ def env_client() -> GitHubClient:
 class GitHubWorkflowTrigger(WaitTrigger):
     """The trigger ``github_workflow`` returns (its state: see ``docs/github.md``)."""
 
+    #: past the deadline, only a run that completed by then (its ``updated_at``) passes
+    answers_as_of = True
+
     def __init__(self, spec: WorkflowSpec) -> None:
         self.spec = spec
         self.interval_ms = spec.poll_every_ms
@@ -118,6 +121,8 @@ class GitHubWorkflowTrigger(WaitTrigger):
         if isinstance(state.get("result"), Mapping):
             return Satisfied(state["result"])  # completed earlier: no API call
         if not isinstance(state.get("marker"), str):
+            if ctx.as_of_ms is not None:  # past the deadline: never dispatch now
+                return NotYet(f"{self._where}: not dispatched by the gate's deadline")
             try:
                 client = self._client(ctx.shared)
             except GitHubError as exc:  # an App key that cannot sign, a bad GITHUB_API_URL
@@ -281,6 +286,12 @@ class GitHubWorkflowTrigger(WaitTrigger):
             return NotYet(f"{self._where}: run {corr.url_of(run)} is {status}")
         if status != "completed":  # null or undocumented: never success, never a failure
             return NotYet(corr.unknown_status(self._where, run))
+        done_at = parse_iso(str(run.get("updated_at")))
+        if ctx.as_of_ms is not None and (done_at is None or done_at > ctx.as_of_ms):
+            # The final check, past the deadline: a run's `updated_at` is no earlier than its
+            # completion, so one at or before the deadline proves it completed in time.
+            return NotYet(f"{self._where}: run {corr.url_of(run)} completed after the gate's "
+                          "deadline (its updated_at)")  # fmt: skip
         run_id = api.run_id_of(run)
         jobs = [] if run_id is None else await asyncio.to_thread(
             api.list_jobs, client, self.spec.target, run_id)  # fmt: skip

@@ -41,7 +41,7 @@ from tests.e2e.resume_support import (
     wait_past,
 )
 from tests.e2e.support import finish, spawn
-from zuke._clock import parse_iso
+from zuke._clock import iso, parse_iso
 from zuke_gh.approval import gh_time
 
 pytestmark = pytest.mark.e2e
@@ -262,6 +262,41 @@ def test_the_gate_times_out_into_its_rollback_and_closes_the_issue(
     assert timed_out.startswith(CLOSED) and "The gate timed out" in timed_out
     issue = issue_of(gh, run_id)
     assert (issue["state"], issue["state_reason"]) == ("closed", "not_planned")
+
+
+def test_an_approve_on_time_swept_after_the_deadline_resumes_the_release(
+    tmp_path: Path, gh: FakeGitHub
+) -> None:
+    run_id, markers, number = release(tmp_path, gh, "--window", "3s")
+    store = fs_store(tmp_path)
+    gh.comment(REPO, number, "maint", "/approve")  # in time; nobody sweeps until later
+    wait_past(gate_deadline(record_of(store, run_id), "qa"), "the gate's deadline")
+    code, summary = sweep(tmp_path, env_for(gh))
+    assert code == 0, summary
+    (entry,) = summary["runs"]
+    assert (entry["id"], entry["action"], entry["result"]) == (run_id, "resumed", "succeeded")
+    record = record_of(store, run_id)
+    assert record.targets["qa"].status == "succeeded" and "rollback" not in record.targets
+    assert [row[0] for row in promoted(markers)[0]] == ["maint"]
+    assert not lines(markers / "rollback")
+
+
+def test_an_approve_after_the_deadline_does_not_save_the_gate(
+    tmp_path: Path, gh: FakeGitHub
+) -> None:
+    run_id, markers, number = release(tmp_path, gh, "--window", "3s")
+    store = fs_store(tmp_path)
+    deadline = parse_iso(gate_deadline(record_of(store, run_id), "qa") or "")
+    assert deadline is not None
+    # GitHub stamps whole seconds: a comment a good second past the deadline is late on it too
+    wait_past(iso(deadline + 1500), "the gate's deadline and a second")
+    gh.comment(REPO, number, "maint", "/approve")
+    code, summary = sweep(tmp_path, env_for(gh))
+    assert code == 0, summary
+    (entry,) = summary["runs"]
+    assert (entry["id"], entry["action"], entry["result"]) == (run_id, "timed-out", "cancelled")
+    assert len(lines(markers / "rollback")) == 1 and not lines(markers / "promote")
+    assert "decision" not in record_of(store, run_id).targets["qa"].meta
 
 
 def test_after_a_comment_the_next_quiet_sweep_is_a_free_304_again(

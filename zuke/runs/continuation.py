@@ -29,10 +29,12 @@ from zuke._errors import (
     GraphChangedError,
     RunNotSuspendedError,
 )
+from zuke._waits import Satisfied, WaitFailed
+from zuke.runs.gate_checks import Taken, check_gates, passed_rows
 from zuke.runs.gate_failures import failed_gate, settle_failed_gate
 from zuke.runs.lifecycle import Hold, ResumeOutcome, graph_drift, lease_key, load_for, take
 from zuke.runs.signals import SignalDelivery, due_signals
-from zuke.runs.timeouts import expired_gate, settle_timeout, unfinished_rollback
+from zuke.runs.timeouts import settle_timeout, unfinished_rollback
 from zuke.state._protocol import StateStore
 from zuke.state.records import RunDelta, RunEvent, RunRecord
 from zuke.state.update import GaveUp, Unchanged
@@ -141,10 +143,22 @@ async def _continue_once(
         failed = failed_gate(hold.record)
         if failed is not None:  # decided before any deadline that passed since
             return await settle_failed_gate(loaded, hold, *failed, run, actor=actor)
-        expired = expired_gate(hold.record, run.clock.now_ms())
-        if expired is not None:
-            return await settle_timeout(loaded, hold, expired, run, actor=actor, notes=[])
-        return await resume_now(loaded, plan, hold, resume, run, actor=actor)
+        now = run.clock.now_ms()
+        # Past a deadline, each such gate is asked once more as of it: an answer given in
+        # time passes it; a failure takes its on_failure, anything else times it out.
+        final = await check_gates(loaded, Taken(hold), now, {}, expired=True)
+        for check in final:
+            if isinstance(check.result, WaitFailed):
+                reason = check.result.reason
+                return await settle_failed_gate(loaded, hold, check.gate, reason, run, actor=actor)
+            if not isinstance(check.result, Satisfied):
+                notes = [f"gate {check.gate!r}: its final check: {check.detail}"] if (
+                    check.errored) else []  # fmt: skip
+                return await settle_timeout(loaded, hold, check.gate, run, actor=actor,
+                                            notes=notes)  # fmt: skip
+        rows = passed_rows(loaded, final, iso(now))
+        extra = RunDelta(updated_at=iso(now), targets=rows) if rows else None
+        return await resume_now(loaded, plan, hold, resume, run, actor=actor, delta_extra=extra)
     finally:
         await hold.release()  # a no-op once the engine took the lease over
 

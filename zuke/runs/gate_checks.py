@@ -26,10 +26,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Protocol
 
 from zuke._clock import iso, parse_iso
 from zuke._engine import store_traits
+from zuke._engine.plan import TargetSpec
 from zuke._engine.run import LoadedBuild
 from zuke._errors import AlreadyResumedError, RunError, ZukeError
 from zuke._waits import GateState, NotYet, WaitContext, WaitFailed, ask
@@ -51,17 +52,60 @@ class GateAnswer:
     detail: str | None = None
     #: the trigger has an interval: every check is stamped, to measure the next from
     timed: bool = False
+    #: past its deadline: this was its final check (``ctx.as_of_ms``), whatever its interval
+    expired: bool = False
+
+
+class Basis(Protocol):
+    """Where checks read the record and take the lease: a sweep's :class:`LazyHold`, or a
+    :class:`Hold` already taken (:class:`Taken`)."""
+
+    @property
+    def basis(self) -> RunRecord: ...
+
+    async def get(self) -> Hold: ...
+
+
+class Taken:
+    """A :class:`Hold` already taken, as the checks' :class:`Basis`."""
+
+    def __init__(self, hold: Hold) -> None:
+        self.hold = hold
+
+    @property
+    def basis(self) -> RunRecord:
+        return self.hold.record
+
+    async def get(self) -> Hold:
+        return self.hold
+
+
+def past_deadline(row: TargetRecord, now: int) -> bool:
+    """Whether a waiting gate's deadline has passed (its next check is its final one)."""
+    deadline = row.waiting_for.deadline if row.waiting_for else None
+    at = parse_iso(deadline) if deadline else None
+    return at is not None and at <= now
 
 
 async def check_gates(
-    loaded: LoadedBuild, lazy: LazyHold, now: int, shared: dict[str, Any]
+    loaded: LoadedBuild,
+    lazy: Basis,
+    now: int,
+    shared: dict[str, Any],
+    *,
+    expired: bool | None = None,
 ) -> list[GateAnswer]:
-    """Ask every waiting gate's trigger, from the record ``lazy`` was built on; a
-    ``persist()`` takes the run's lease first (a run held or moved: AlreadyResumedError)."""
+    """Ask every waiting gate's trigger (``expired``: only those past their deadline, or
+    only those not), from the record ``lazy`` was built on; a ``persist()`` takes the
+    run's lease first (a run held or moved: AlreadyResumedError). A gate past its deadline
+    is asked as of it (``ctx.as_of_ms``), whatever its interval: its final check."""
     record = lazy.basis
     checks = []
     for name, row in record.targets.items():
         if row.status != "waiting":
+            continue
+        late = past_deadline(row, now)
+        if expired is not None and late != expired:
             continue
         # A gate inside a fan-out's item is found by re-materialising the fan-out; a
         # fan-out that cannot be fails this check (raised: the sweep reports the run).
@@ -69,14 +113,20 @@ async def check_gates(
         if spec is None or spec.wait is None:
             continue
         trigger = spec.wait.trigger
-        check = GateAnswer(name, row, NotYet(), dict(row.meta), timed=bool(trigger.interval_ms))
+        check = GateAnswer(name, row, NotYet(), dict(row.meta), timed=bool(trigger.interval_ms),
+                           expired=late)  # fmt: skip
         checks.append(check)
         if row.waiting_for is not None and row.waiting_for.failed is not None:
             check.result = WaitFailed(row.waiting_for.failed)  # decided: never asked again
             continue
         stamp = row.waiting_for.checked_at if row.waiting_for else None
         last = parse_iso(stamp) if stamp else None
-        if trigger.interval_ms and last is not None and now - last < trigger.interval_ms:
+        if (
+            not late
+            and trigger.interval_ms
+            and last is not None
+            and now - last < trigger.interval_ms
+        ):
             check.due = False  # asked less than `interval` ago: not yet
             check.detail = row.waiting_for.detail if row.waiting_for else None
             continue
@@ -138,6 +188,22 @@ async def timeout_hook(loaded: LoadedBuild, record: RunRecord, gate: str, now: i
             f"gate {gate!r}: its trigger's on_timeout hook {what}: {exc}".rstrip(": ")
         )
     return None
+
+
+def passed_rows(
+    loaded: LoadedBuild, passed: list[GateAnswer], stamp: str
+) -> dict[str, TargetRecord]:
+    """The rows of gates that passed, succeeded with the state their checks kept (a gate
+    with effects is left to the engine, which passes it and drives them)."""
+    return {
+        c.gate: replace(c.row, status="succeeded", ended_at=stamp, waiting_for=None, meta=c.meta)
+        for c in passed
+        if not _has_effects(loaded.index.known(c.gate))
+    }
+
+
+def _has_effects(spec: TargetSpec | None) -> bool:
+    return spec is not None and bool(spec.effects)
 
 
 def record_context(

@@ -44,12 +44,12 @@ from zuke._errors import AlreadyResumedError, ParameterError, RunNotFoundError, 
 from zuke._provenance import build_origin, resolve_actor
 from zuke._waits import Satisfied, WaitFailed
 from zuke.runs.continuation import ResumeOptions, check_resumable, continue_due, resume_now
-from zuke.runs.gate_checks import check_gates, record_checks
+from zuke.runs.gate_checks import GateAnswer, check_gates, passed_rows, record_checks
 from zuke.runs.gate_failures import settle_failed_gate
 from zuke.runs.lifecycle import LazyHold, check_settings, load_for, ownership_problem
 from zuke.runs.reap import reap_run
 from zuke.runs.sweep_report import SweepEntry, SweepReport
-from zuke.runs.timeouts import expired_gate, settle_timeout
+from zuke.runs.timeouts import settle_timeout
 from zuke.state._protocol import RunQuery, StateStore, StoredRun
 from zuke.state.records import RunDelta, RunRecord, RunStatus
 
@@ -234,29 +234,19 @@ async def _sweep_checked(
     record = lazy.basis
     name = type(loaded.build).__name__
     now = run.clock.now_ms()
-    gate = expired_gate(record, now)
-    if gate is not None:
-        if not traits.reserve_writes(lazy.store, traits.SETTLE_WRITES):
-            return _deferred(record.id, name, gate, traits.SETTLE_WRITES)
-        hold = await lazy.get()
-        outcome = await settle_timeout(loaded, hold, gate, run, actor=actor, notes=[])
-        return SweepEntry(
-            record.id, name, "timed-out", outcome.status, gate=gate, detail="; ".join(outcome.notes)
-        )
-    checks = await check_gates(loaded, lazy, now, shared)
+    # Gates past their deadline first, each asked once more as of it: an answer given in
+    # time passes it however late this sweep runs; none (or a trigger that cannot say) times
+    # it out. Only then are the other gates asked.
+    final = await check_gates(loaded, lazy, now, shared, expired=True)
+    for check in final:
+        if isinstance(check.result, WaitFailed):
+            return await _settle_failed(loaded, lazy, check, run, actor)
+        if not isinstance(check.result, Satisfied):
+            return await _settle_timeout(loaded, lazy, check, run, actor)
+    checks = [*final, *await check_gates(loaded, lazy, now, shared, expired=False)]
     failed = next((c for c in checks if isinstance(c.result, WaitFailed)), None)
     if failed is not None:
-        assert isinstance(failed.result, WaitFailed)
-        if not traits.reserve_writes(lazy.store, traits.SETTLE_WRITES):
-            return _deferred(record.id, name, failed.gate, traits.SETTLE_WRITES)
-        hold = await lazy.get()
-        settled = await settle_failed_gate(
-            loaded, hold, failed.gate, failed.result.reason, run, actor=actor
-        )
-        return SweepEntry(
-            record.id, name, "failed", settled.status, gate=failed.gate,
-            detail=failed.result.reason if settled.status == "failed" else "; ".join(settled.notes),
-        )  # fmt: skip
+        return await _settle_failed(loaded, lazy, failed, run, actor)
     passed = [c for c in checks if isinstance(c.result, Satisfied)]
     if passed or not checks:
         gates = ", ".join(c.gate for c in passed) or None
@@ -265,14 +255,7 @@ async def _sweep_checked(
             return _deferred(record.id, name, gates, writes)
         hold = await lazy.get()
         stamp = iso(now)
-        rows = {
-            c.gate: replace(
-                c.row, status="succeeded", ended_at=stamp, waiting_for=None, meta=c.meta
-            )
-            for c in passed
-            # A gate with effects is left to the engine, which passes it and drives them.
-            if not _has_effects(loaded.index.known(c.gate))
-        }
+        rows = passed_rows(loaded, passed, stamp)
         outcome = await resume_now(
             loaded,
             plan,
@@ -307,14 +290,39 @@ async def _sweep_checked(
     )
 
 
+async def _settle_failed(
+    loaded: LoadedBuild, lazy: LazyHold, check: GateAnswer, run: RunOptions, actor: str
+) -> SweepEntry:
+    """A gate whose trigger failed: its ``on_failure`` disposition, under the lease."""
+    record, name = lazy.basis, type(loaded.build).__name__
+    assert isinstance(check.result, WaitFailed)
+    reason = check.result.reason
+    if not traits.reserve_writes(lazy.store, traits.SETTLE_WRITES):
+        return _deferred(record.id, name, check.gate, traits.SETTLE_WRITES)
+    hold = await lazy.get()
+    settled = await settle_failed_gate(loaded, hold, check.gate, reason, run, actor=actor)
+    detail = reason if settled.status == "failed" else "; ".join(settled.notes)
+    return SweepEntry(record.id, name, "failed", settled.status, gate=check.gate, detail=detail)
+
+
+async def _settle_timeout(
+    loaded: LoadedBuild, lazy: LazyHold, check: GateAnswer, run: RunOptions, actor: str
+) -> SweepEntry:
+    """A gate past its deadline whose final check did not pass it: its timeout disposition."""
+    record, name = lazy.basis, type(loaded.build).__name__
+    if not traits.reserve_writes(lazy.store, traits.SETTLE_WRITES):
+        return _deferred(record.id, name, check.gate, traits.SETTLE_WRITES)
+    hold = await lazy.get()
+    notes = [f"gate {check.gate!r}: its final check: {check.detail}"] if check.errored else []
+    outcome = await settle_timeout(loaded, hold, check.gate, run, actor=actor, notes=notes)
+    return SweepEntry(record.id, name, "timed-out", outcome.status, gate=check.gate,
+                      detail="; ".join(outcome.notes))  # fmt: skip
+
+
 def _deferred(run_id: str, build: str, gate: str | None, writes: int) -> SweepEntry:
     detail = (f"the store's write budget does not afford it now (about {writes} writes): "
               "left suspended for the next sweep")  # fmt: skip
     return SweepEntry(run_id, build, "deferred", "suspended", gate=gate, detail=detail)
-
-
-def _has_effects(spec: TargetSpec | None) -> bool:
-    return spec is not None and bool(spec.effects)
 
 
 def resume_check(
