@@ -19,6 +19,10 @@ users. The decisions that matter:
   state without a call, so no comment, edit or permission change afterwards
   moves it. Replies to commands that did not count go out after the ids of
   their comments are durable, so none is sent twice.
+* **Late sweeps lose nothing.** Past the deadline the final check
+  (``ctx.as_of_ms``) counts only comments created, and not edited, by then,
+  and opens no issue. The timeout's comment goes out at most once: the hook
+  looks for its own marker before posting.
 * **Closing is housekeeping.** The closing comment and the closing of the
   issue follow the durable decision once; a failure is recorded
   (``closeError``), never a reason to hold the release. A named issue or pull
@@ -383,14 +387,22 @@ class GitHubApprovalTrigger(WaitTrigger):
                           f"{decision.get('reason') or 'no reason given'}")  # fmt: skip
 
     async def on_timeout(self, ctx: WaitContext) -> None:
-        """Say on the thread that the gate timed out, and close the issue it opened."""
+        """Say on the thread that the gate timed out, and close the issue it opened.
+
+        At most once: what this hook writes is not kept, and a process killed after the
+        comment went out but before the timeout was settled leaves the next sweep to call it
+        again — so it first looks for its own comment (the closing marker, posted after the
+        deadline) and posts only if there is none. Closing again is harmless."""
         state = ctx.state.get()
         number, repo = state.get("issue"), self._repo(state)
         if not isinstance(number, int) or isinstance(repo, str) or "decision" in state:
             return
         client = self._client(ctx.shared)
         mark = text.closing_marker(ctx.run_id, ctx.target)
-        await asyncio.to_thread(api.comment, client, repo, number,
-                                text.timed_out(mark, ctx.deadline_ms))  # fmt: skip
+        since = gh_time((ctx.deadline_ms or ctx.now_ms) - SKEW_MS)
+        said = await asyncio.to_thread(api.find_comment, client, repo, number, mark, since)
+        if said is None:
+            await asyncio.to_thread(api.comment, client, repo, number,
+                                    text.timed_out(mark, ctx.deadline_ms))  # fmt: skip
         if self.spec.thread is None:
             await asyncio.to_thread(api.close_issue, client, repo, number, approved=False)

@@ -5,11 +5,13 @@ One sweep, in this order:
 1. **reap** this build's ``running`` and ``cancelling`` runs whose holder is
    gone (:mod:`zuke.runs.reap`); a reaped run is back to ``suspended``;
 2. for each of this build's **suspended** runs (or just ``run_id``):
-   a gate past its deadline takes its timeout disposition; otherwise each
-   waiting gate's trigger is asked — not sooner than its ``interval`` after
-   the last check — and a run with a satisfied gate, or with no gate waiting
-   at all (a reaped run), is resumed in this process. A gate whose trigger
-   failed fails the run.
+   a gate past its deadline is asked once more, as of its deadline
+   (``ctx.as_of_ms``): an answer given in time passes it, a failure takes its
+   ``on_failure`` disposition, anything else its timeout disposition; then
+   each other waiting gate's trigger is asked — not sooner than its
+   ``interval`` after the last check — and a run with a satisfied gate, or
+   with no gate waiting at all (a reaped run), is resumed in this process. A
+   gate whose trigger failed takes its ``on_failure`` disposition.
 
 Running late, twice, or beside another sweep is safe: asking a gate changes
 nothing, so it needs no lease; the run's lease is taken at the first change

@@ -1,11 +1,12 @@
 """A gate past its deadline: deciding that it timed out, and settling its disposition.
 
-**Signal versus timeout is decided by the record, not by who looks first.**
-A gate waiting for a signal has not timed out if that signal was *received*
-before the gate's deadline — even when the sweep or resume that sees both
-runs long after. A signal received after the deadline does not save the gate,
-and once a timeout is settled a late signal is refused with a message naming
-it (:func:`timeout_refusal`).
+**An answer versus a timeout is decided by when it was given, not by who looks
+first.** Past its deadline a gate's trigger gets a final check as of the
+deadline (``ctx.as_of_ms``; the sweep and a resume ask it): a signal
+*received* before the deadline, an ``/approve`` made in time, pass it even
+when the sweep or resume that sees them runs long after. A signal received
+after the deadline does not save the gate, and once a timeout is settled a
+late signal is refused with a message naming it (:func:`timeout_refusal`).
 
 Dispositions (``s.on_timeout(...)``), each under the run's lease:
 
@@ -16,7 +17,9 @@ Dispositions (``s.on_timeout(...)``), each under the run's lease:
   ends ``cancelled`` whatever the rollback did (its row says how it went).
 
 A ``"cancel-run"`` timeout walks the run's compensations (``on_cancel``) like
-any cancellation.
+any cancellation. A gate whose trigger failed takes its ``on_failure``
+disposition on the same paths (:func:`apply_disposition`, from
+:mod:`zuke.runs.gate_failures`).
 """
 
 from __future__ import annotations
