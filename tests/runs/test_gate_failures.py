@@ -4,6 +4,7 @@ that reached the gate, and on a later hold — with the reason on the gate's row
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -19,7 +20,8 @@ from zuke._waits import WaitSettings, freeze_wait
 from zuke.runs.continuation import continue_due
 from zuke.runs.timeouts import unfinished_rollback
 from zuke.state.memory import MemoryStateStore
-from zuke.state.records import RunEvent
+from zuke.state.records import RunEvent, WaitingFor
+from zuke.state.wire import loads_record, record_to_json
 
 REASON = "denied by @bob (maintain): not this week"
 
@@ -180,3 +182,15 @@ def test_a_rollback_begun_for_a_failed_gate_is_what_a_later_process_finishes() -
     loaded = load(h.build, {}, {}, lenient=True)
     plan = asyncio.run(unfinished_rollback(loaded, dying))
     assert plan is not None and plan.order == ("rollback",)
+
+
+def test_a_recorded_failure_survives_the_records_json() -> None:
+    calls: list[Any] = []
+    h = harness(FailLater(fail=True), "rollback", calls)
+    record = h.record(h.start().run_id)
+    waiting = record.targets["approve"].waiting_for
+    assert isinstance(waiting, WaitingFor) and waiting.failed == REASON
+    raw = record_to_json(record)
+    assert raw["targets"]["approve"]["waitingFor"]["failed"] == REASON
+    again = loads_record(json.dumps(raw))
+    assert again.targets["approve"].waiting_for == waiting
