@@ -51,7 +51,7 @@ from zuke_gh._approval_settings import (
 )
 from zuke_gh._paths import repo_slug
 from zuke_gh.client import GitHubClient
-from zuke_gh.errors import GitHubError
+from zuke_gh.errors import GitHubError, answered
 from zuke_gh.workflow import env_client
 
 __all__ = [
@@ -283,7 +283,11 @@ class GitHubApprovalTrigger(WaitTrigger):
         elif exc.status in (403, 404):
             hint = " Give the token `issues: write` (and `pull-requests: write` for a pull " \
                    "request) on the repository."  # fmt: skip
-        return WaitFailed(f"{where}: GitHub refused to {what}: {exc}{hint}")
+        said = str(exc)
+        if hint and exc.status is not None:  # this call's own hint, not the client's generic one
+            said = answered(exc.method or "POST", exc.path or "", exc.status, exc.detail or "",
+                            hint.strip())  # fmt: skip
+        return WaitFailed(f"{where}: GitHub refused to {what}: {said}")
 
     # -- reading the thread ------------------------------------------------------------------
 

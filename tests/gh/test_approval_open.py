@@ -133,6 +133,8 @@ def test_a_refused_open_fails_the_gate_with_what_to_do(
     answer = Probe().check(gate(make_client()))
     assert isinstance(answer, WaitFailed)
     assert "GitHub refused to open the approval issue" in answer.reason and hint in answer.reason
+    # this call's hint alone: not the client's generic one about dispatches and the state branch
+    assert "actions: write" not in answer.reason and "contents: write" not in answer.reason
 
 
 def test_a_named_thread_that_is_not_there_fails_the_gate_naming_it(
