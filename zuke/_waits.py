@@ -49,9 +49,12 @@ class NotYet:
 
 @dataclass(frozen=True)
 class Satisfied:
-    """The trigger is satisfied; dependents run. ``payload`` is for the trigger's own use."""
+    """The trigger is satisfied; dependents run. ``payload`` is for the trigger's own use;
+    ``audit`` is one line for the run's audit trail (who or what satisfied it), recorded
+    redacted with the gate's name when a sweep passes the gate."""
 
     payload: Any = None
+    audit: str | None = None
 
 
 @dataclass(frozen=True)

@@ -142,6 +142,17 @@ def refusal(login: str, verb: str, why: str) -> str:
     return f"Thank you, @{login}. Your `/{verb}` did not count: {why}"
 
 
+def approved_by(decision: Mapping[str, Any]) -> str:
+    """The audit trail's line: each approver's login, role, comment and time."""
+    rows = decision.get("approvers")
+    said = [
+        f"@{a.get('login')} ({a.get('role')}) {a.get('url')} at {a.get('at')}"
+        for a in (rows if isinstance(rows, list) else [])
+        if isinstance(a, Mapping)
+    ]
+    return "approved by " + ", ".join(said)
+
+
 def closing(decision: Mapping[str, Any], mark: str) -> str:
     """The closing comment: approved or denied, and by whom."""
     rows = decision.get("approvers")

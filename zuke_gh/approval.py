@@ -384,7 +384,7 @@ class GitHubApprovalTrigger(WaitTrigger):
         self, repo: api.Repo, state: Mapping[str, Any], decision: Mapping[str, Any]
     ) -> WaitResult:
         if decision.get("approved") is True:
-            return Satisfied(dict(decision))
+            return Satisfied(dict(decision), audit=text.approved_by(decision))
         by = decision.get("deniedBy")
         who = f"@{by.get('login')} ({by.get('role')})" if isinstance(by, Mapping) else "someone"
         return WaitFailed(f"{self._where(repo, state)}: denied by {who}: "

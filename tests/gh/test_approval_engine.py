@@ -59,6 +59,10 @@ def test_an_approved_release_resumes_on_the_next_sweep_and_records_who(
     assert ("promote", None, "web") in calls
     approval_ = read_approval(h.record(run.run_id).targets["approve"].meta)
     assert approval_ is not None and [a.login for a in approval_.approvers] == ["maint"]
+    # the run's audit trail says the same: who approved, in which role, where
+    [passed] = [e for e in h.record(run.run_id).events if e.tool == "gate-passed"]
+    assert passed.args == {"gate": "approve"} and passed.detail is not None
+    assert passed.detail.startswith("approved by @maint (maintain) http")
     assert hub.issues[1]["state"] == "closed"
     assert SECRET not in str(hub.calls) + str(hub.comments)
 

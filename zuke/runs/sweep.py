@@ -53,7 +53,10 @@ from zuke.runs.reap import reap_run
 from zuke.runs.sweep_report import SweepEntry, SweepReport
 from zuke.runs.timeouts import settle_timeout
 from zuke.state._protocol import RunQuery, StateStore, StoredRun
-from zuke.state.records import RunDelta, RunRecord, RunStatus
+from zuke.state.records import RunDelta, RunEvent, RunRecord, RunStatus
+
+#: the audit trail's event of a gate a sweep passed (``detail``: what satisfied it)
+PASSED_EVENT = "gate-passed"
 
 
 async def resume_check_async(
@@ -265,7 +268,9 @@ async def _sweep_checked(
             resume,
             run,
             actor=actor,
-            delta_extra=RunDelta(updated_at=stamp, targets=rows),
+            delta_extra=RunDelta(
+                updated_at=stamp, targets=rows, events=_passed_events(loaded, passed, stamp, actor)
+            ),
         )
         lost = outcome.result.record_error if outcome.result is not None else None
         return SweepEntry(
@@ -289,6 +294,25 @@ async def _sweep_checked(
         gate=first.gate,
         detail=detail,
         errored=any(c.errored for c in checks),
+    )
+
+
+def _passed_events(
+    loaded: LoadedBuild, passed: list[GateAnswer], stamp: str, actor: str
+) -> tuple[RunEvent, ...]:
+    """The audit trail's line for each gate this sweep passed, with what its trigger said of
+    who or what satisfied it (an approval's approvers), redacted."""
+    return tuple(
+        RunEvent(
+            at=stamp,
+            tool=PASSED_EVENT,
+            actor=actor,
+            args={"gate": c.gate},
+            detail=loaded.redactor.text(c.result.audit)
+            if isinstance(c.result, Satisfied) and c.result.audit
+            else None,
+        )
+        for c in passed
     )
 
 
