@@ -29,7 +29,7 @@ from typing import Any
 
 from zuke_gh._approval_settings import effective_role
 from zuke_gh.client import GitHubClient
-from zuke_gh.errors import GitHubError, GitHubPathError, answered
+from zuke_gh.errors import GitHubError, GitHubPathError, answered, transient
 
 ISSUES = "/repos/{owner}/{repo}/issues"
 ISSUE = "/repos/{owner}/{repo}/issues/{number}"
@@ -183,18 +183,6 @@ def _refused(error: GitHubError, hint: str) -> None:
         message = answered(error.method or "GET", error.path or "", 403, error.detail, hint)
         raise GitHubError(message, status=403, method=error.method, path=error.path,
                           detail=error.detail) from error  # fmt: skip
-
-
-def transient(error: GitHubError) -> bool:
-    """A failure worth waiting out: no answer, a 5xx, or a rate limit."""
-    status = error.status
-    return (
-        status is None
-        or status >= 500
-        or status == 429
-        or error.retry_at_ms is not None
-        or (status == 403 and "rate limit" in (error.detail or "").lower())
-    )
 
 
 def not_acted_on(error: GitHubError) -> bool:

@@ -29,7 +29,7 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from zuke_gh._workflow_api import created_ms, run_id_of
-from zuke_gh.errors import GitHubAppKeyError, GitHubError
+from zuke_gh.errors import GitHubAppKeyError, GitHubError, transient
 
 #: How far GitHub's ``created_at`` may precede the dispatch time we recorded.
 SKEW_MS = 30_000
@@ -177,20 +177,6 @@ def credential_refused(error: GitHubError) -> bool:
     if isinstance(error, GitHubAppKeyError):
         return True
     return error.unsent and error.status is not None and not transient(error)
-
-
-def transient(error: GitHubError) -> bool:
-    """A failure worth waiting out: no answer, a 5xx, or a rate limit (never a bad key)."""
-    if isinstance(error, GitHubAppKeyError):
-        return False
-    status = error.status
-    return (
-        status is None
-        or status >= 500
-        or status == 429
-        or error.retry_at_ms is not None
-        or (status == 403 and "rate limit" in (error.detail or "").lower())
-    )
 
 
 def unknown_status(where: str, run: Mapping[str, Any]) -> str:

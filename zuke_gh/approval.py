@@ -51,8 +51,8 @@ from zuke_gh._approval_settings import (
 )
 from zuke_gh._paths import repo_slug
 from zuke_gh.client import GitHubClient
-from zuke_gh.errors import GitHubError, answered
-from zuke_gh.workflow import env_client
+from zuke_gh.errors import GitHubError, answered, transient
+from zuke_gh.workflow import sweep_client
 
 __all__ = [
     "Approval",
@@ -133,17 +133,7 @@ class GitHubApprovalTrigger(WaitTrigger):
         return f"github-approval:{repo}"
 
     def _client(self, shared: dict[str, Any]) -> GitHubClient:
-        factory = self.spec.client
-        if factory is None:
-            return env_client()
-        key = f"zuke_gh.client {id(factory)}"
-        found = shared.get(key)
-        if isinstance(found, tuple) and found[0] is factory:
-            client: GitHubClient = found[1]
-            return client
-        client = factory()
-        shared[key] = (factory, client)
-        return client
+        return sweep_client(self.spec.client, shared)
 
     def _repo(self, state: Mapping[str, Any]) -> api.Repo | str:
         """The repository (the recorded one first), or why there is none."""
@@ -269,7 +259,7 @@ class GitHubApprovalTrigger(WaitTrigger):
             ctx.state.set({"opening": False})  # owed: the next check opens without looking
             return NotYet(f"{where}: the approval issue was not opened ({exc}); a later check "
                           "opens it")  # fmt: skip
-        if api.transient(exc):
+        if transient(exc):
             return NotYet(f"{where}: the answer to opening the approval issue was lost ({exc}); "
                           "the next check looks for it before opening another")  # fmt: skip
         thread = self.spec.thread

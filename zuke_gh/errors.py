@@ -109,3 +109,17 @@ def answered(method: str, path: str, status: int, detail: str, hint: str) -> str
     """``GitHub answered 422 to POST /x: <detail>. <hint>``."""
     said = f": {detail.rstrip('.')}." if detail else "."
     return f"GitHub answered {status} to {method} {path}{said} {hint}"
+
+
+def transient(error: GitHubError) -> bool:
+    """A failure worth waiting out: no answer, a 5xx, or a rate limit (never a bad key)."""
+    if isinstance(error, GitHubAppKeyError):
+        return False
+    status = error.status
+    return (
+        status is None
+        or status >= 500
+        or status == 429
+        or error.retry_at_ms is not None
+        or (status == 403 and "rate limit" in (error.detail or "").lower())
+    )

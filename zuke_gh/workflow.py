@@ -49,7 +49,7 @@ from zuke_gh._workflow_settings import (
     read_workflow_result,
 )
 from zuke_gh.client import GitHubClient
-from zuke_gh.errors import GitHubError
+from zuke_gh.errors import GitHubError, transient
 
 __all__ = [
     "GitHubWorkflowTrigger",
@@ -88,6 +88,22 @@ def env_client() -> GitHubClient:
     return client
 
 
+def sweep_client(
+    factory: Callable[[], GitHubClient] | None, shared: dict[str, Any]
+) -> GitHubClient:
+    """A gate's client: the environment's, or its factory's, made once per sweep (``shared``)."""
+    if factory is None:
+        return env_client()
+    key = f"zuke_gh.client {id(factory)}"
+    found = shared.get(key)
+    if isinstance(found, tuple) and found[0] is factory:
+        client: GitHubClient = found[1]
+        return client
+    client = factory()
+    shared[key] = (factory, client)
+    return client
+
+
 class GitHubWorkflowTrigger(WaitTrigger):
     """The trigger ``github_workflow`` returns (its state: see ``docs/github.md``)."""
 
@@ -104,17 +120,7 @@ class GitHubWorkflowTrigger(WaitTrigger):
         return f"github:{self.spec.target.slug}:{self.spec.target.workflow}"
 
     def _client(self, shared: dict[str, Any]) -> GitHubClient:
-        factory = self.spec.client
-        if factory is None:
-            return env_client()
-        key = f"zuke_gh.client {id(factory)}"
-        found = shared.get(key)
-        if isinstance(found, tuple) and found[0] is factory:
-            client: GitHubClient = found[1]
-            return client
-        client = factory()
-        shared[key] = (factory, client)
-        return client
+        return sweep_client(self.spec.client, shared)
 
     async def check(self, ctx: WaitContext) -> WaitResult:
         state = ctx.state.get()
@@ -144,7 +150,7 @@ class GitHubWorkflowTrigger(WaitTrigger):
             try:  # what was there before: never mistaken for ours
                 ids, now = await asyncio.to_thread(api.baseline, client, spec.target)
             except GitHubError as exc:
-                if corr.transient(exc) and not corr.credential_refused(exc):
+                if transient(exc) and not corr.credential_refused(exc):
                     return NotYet(f"{self._where}: could not list the runs before dispatching "
                                   f"({exc}); it dispatches at a later check")  # fmt: skip
                 return WaitFailed(f"{self._where}: {exc}")
@@ -305,7 +311,7 @@ class GitHubWorkflowTrigger(WaitTrigger):
             if waited >= self.spec.discovery_ms:  # past the window: no more waiting
                 return WaitFailed(f"{self._discovery_failure(state, waited)} (the last poll "
                                   f"failed: {exc})")  # fmt: skip
-        if corr.transient(exc):
+        if transient(exc):
             return NotYet(f"{self._where}: GitHub did not answer the poll ({exc}); still waiting")
         raise exc  # not transient (401, 404): the gate stays waiting, the sweep reports it
 
