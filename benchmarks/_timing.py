@@ -190,6 +190,13 @@ def machine() -> dict[str, str]:
     }
 
 
+def machine_line() -> str:
+    """The machine in one line, for the end of a benchmark's table."""
+    info = machine()
+    return (f"{info['cpu']}, {info['nproc']} CPUs, Python {info['python']}, "
+            f"load average {info['loadavg']}")  # fmt: skip
+
+
 def _loadavg() -> str:
     """The 1/5/15-minute load averages: other work on the machine skews wall times."""
     try:

@@ -43,7 +43,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the fake GitHub (fixtures/)
-from _timing import BenchmarkError, clean_env, dump_json, machine, zuke_command
+from _timing import BenchmarkError, clean_env, dump_json, machine, machine_line, zuke_command
 
 from fixtures.fake_github import FakeGitHub
 
@@ -266,9 +266,7 @@ def markdown(results: dict[str, Any], gates: int, runs: int, sweeps: int) -> str
         f"({waited.counted / sweeps:.2f} counted), median {statistics.median(waited.seconds):.3f} "
         f"s; per hour: {waited.counted / hours:.1f} counted requests.",
     ]
-    info = machine()
-    lines += ["", f"{info['cpu']}, {info['nproc']} CPUs, Python {info['python']}, "
-              f"load average {info['loadavg']}"]  # fmt: skip
+    lines += ["", machine_line()]
     return "\n".join(lines)
 
 

@@ -37,7 +37,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the fake GitHub (fixtures/)
-from _timing import BenchmarkError, clean_env, dump_json, machine, time_once, zuke_command
+from _timing import (
+    BenchmarkError,
+    clean_env,
+    dump_json,
+    machine,
+    machine_line,
+    time_once,
+    zuke_command,
+)
 
 from fixtures.fake_github import FakeGitHub
 from zuke import execute
@@ -154,9 +162,7 @@ def markdown(results: list[Result]) -> str:
     for r in results:
         lines.append(f"| {r.case} | {r.requests} | ≤ {r.target} | {r.median_s:.3f} | "
                      f"{min(r.samples):.3f} | {max(r.samples):.3f} |")  # fmt: skip
-    info = machine()
-    lines += ["", f"{info['cpu']}, {info['nproc']} CPUs, Python {info['python']}, "
-              f"load average {info['loadavg']}"]  # fmt: skip
+    lines += ["", machine_line()]
     return "\n".join(lines)
 
 

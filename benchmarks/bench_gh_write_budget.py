@@ -42,7 +42,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the fake GitHub (fixtures/)
-from _timing import BenchmarkError, dump_json, machine
+from _timing import BenchmarkError, dump_json, machine, machine_line
 
 from fixtures.fake_github import FakeGitHub
 from zuke import Build, execute, target
@@ -280,9 +280,7 @@ def markdown(result: dict[str, Any]) -> str:
         lines.append(f"GraphQL points an hour, 4 scheduled + {triggers} workflow_run sweeps: "
                      f"{idle} idle; at most {most} with resumes filling the write "
                      "budget.")  # fmt: skip
-    info = machine()
-    lines += ["", f"{info['cpu']}, {info['nproc']} CPUs, Python {info['python']}, "
-              f"load average {info['loadavg']}"]  # fmt: skip
+    lines += ["", machine_line()]
     return "\n".join(lines)
 
 

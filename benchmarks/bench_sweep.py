@@ -46,6 +46,7 @@ from _timing import (
     clean_env,
     dump_json,
     machine,
+    machine_line,
     time_once,
     zuke_command,
 )
@@ -223,9 +224,7 @@ def markdown(results: list[Result]) -> str:
         rate = "" if r.runs_per_s is None else f"{r.runs_per_s:,.0f}"
         lines.append(f"| {r.case} | {r.how} | {r.median_s * 1000:.0f} | {per_run} | {rate} "
                      f"| {wrote} |")  # fmt: skip
-    info = machine()
-    lines += ["", f"{info['cpu']}, {info['nproc']} CPUs, Python {info['python']}, "
-              f"load average {info['loadavg']}"]  # fmt: skip
+    lines += ["", machine_line()]
     return "\n".join(lines)
 
 
