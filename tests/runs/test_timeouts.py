@@ -180,6 +180,34 @@ def test_a_signal_after_the_deadline_is_refused_and_the_timeout_applies() -> Non
     assert "approved" not in h.record(run_id).signals and calls == []
 
 
+class FirstReadStale:
+    """A store whose first ``get_run`` answers what it held before (a resumer that read the
+    run just before a sweep settled its timeout)."""
+
+    def __init__(self, inner: Any, stale: Any) -> None:
+        self.inner, self.stale = inner, stale
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def get_run(self, run_id: str) -> Any:
+        stale, self.stale = self.stale, None
+        return stale if stale is not None else self.inner.get_run(run_id)
+
+
+def test_a_late_signal_racing_the_sweep_that_settles_the_timeout_is_refused_naming_it() -> None:
+    h, calls, run_id, deadline = parked()
+    h.clock.advance(HOUR + 1)
+    before = h.store.get_run(run_id)  # the resumer reads it suspended, gate past its deadline
+    [entry] = h.sweep().entries  # then the sweep settles the timeout first
+    assert entry.action == "timed-out"
+    racing = Harness(h.build, FirstReadStale(h.store, before), h.clock)
+    with pytest.raises(SignalRefusedError) as caught:
+        racing.resume(run_id, "approved", {"by": "qa"})
+    assert f"came after gate 'approve''s deadline ({iso(deadline)})" in str(caught.value)
+    assert "approved" not in h.record(run_id).signals and calls == []
+
+
 def test_a_signal_after_a_settled_timeout_is_refused_naming_the_timeout() -> None:
     h, _calls, run_id, deadline = parked()
     h.clock.advance(HOUR + 1)

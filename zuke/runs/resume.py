@@ -37,7 +37,13 @@ from zuke._build import Build
 from zuke._engine.plan import TargetSpec
 from zuke._engine.resumed import plan_of
 from zuke._engine.run import LoadedBuild, RunOptions
-from zuke._errors import AlreadyResumedError, RunNotFoundError, SignalRefusedError, ZukeError
+from zuke._errors import (
+    AlreadyResumedError,
+    RunNotFoundError,
+    RunNotSuspendedError,
+    SignalRefusedError,
+    ZukeError,
+)
 from zuke._provenance import build_origin, resolve_actor
 from zuke.runs.continuation import (
     ResumeOptions,
@@ -159,7 +165,7 @@ async def _too_late(
     assert refusal is not None
     try:
         outcome = await continue_run(build_cls, store, record.id, resume, run, actor=actor)
-    except AlreadyResumedError:
+    except (AlreadyResumedError, RunNotSuspendedError):  # another settled it (a sweep) first
         raise SignalRefusedError(f"resume: run {record.id}: {refusal}", run_id=record.id) from None
     return replace(outcome, notes=[refusal, *outcome.notes])
 
