@@ -106,32 +106,13 @@ class BranchGit:
         caller reads it whole by its SHA (:meth:`blob_text`) if and when it needs it.
         """
         asked = [(p, True) for p in texts] + [(p, False) for p in oids if p not in texts]
-        params = ", ".join(f"$e{i}: String!" for i in range(len(asked)))
-        body = "\n".join(
-            f"    f{i}: object(expression: $e{i}) {{ ... on Blob {{ {_fields(text)} }} }}"
-            for i, (_, text) in enumerate(asked)
-        )
-        query = (
-            f"query($owner: String!, $name: String!, {params}) {{\n"
-            f"  repository(owner: $owner, name: $name) {{\n{body}\n  }}\n}}"
-        )
-        variables = {f"e{i}": f"{head}:{p}" for i, (p, _) in enumerate(asked)}
-        repository = self._repository(query, variables)
+        repository = self._repository(*_blobs_query(head, [(p, _fields(t)) for p, t in asked]))
         return {p: self._blob(repository.get(f"f{i}"), p, t) for i, (p, t) in enumerate(asked)}
 
     def sizes(self, head: str, paths: Sequence[str]) -> dict[str, tuple[str, int] | None]:
         """(blob SHA, size in bytes) of each of ``paths`` at commit ``head``, no text: what
         a batched read of many records needs to keep each answer's size bounded."""
-        params = ", ".join(f"$e{i}: String!" for i in range(len(paths)))
-        body = "\n".join(
-            f"    f{i}: object(expression: $e{i}) {{ ... on Blob {{ oid byteSize }} }}"
-            for i in range(len(paths))
-        )
-        query = (
-            f"query($owner: String!, $name: String!, {params}) {{\n"
-            f"  repository(owner: $owner, name: $name) {{\n{body}\n  }}\n}}"
-        )
-        repository = self._repository(query, {f"e{i}": f"{head}:{p}" for i, p in enumerate(paths)})
+        repository = self._repository(*_blobs_query(head, [(p, "oid byteSize") for p in paths]))
         found: dict[str, tuple[str, int] | None] = {}
         for i, path in enumerate(paths):
             node = repository.get(f"f{i}")
@@ -352,6 +333,21 @@ class BranchGit:
 
     def _unavailable(self, why: str) -> StoreUnavailableError:
         return StoreUnavailableError(f"state: {self.where}: {why.rstrip('.')}")
+
+
+def _blobs_query(head: str, asked: Sequence[tuple[str, str]]) -> tuple[str, dict[str, Any]]:
+    """One query for files at commit ``head``, each ``(path, Blob fields)`` as alias ``f<i>``:
+    aliased object lookups open no connection, so the query costs GitHub's minimum point."""
+    params = ", ".join(f"$e{i}: String!" for i in range(len(asked)))
+    body = "\n".join(
+        f"    f{i}: object(expression: $e{i}) {{ ... on Blob {{ {fields} }} }}"
+        for i, (_, fields) in enumerate(asked)
+    )
+    query = (
+        f"query($owner: String!, $name: String!, {params}) {{\n"
+        f"  repository(owner: $owner, name: $name) {{\n{body}\n  }}\n}}"
+    )
+    return query, {f"e{i}": f"{head}:{path}" for i, (path, _) in enumerate(asked)}
 
 
 def _fields(text: bool) -> str:
