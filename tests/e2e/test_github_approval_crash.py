@@ -17,7 +17,6 @@ from tests.e2e.approval_support import (
     BUILD,
     CLOSED,
     REPO,
-    LosingProxy,
     env_for,
     fake_github,
     issue_of,
@@ -25,6 +24,7 @@ from tests.e2e.approval_support import (
     release,
     said,
 )
+from tests.e2e.losing_proxy import LosingProxy
 from tests.e2e.resume_support import (
     actions,
     fs_store,

@@ -7,16 +7,14 @@ process exiting, the fake receiving a request, a lease lapsing.
 
 from __future__ import annotations
 
-import http.client
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from fixtures.fake_github import FakeGitHub
+from tests.e2e.losing_proxy import LosingProxy
 from tests.e2e.resume_support import (
     actions,
     fs_store,
@@ -268,60 +266,16 @@ def test_a_damaged_app_key_fails_the_release_at_its_first_dispatch(
     assert dispatches(gh) == 0 and gh.requests == []
 
 
-class _HoldingProxy(ThreadingHTTPServer):
-    """Forwards to the fake; answers a dispatch only after the test says so (never, here)."""
-
-    daemon_threads = True
-
-    def __init__(self, upstream: FakeGitHub) -> None:
-        super().__init__(("127.0.0.1", 0), _ProxyHandler)
-        self.upstream = upstream
-        self.landed = threading.Event()
-        self.release = threading.Event()
-
-
-class _ProxyHandler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    server: _HoldingProxy
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-    def do_GET(self) -> None:
-        body = self.rfile.read(int(self.headers.get("content-length") or 0))
-        conn = http.client.HTTPConnection("127.0.0.1", self.server.upstream.port, timeout=30)
-        skip = {"host", "connection", "content-length"}
-        headers = {k: v for k, v in self.headers.items() if k.lower() not in skip}
-        conn.request(self.command, self.path, body=body or None, headers=headers)
-        answer = conn.getresponse()
-        data = answer.read()
-        conn.close()
-        if self.command == "POST" and self.path.endswith("/dispatches"):
-            self.server.landed.set()  # GitHub acted on it; its answer never reaches the client
-            self.server.release.wait(60)
-            self.close_connection = True
-            return
-        self.send_response_only(answer.status)
-        for name, value in answer.getheaders():
-            if name.lower() not in ("content-length", "connection", "transfer-encoding"):
-                self.send_header(name, value)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    do_POST = do_GET
-
-
 def test_a_process_killed_mid_dispatch_is_reaped_and_re_polls_without_dispatching_twice(
     tmp_path: Path, gh: FakeGitHub
 ) -> None:
     workflow(gh)
-    proxy = _HoldingProxy(gh)
-    threading.Thread(target=proxy.serve_forever, args=(0.02,), daemon=True).start()
+    proxy = LosingProxy(
+        gh, lambda method, path, _: method == "POST" and path.endswith("/dispatches")
+    )
     write_build(tmp_path, BUILD)
     store = fs_store(tmp_path)
-    url = f"http://127.0.0.1:{proxy.server_address[1]}"
-    child = spawn(["ship"], tmp_path, {**env_for(gh, url), "ZUKE_RUN_LEASE_TTL": "1s"},
+    child = spawn(["ship"], tmp_path, {**env_for(gh, proxy.url), "ZUKE_RUN_LEASE_TTL": "1s"},
                   output=tmp_path / "out.txt")  # fmt: skip
     try:
         wait_until(proxy.landed.is_set, "the dispatch to reach GitHub")
@@ -331,9 +285,7 @@ def test_a_process_killed_mid_dispatch_is_reaped_and_re_polls_without_dispatchin
         kill(child)  # mid-dispatch: the process never hears GitHub's answer
     finally:
         kill(child)
-        proxy.release.set()
-        proxy.shutdown()
-        proxy.server_close()
+        proxy.close()
     (dispatched,) = gh.dispatched(REPO)
     wait_for_lease_to_lapse(store, run.id)
 
