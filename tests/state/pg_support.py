@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 REQUIRE_ENV = "ZUKE_REQUIRE_POSTGRES"
+#: a directory holding ``initdb`` and ``pg_ctl`` to use instead of looking for them
+BINDIR_ENV = "ZUKE_PG_BINDIR"
 USER = "zuke"
 PREFIX = "zuke-pg-"
 START_ATTEMPTS = 3
@@ -41,7 +43,10 @@ def required() -> bool:
 
 
 def bindir() -> Path | None:
-    """Where ``initdb`` and ``pg_ctl`` are: ``pg_config --bindir``, else Debian's layout."""
+    """Where ``initdb`` and ``pg_ctl`` are: ``$ZUKE_PG_BINDIR``, ``pg_config --bindir``, Debian."""
+    if os.environ.get(BINDIR_ENV):
+        chosen = Path(os.environ[BINDIR_ENV])
+        return chosen if (chosen / "initdb").is_file() and (chosen / "pg_ctl").is_file() else None
     candidates: list[str] = []
     pg_config = shutil.which("pg_config")
     if pg_config:
