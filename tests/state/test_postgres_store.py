@@ -24,6 +24,7 @@ from tests.conftest import CliRunner
 from tests.state.pg_support import PgCluster
 from zuke._errors import StateError, StoreUnavailableError
 from zuke.state import _pg_runs, _pg_schema
+from zuke.state._pg_conn import PgDatabase
 from zuke.state._pg_schema import from_db, to_db
 from zuke.state._protocol import LockAcquired, LockHeld, RunQuery, Written
 from zuke.state.postgres import PostgresStateStore
@@ -205,6 +206,27 @@ def test_the_cli_says_one_line_without_the_password(cli: CliRunner) -> None:
     lines = [line for line in result.err.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("zuke: "), result.err
     assert "127.0.0.1" in lines[0]
+
+
+def test_a_missing_database_is_one_line_naming_it(pg_cluster: PgCluster) -> None:
+    store = PostgresStateStore(pg_cluster.url("no_such_db"))
+    with pytest.raises(StoreUnavailableError) as caught:
+        store.list_runs()
+    message = str(caught.value)
+    assert f"127.0.0.1:{pg_cluster.port}/no_such_db" in message
+    assert 'database "no_such_db" does not exist' in message and "\n" not in message
+
+
+def test_an_exhausted_pool_says_how_many_connections_were_in_use(pg_url: str) -> None:
+    store = PostgresStateStore(PgDatabase(pg_url, max_connections=1, pool_timeout_s=0.2))
+    try:
+        with store.database.connection(), pytest.raises(StoreUnavailableError) as caught:
+            store.list_runs()  # the only connection is the one held here
+        assert "no connection to Postgres at" in str(caught.value)
+        assert "(1 in use" in str(caught.value)
+        assert store.list_runs(RunQuery(limit=1)) == []  # given back: usable again
+    finally:
+        store.close()
 
 
 def test_libpq_parameters_pass_through(pg_cluster: PgCluster, pg_url: str) -> None:
