@@ -8,6 +8,7 @@ once; a password never shows; libpq parameters pass through; values Postgres
 
 from __future__ import annotations
 
+import gc
 import json
 import socket
 import subprocess
@@ -227,6 +228,18 @@ def test_an_exhausted_pool_says_how_many_connections_were_in_use(pg_url: str) ->
         assert store.list_runs(RunQuery(limit=1)) == []  # given back: usable again
     finally:
         store.close()
+
+
+def test_a_store_dropped_without_close_closes_its_pool(pg_url: str) -> None:
+    # What every zuke command does: it never closes its store. Left to itself, the pool
+    # could be collected on one of its own worker threads, and fail to join that thread.
+    store = PostgresStateStore(pg_url)
+    store.list_runs()
+    pool = store.database._pool
+    assert pool is not None and not pool.closed
+    del store
+    gc.collect()
+    assert pool.closed
 
 
 def test_libpq_parameters_pass_through(pg_cluster: PgCluster, pg_url: str) -> None:

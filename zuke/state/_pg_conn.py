@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -85,6 +86,7 @@ class PgDatabase:
         self._max = max_connections
         self._pool_timeout_s = pool_timeout_s
         self._pool: ConnectionPool[Conn] | None = None
+        self._finalizer: weakref.finalize[[], PgDatabase] | None = None
         self._lock = threading.Lock()
         self._closed = False
 
@@ -142,6 +144,10 @@ class PgDatabase:
                 name="zuke-state",
                 open=True,
             )
+            # Closed when this object goes (a command that never calls close()) or at exit,
+            # from this side: left to itself, the pool may be collected on one of its own
+            # worker threads, whose __del__ then fails to join that very thread.
+            self._finalizer = weakref.finalize(self, self._pool.close)
             return self._pool
 
     @contextmanager
@@ -168,9 +174,9 @@ class PgDatabase:
     def close(self) -> None:
         with self._lock:
             self._closed = True
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.close()
+            self._pool, finalizer = None, self._finalizer
+        if finalizer is not None:
+            finalizer()
 
 
 __all__ = ["PgDatabase", "shown_url"]
