@@ -5,17 +5,19 @@ First match wins:
 1. the build's ``state_store()`` override;
 2. ``ZUKE_STATE_URL`` (+ ``ZUKE_STATE_TOKEN``): the HTTP store;
 3. ``ZUKE_STATE_DIR``: a filesystem store there;
-4. ``ZUKE_STATE=scheme://...``: a store registered under the ``zuke.state_stores``
-   entry point for that scheme (``github://`` comes from ``zuke_gh``), so the
-   core never imports an integration;
+4. ``ZUKE_STATE=scheme://...``: ``postgresql://`` and ``postgres://`` are the
+   Postgres store (:mod:`zuke.state.postgres`, the ``zuke[postgres]`` extra);
+   any other scheme is a store registered under the ``zuke.state_stores``
+   entry point (``github://`` comes from ``zuke_gh``), so the core never
+   imports an integration;
 5. ``.zuke/runs`` when asked for (``--state``), or when a feature needs it
    (locks, gates, effects) — ``required=True``.
 
 ``ZUKE_STATE=off`` names no store: a run that needs one is refused
 (:meth:`zuke._engine.durable.DurableRun.open`).
 
-Empty environment values count as unset. Heavy modules (httpx) are imported
-only when the HTTP store is chosen.
+Empty environment values count as unset. Heavy modules (httpx, psycopg) are
+imported only when their store is chosen.
 """
 
 from __future__ import annotations
@@ -85,6 +87,10 @@ def _sync_appends(env: Mapping[str, str]) -> bool:
 
 def _from_entry_point(spec: str, env: Mapping[str, str]) -> StateStore:
     scheme, sep, _ = spec.partition("://")
+    if sep and scheme in ("postgresql", "postgres"):
+        from zuke.state.postgres import from_url
+
+        return from_url(spec, env)
     if not sep or not scheme:
         raise StateError(
             f"ZUKE_STATE={spec!r} is not a store URL; expected e.g. "

@@ -1,0 +1,42 @@
+"""The Postgres fixtures of ``tests/state`` (see ``pg_support``), and CI's rule about them.
+
+``pg_cluster`` is one throwaway cluster for the session. Without Postgres it
+skips with a loud reason — unless ``ZUKE_REQUIRE_POSTGRES=1`` (``.ci/run``),
+where it fails, and where any other skip of a test that uses it fails too:
+CI must never pass with the Postgres tests silently skipped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Iterator
+from typing import Any
+
+import pytest
+
+from tests.state.pg_support import REQUIRE_ENV, PgCluster, required, start_cluster, unavailable
+
+
+@pytest.fixture(scope="session")
+def pg_cluster() -> Iterator[PgCluster]:
+    reason = unavailable()
+    if reason is not None:
+        message = f"Postgres tests not run: {reason}"
+        if required():
+            pytest.fail(f"{message} ({REQUIRE_ENV}=1)", pytrace=False)
+        pytest.skip(f"{message} (set {REQUIRE_ENV}=1 to make this an error)")
+    cluster = start_cluster()  # also stopped at exit (atexit), should this finaliser not run
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, Any, None]:
+    outcome = yield
+    report: pytest.TestReport = outcome.get_result()
+    if report.skipped and required() and "pg_cluster" in getattr(item, "fixturenames", ()):
+        report.outcome = "failed"
+        report.longrepr = f"{REQUIRE_ENV}=1 but a Postgres test was skipped: {report.longrepr}"

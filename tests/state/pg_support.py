@@ -1,0 +1,205 @@
+"""A throwaway Postgres cluster for the tests: started once per session, always stopped.
+
+:func:`start_cluster` runs Debian's ``initdb`` and ``pg_ctl`` (as the
+``postgres`` user when we are root: CI runs as root, and Postgres refuses to
+run as root) in a fresh directory under the system temp dir, on a free
+loopback port, with trust authentication for the user ``zuke``. It is stopped
+with ``pg_ctl stop -m immediate`` and its directory removed by
+:meth:`PgCluster.stop`, which the fixture calls in its finaliser and registers
+with :mod:`atexit` too. A session killed outright (``kill -9``) cannot run
+either, so each cluster's directory names the pytest process that owns it and
+the next session stops the clusters whose owner is gone.
+
+When the binaries (or psycopg) are missing, :func:`unavailable` says why; the
+fixture skips with that reason, or fails when ``ZUKE_REQUIRE_POSTGRES=1`` (CI).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import glob
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REQUIRE_ENV = "ZUKE_REQUIRE_POSTGRES"
+#: a directory holding ``initdb`` and ``pg_ctl`` to use instead of looking for them
+BINDIR_ENV = "ZUKE_PG_BINDIR"
+USER = "zuke"
+PREFIX = "zuke-pg-"
+START_ATTEMPTS = 3
+COMMAND_TIMEOUT_S = 60.0
+
+
+def required() -> bool:
+    """Whether a missing Postgres fails the tests instead of skipping them (CI)."""
+    return os.environ.get(REQUIRE_ENV, "") == "1"
+
+
+def bindir() -> Path | None:
+    """Where ``initdb`` and ``pg_ctl`` are: ``$ZUKE_PG_BINDIR``, ``pg_config --bindir``, Debian."""
+    if os.environ.get(BINDIR_ENV):
+        chosen = Path(os.environ[BINDIR_ENV])
+        return chosen if (chosen / "initdb").is_file() and (chosen / "pg_ctl").is_file() else None
+    candidates: list[str] = []
+    pg_config = shutil.which("pg_config")
+    if pg_config:
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            out = subprocess.run(
+                [pg_config, "--bindir"], capture_output=True, text=True, check=True, timeout=10
+            )
+            candidates.append(out.stdout.strip())
+    candidates += sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True)
+    for directory in candidates:
+        if (Path(directory) / "initdb").is_file() and (Path(directory) / "pg_ctl").is_file():
+            return Path(directory)
+    return None
+
+
+def unavailable() -> str | None:
+    """Why no cluster can be started here, or ``None`` when one can."""
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        return "psycopg is not installed: pip install 'zuke[postgres]'"
+    if bindir() is None:
+        return "no Postgres binaries: neither `pg_config --bindir` nor /usr/lib/postgresql/*/bin"
+    if os.geteuid() == 0:
+        if shutil.which("runuser") is None:
+            return "running as root without `runuser` (Postgres refuses to run as root)"
+        try:
+            import pwd
+
+            pwd.getpwnam("postgres")
+        except KeyError:
+            return "running as root and there is no `postgres` user to run the cluster as"
+    return None
+
+
+def _as_server_user(argv: list[str]) -> list[str]:
+    return ["runuser", "-u", "postgres", "--", *argv] if os.geteuid() == 0 else argv
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@dataclass
+class PgCluster:
+    """One running cluster: its directory, port and binaries."""
+
+    root: Path
+    port: int
+    bin: Path
+    stopped: bool = False
+    databases: list[str] = field(default_factory=list)
+
+    @property
+    def data(self) -> Path:
+        return self.root / "data"
+
+    def url(self, dbname: str = "postgres", **params: str) -> str:
+        query = "&".join(f"{k}={v}" for k, v in params.items())
+        return f"postgresql://{USER}@127.0.0.1:{self.port}/{dbname}" + (
+            f"?{query}" if query else ""
+        )
+
+    def pg_ctl(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            _as_server_user([str(self.bin / "pg_ctl"), "-D", str(self.data), *args]),
+            capture_output=True,
+            text=True,
+            check=check,
+            timeout=COMMAND_TIMEOUT_S,
+        )
+
+    def create_database(self) -> str:
+        """A new, empty database; its URL."""
+        import psycopg
+
+        name = f"zt_{uuid.uuid4().hex[:12]}"
+        with psycopg.connect(self.url(), autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        self.databases.append(name)
+        return self.url(name)
+
+    def stop(self) -> None:
+        """Stop the cluster at once and remove its directory; safe to call twice."""
+        if self.stopped:
+            return
+        self.stopped = True
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            self.pg_ctl("-m", "immediate", "stop", check=False)
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def reap_orphans(tmp: Path) -> None:
+    """Stop the clusters of earlier sessions whose pytest process is gone."""
+    base = bindir()
+    for root in tmp.glob(f"{PREFIX}*"):
+        owner = root.name[len(PREFIX) :].split("-", 1)[0]
+        if not owner.isdigit() or _pid_alive(int(owner)) or base is None:
+            continue
+        PgCluster(root=root, port=0, bin=base).stop()
+
+
+def start_cluster() -> PgCluster:
+    """Start a cluster (see the module docstring); stopped at exit whatever happens."""
+    base = bindir()
+    assert base is not None, "call unavailable() first"
+    tmp = Path(tempfile.gettempdir())
+    reap_orphans(tmp)
+    root = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-", dir=tmp))
+    cluster = PgCluster(root=root, port=0, bin=base)
+    atexit.register(cluster.stop)
+    try:
+        if os.geteuid() == 0:
+            shutil.chown(root, user="postgres")
+        initdb = [str(base / "initdb"), "-D", str(cluster.data), "-A", "trust", "-U", USER]
+        subprocess.run(
+            _as_server_user([*initdb, "-E", "UTF8", "--no-sync"]),
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=COMMAND_TIMEOUT_S,
+        )
+        for attempt in range(START_ATTEMPTS):  # a free port may be taken before the server binds
+            cluster.port = _free_port()
+            options = (
+                f"-p {cluster.port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off "
+                "-c max_connections=200"
+            )
+            started = cluster.pg_ctl(
+                "-o", options, "-l", str(root / "server.log"), "-w", "-t", "60", "start",
+                check=False,
+            )  # fmt: skip
+            if started.returncode == 0:
+                return cluster
+            if attempt == START_ATTEMPTS - 1:
+                log = (root / "server.log").read_text(errors="replace")[-2000:]
+                raise RuntimeError(f"pg_ctl start failed: {started.stderr}\n{log}")
+    except BaseException:
+        cluster.stop()
+        raise
+    raise AssertionError("unreachable")
+
+
+__all__ = ["PgCluster", "required", "start_cluster", "unavailable"]

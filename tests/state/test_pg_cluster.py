@@ -1,0 +1,51 @@
+"""The throwaway cluster the Postgres tests run on, and what happens without Postgres."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.state.pg_support import BINDIR_ENV, REQUIRE_ENV, PgCluster
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_session_cluster_answers_on_loopback(pg_cluster: PgCluster) -> None:
+    import psycopg
+
+    with psycopg.connect(pg_cluster.url(), autocommit=True) as conn:
+        row = conn.execute("SELECT current_setting('server_version_num')::int, inet_server_addr()")
+        version, address = row.fetchone() or (0, None)
+    assert version >= 150000
+    assert str(address) == "127.0.0.1"
+    assert pg_cluster.data.is_dir()
+
+
+def _child_pytest(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """This module's first test in a child pytest, with no Postgres binaries to find."""
+    test = f"{Path(__file__).relative_to(ROOT)}::test_the_session_cluster_answers_on_loopback"
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", test],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT), BINDIR_ENV: "/nonexistent", **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_without_postgres_the_tests_skip_saying_why() -> None:
+    child = _child_pytest({REQUIRE_ENV: ""})
+    assert child.returncode == 0, child.stdout
+    assert "1 skipped" in child.stdout
+    assert "Postgres tests not run: no Postgres binaries" in child.stdout
+
+
+def test_without_postgres_ci_fails() -> None:
+    child = _child_pytest({REQUIRE_ENV: "1"})
+    assert child.returncode == 1, child.stdout
+    assert f"{REQUIRE_ENV}=1" in child.stdout
+    assert "skipped" not in child.stdout

@@ -1,0 +1,215 @@
+"""Run records in Postgres: compare-and-swap on a version, a journal of deltas, indexed listing.
+
+Each write is one statement (a data-modifying ``WITH``), so it is atomic in
+autocommit mode and costs one round trip:
+
+* a **version** is drawn from the sequence ``zuke_run_versions``, so a run
+  deleted and re-created never reuses one (no ABA), and a write lands only
+  ``WHERE version = expected``: the row lock of that ``UPDATE`` decides a race;
+* an **append** bumps the version, keeps the listing's columns current and
+  inserts the delta in the same statement; reads fold the deltas over the
+  record. Once the deltas outweigh the record (and 64 KiB of them gathered)
+  they are folded into it in a second, short transaction that holds the row
+  (``FOR UPDATE``) and keeps the version: the record it stands for is unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any, cast
+
+from zuke._errors import CorruptRecordError
+from zuke.state._pg_schema import from_db, to_db
+from zuke.state._protocol import Conflict, RunQuery, StoredRun, Written
+from zuke.state._query import created_ms, limited, since_ms
+from zuke.state.records import RunDelta, RunRecord, RunStatus, RunSummary, apply_deltas
+from zuke.state.wire import delta_to_json, loads_record, parse_delta, record_to_json
+
+if TYPE_CHECKING:
+    from zuke.state._pg_conn import Conn
+
+COMPACT_MIN_BYTES = 64 * 1024
+
+
+def dumps(raw: Any) -> str:
+    """Compact JSON that Postgres ``text`` holds: escaped when it has a lone surrogate."""
+    text = json.dumps(raw, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    if not text.isascii():
+        try:
+            text.encode()
+        except UnicodeEncodeError:
+            text = json.dumps(raw, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
+    return text
+
+
+def parse_version(version: str) -> int | None:
+    """A version this store issued, or ``None`` (which matches no row)."""
+    return int(version) if version.isascii() and version.isdigit() and len(version) < 19 else None
+
+
+def _columns(record: RunRecord, text: str) -> dict[str, Any]:
+    return {
+        "record": text,
+        "build": to_db(record.build),
+        "root": to_db(record.root_target),
+        "status": record.status,
+        "actor": to_db(record.actor),
+        "created_at": to_db(record.created_at),
+        "updated_at": to_db(record.updated_at),
+        "created_ms": created_ms(record.created_at),
+        "bytes": len(text),
+        "names": sorted({to_db(node.name) for node in record.graph}),
+    }
+
+
+def get(conn: Conn, ns: str, run_id: str) -> StoredRun | None:
+    row = conn.execute(
+        "SELECT r.record, r.version, ARRAY(SELECT d.delta FROM zuke_run_deltas d"
+        " WHERE d.ns = r.ns AND d.run_id = r.id ORDER BY d.seq)"
+        " FROM zuke_runs r WHERE r.ns = %s AND r.id = %s",
+        (ns, run_id),
+    ).fetchone()
+    if row is None:
+        return None
+    return StoredRun(record=_fold(run_id, row[0], row[2]), version=str(row[1]))
+
+
+def create(conn: Conn, ns: str, record: RunRecord) -> Written | Conflict:
+    values = {"ns": ns, "id": record.id, **_columns(record, dumps(record_to_json(record)))}
+    row = conn.execute(
+        "WITH r AS (INSERT INTO zuke_runs (ns, id, version, record, build, root_target, status,"
+        " actor, created_at, updated_at, created_ms, base_bytes) VALUES (%(ns)s, %(id)s,"
+        " nextval('zuke_run_versions'), %(record)s, %(build)s, %(root)s, %(status)s, %(actor)s,"
+        " %(created_at)s, %(updated_at)s, %(created_ms)s, %(bytes)s)"
+        " ON CONFLICT DO NOTHING RETURNING ns, id, version),"
+        " t AS (INSERT INTO zuke_run_targets (ns, run_id, name)"
+        " SELECT r.ns, r.id, n FROM r, unnest(%(names)s::text[]) AS n)"
+        " SELECT version FROM r",
+        values,
+    ).fetchone()
+    return Conflict() if row is None else Written(version=str(row[0]))
+
+
+def put(conn: Conn, ns: str, record: RunRecord, expected: int) -> Written | Conflict:
+    values = {"ns": ns, "id": record.id, "expected": expected}
+    values.update(_columns(record, dumps(record_to_json(record))))
+    row = conn.execute(
+        "WITH u AS (UPDATE zuke_runs SET version = nextval('zuke_run_versions'),"
+        " record = %(record)s, build = %(build)s, root_target = %(root)s, status = %(status)s,"
+        " actor = %(actor)s, created_at = %(created_at)s, updated_at = %(updated_at)s,"
+        " created_ms = %(created_ms)s, base_bytes = %(bytes)s, journal_bytes = 0"
+        " WHERE ns = %(ns)s AND id = %(id)s AND version = %(expected)s RETURNING ns, id, version),"
+        " dd AS (DELETE FROM zuke_run_deltas d USING u WHERE d.ns = u.ns AND d.run_id = u.id),"
+        # names that stay are kept, so the insert below never meets a row this deletes
+        " dt AS (DELETE FROM zuke_run_targets t USING u WHERE t.ns = u.ns AND t.run_id = u.id"
+        " AND NOT (t.name = ANY(%(names)s::text[]))),"
+        " it AS (INSERT INTO zuke_run_targets (ns, run_id, name)"
+        " SELECT u.ns, u.id, n FROM u, unnest(%(names)s::text[]) AS n ON CONFLICT DO NOTHING)"
+        " SELECT version FROM u",
+        values,
+    ).fetchone()
+    return Conflict() if row is None else Written(version=str(row[0]))
+
+
+def append(conn: Conn, ns: str, run_id: str, delta: RunDelta, expected: int) -> Written | Conflict:
+    line = dumps(delta_to_json(delta))
+    row = conn.execute(
+        "WITH u AS (UPDATE zuke_runs SET version = nextval('zuke_run_versions'),"
+        " updated_at = %(updated_at)s, status = COALESCE(%(status)s, status),"
+        " actor = COALESCE(%(actor)s, actor), journal_bytes = journal_bytes + %(bytes)s,"
+        " last_seq = last_seq + 1"
+        " WHERE ns = %(ns)s AND id = %(id)s AND version = %(expected)s"
+        " RETURNING ns, id, version, last_seq, base_bytes, journal_bytes),"
+        " d AS (INSERT INTO zuke_run_deltas (ns, run_id, seq, delta)"
+        " SELECT ns, id, last_seq, %(delta)s FROM u)"
+        " SELECT version, journal_bytes > GREATEST(base_bytes, %(compact)s) FROM u",
+        {
+            "ns": ns, "id": run_id, "expected": expected, "delta": line, "bytes": len(line),
+            "updated_at": to_db(delta.updated_at), "status": delta.status,
+            "actor": None if delta.actor is None else to_db(delta.actor),
+            "compact": COMPACT_MIN_BYTES,
+        },
+    ).fetchone()  # fmt: skip
+    if row is None:
+        return Conflict()
+    if row[1]:
+        _compact(conn, ns, run_id)
+    return Written(version=str(row[0]))
+
+
+def _compact(conn: Conn, ns: str, run_id: str) -> None:
+    """Fold the run's deltas into its record, keeping its version (the record is the same)."""
+    with conn.transaction():
+        row = conn.execute(
+            "SELECT record FROM zuke_runs WHERE ns = %s AND id = %s FOR UPDATE", (ns, run_id)
+        ).fetchone()
+        if row is None:
+            return
+        deltas = [d for (d,) in conn.execute(
+            "SELECT delta FROM zuke_run_deltas WHERE ns = %s AND run_id = %s ORDER BY seq",
+            (ns, run_id),
+        )]  # fmt: skip
+        text = dumps(record_to_json(_fold(run_id, row[0], deltas)))
+        conn.execute("DELETE FROM zuke_run_deltas WHERE ns = %s AND run_id = %s", (ns, run_id))
+        conn.execute(
+            "UPDATE zuke_runs SET record = %s, base_bytes = %s, journal_bytes = 0"
+            " WHERE ns = %s AND id = %s",
+            (text, len(text), ns, run_id),
+        )
+
+
+def delete(conn: Conn, ns: str, run_id: str) -> None:
+    """Remove the run (its targets and deltas go with it: ``ON DELETE CASCADE``)."""
+    conn.execute("DELETE FROM zuke_runs WHERE ns = %s AND id = %s", (ns, run_id))
+
+
+def listing(conn: Conn, ns: str, query: RunQuery) -> list[RunSummary]:
+    """Summaries newest first (``createdAt`` as a time, then id), every filter from an index."""
+    sql = [
+        "SELECT id, build, root_target, status, actor, created_at, updated_at",
+        "FROM zuke_runs r WHERE r.ns = %s",
+    ]
+    args: list[str | int] = [ns]
+    for column, value in (("status", query.status), ("build", query.build)):
+        if value is not None:
+            sql.append(f"AND r.{column} = %s")
+            args.append(to_db(value))
+    since = since_ms(query)
+    if since is not None:
+        sql.append("AND r.created_ms >= %s")
+        args.append(since)
+    if query.target is not None:
+        sql.append(
+            "AND EXISTS (SELECT 1 FROM zuke_run_targets t"
+            " WHERE t.ns = r.ns AND t.run_id = r.id AND t.name = %s)"
+        )
+        args.append(to_db(query.target))
+    sql.append("ORDER BY r.created_ms DESC NULLS LAST, r.id DESC")
+    limit = limited(query)
+    if limit is not None:
+        sql.append("LIMIT %s")
+        args.append(limit)
+    rows = conn.execute(" ".join(sql).encode(), args).fetchall()
+    return [
+        RunSummary(
+            id=row[0], build=from_db(row[1]), root_target=from_db(row[2]),
+            status=cast(RunStatus, row[3]), actor=from_db(row[4]),
+            created_at=from_db(row[5]), updated_at=from_db(row[6]),
+        )
+        for row in rows
+    ]  # fmt: skip
+
+
+def _fold(run_id: str, text: str, deltas: list[str]) -> RunRecord:
+    where = f"run {run_id!r}"
+    record = loads_record(text, where=where)
+    if not deltas:
+        return record
+    try:
+        parsed = [parse_delta(json.loads(d), where=f"{where} journal") for d in deltas]
+    except ValueError as exc:
+        raise CorruptRecordError(f"state: {where}'s journal is not valid JSON ({exc})") from None
+    return apply_deltas(record, parsed)
+
+
+__all__ = ["append", "create", "delete", "dumps", "get", "listing", "parse_version", "put"]

@@ -1,0 +1,203 @@
+"""The Postgres store's schema, its versions, and how values that Postgres text refuses are kept.
+
+The schema is versioned in ``zuke_schema_version`` (one row per version
+applied). A store opened on a database at an older version migrates it on
+first use, inside one transaction that holds ``pg_advisory_xact_lock`` — a
+transaction-scoped lock, released at commit, so it pins no pooled connection
+— so two processes opening one database at once migrate it exactly once. A
+database written by a newer zuke is refused.
+
+The tables mirror ``zuke serve``'s SQLite design (``zuke/_serve/schema.py``):
+runs keyed by ``(ns, id)`` with the columns a listing needs beside the record
+text, graph node names for the ``target`` filter, a journal of deltas, lock
+rows that keep their fence, and the build catalog (for ``zuke serve --db
+postgresql://``, not used by the direct store yet). Identifiers are
+``COLLATE "C"``, so ``ORDER BY`` is code-point order (what Python's ``sorted``
+gives) and the indexes serve it. Every table is prefixed ``zuke_``: the
+database may be shared with other applications.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from zuke._errors import StateError
+
+if TYPE_CHECKING:
+    from zuke.state._pg_conn import Conn
+
+SCHEMA_VERSION = 1
+#: ``pg_advisory_xact_lock`` key of a migration ("zuke" in ASCII)
+MIGRATION_LOCK = 0x7A756B65
+
+_VERSION_TABLE = """
+CREATE TABLE IF NOT EXISTS zuke_schema_version (
+    version integer PRIMARY KEY,
+    migrated_at timestamptz NOT NULL DEFAULT clock_timestamp()
+)
+"""
+
+#: version -> the statements that bring a database from the version before to it
+MIGRATIONS: dict[int, str] = {
+    1: """
+CREATE SEQUENCE zuke_run_versions;
+CREATE TABLE zuke_runs (
+    ns text COLLATE "C" NOT NULL,
+    id text COLLATE "C" NOT NULL,
+    version bigint NOT NULL,
+    record text NOT NULL,
+    build text NOT NULL,
+    root_target text NOT NULL,
+    status text NOT NULL,
+    actor text NOT NULL,
+    created_at text NOT NULL,
+    updated_at text NOT NULL,
+    created_ms bigint,
+    base_bytes bigint NOT NULL,
+    journal_bytes bigint NOT NULL DEFAULT 0,
+    last_seq bigint NOT NULL DEFAULT 0,
+    PRIMARY KEY (ns, id)
+);
+CREATE INDEX zuke_runs_by_time ON zuke_runs (ns, created_ms DESC NULLS LAST, id DESC);
+CREATE INDEX zuke_runs_by_status ON zuke_runs (ns, status, created_ms DESC NULLS LAST, id DESC);
+CREATE INDEX zuke_runs_by_build ON zuke_runs (ns, build, created_ms DESC NULLS LAST, id DESC);
+CREATE TABLE zuke_run_targets (
+    ns text COLLATE "C" NOT NULL,
+    run_id text COLLATE "C" NOT NULL,
+    name text COLLATE "C" NOT NULL,
+    PRIMARY KEY (ns, run_id, name),
+    FOREIGN KEY (ns, run_id) REFERENCES zuke_runs (ns, id) ON DELETE CASCADE
+);
+CREATE INDEX zuke_run_targets_by_name ON zuke_run_targets (ns, name, run_id);
+CREATE TABLE zuke_run_deltas (
+    ns text COLLATE "C" NOT NULL,
+    run_id text COLLATE "C" NOT NULL,
+    seq bigint NOT NULL,
+    delta text NOT NULL,
+    PRIMARY KEY (ns, run_id, seq),
+    FOREIGN KEY (ns, run_id) REFERENCES zuke_runs (ns, id) ON DELETE CASCADE
+);
+CREATE TABLE zuke_locks (
+    ns text COLLATE "C" NOT NULL,
+    key text COLLATE "C" NOT NULL,
+    token_sha256 bytea,
+    holder text,
+    run_id text COLLATE "C",
+    expires_at timestamptz,
+    fence bigint NOT NULL,
+    PRIMARY KEY (ns, key)
+);
+CREATE INDEX zuke_locks_by_run ON zuke_locks (ns, run_id) WHERE token_sha256 IS NOT NULL;
+CREATE TABLE zuke_fence_floors (
+    ns text COLLATE "C" PRIMARY KEY,
+    floor bigint NOT NULL
+);
+CREATE TABLE zuke_builds (
+    ns text COLLATE "C" NOT NULL,
+    id text COLLATE "C" NOT NULL,
+    version bigint NOT NULL,
+    descriptor text NOT NULL,
+    name text NOT NULL,
+    actor text NOT NULL,
+    created_at text NOT NULL,
+    created_ms bigint NOT NULL,
+    updated_at text NOT NULL,
+    PRIMARY KEY (ns, id)
+);
+CREATE INDEX zuke_builds_by_time ON zuke_builds (ns, created_ms DESC, id DESC);
+CREATE INDEX zuke_builds_by_name ON zuke_builds (ns, name, created_ms DESC, id DESC)
+""",
+}
+
+
+def schema_version(conn: Conn) -> int:
+    """The version the database is at (0: no zuke schema yet)."""
+    import psycopg
+
+    try:
+        with conn.transaction():
+            row = conn.execute("SELECT max(version) FROM zuke_schema_version").fetchone()
+    except psycopg.errors.UndefinedTable:
+        return 0
+    return int(row[0]) if row is not None and row[0] is not None else 0
+
+
+def prepare(conn: Conn, where: str) -> None:
+    """Bring the database to :data:`SCHEMA_VERSION` (once, under a lock); refuse a newer one."""
+    version = schema_version(conn)
+    if version == SCHEMA_VERSION:
+        return
+    _refuse_newer(version, where)
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+        conn.execute(_VERSION_TABLE)
+        row = conn.execute("SELECT max(version) FROM zuke_schema_version").fetchone()
+        version = int(row[0]) if row is not None and row[0] is not None else 0
+        _refuse_newer(version, where)
+        for step in range(version + 1, SCHEMA_VERSION + 1):
+            for statement in filter(str.strip, MIGRATIONS[step].split(";")):
+                conn.execute(statement.encode())
+            conn.execute("INSERT INTO zuke_schema_version (version) VALUES (%s)", (step,))
+
+
+def _refuse_newer(version: int, where: str) -> None:
+    if version > SCHEMA_VERSION:
+        raise StateError(
+            f"state: the Postgres database {where} was written by a newer zuke "
+            f"(schema {version}, this zuke knows {SCHEMA_VERSION}); upgrade zuke"
+        )
+
+
+# ------------------------------------------------------------------ text values
+
+#: Postgres ``text`` holds neither NUL nor a lone surrogate (``"\ud800"``, which a JSON
+#: string may carry). Such a character is kept as this private-use character and a code;
+#: the character itself as itself and ``0``. Every other string is stored as it is.
+_ESCAPE = "\uf8ff"
+_SURROGATES = 0xF0000  # a lone surrogate U+D8xx..U+DFxx becomes U+F00xx..U+F07xx after it
+
+
+def to_db(value: str) -> str:
+    """``value`` as a Postgres ``text`` can hold it (itself, for every ordinary string)."""
+    if "\x00" not in value and _ESCAPE not in value:
+        try:
+            value.encode()
+        except UnicodeEncodeError:
+            pass
+        else:
+            return value
+    out: list[str] = []
+    for ch in value:
+        if ch == _ESCAPE:
+            out.append(_ESCAPE + "0")
+        elif ch == "\x00":
+            out.append(_ESCAPE + "1")
+        elif "\ud800" <= ch <= "\udfff":
+            out.append(_ESCAPE + chr(_SURROGATES + ord(ch) - 0xD800))
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def from_db(value: str) -> str:
+    """The string :func:`to_db` stored."""
+    if _ESCAPE not in value:
+        return value
+    out: list[str] = []
+    chars = iter(value)
+    for ch in chars:
+        if ch != _ESCAPE:
+            out.append(ch)
+            continue
+        code = next(chars, "0")
+        out.append(
+            _ESCAPE
+            if code == "0"
+            else "\x00"
+            if code == "1"
+            else chr(ord(code) - _SURROGATES + 0xD800)
+        )
+    return "".join(out)
+
+
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "from_db", "prepare", "schema_version", "to_db"]
