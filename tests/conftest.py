@@ -12,6 +12,9 @@ import pytest
 
 from zuke.cli import main
 
+# The throwaway Postgres cluster (``pg_cluster``) for any test folder, and CI's no-skip rule.
+pytest_plugins = ["tests.pg_fixtures"]
+
 
 @dataclass
 class CliResult:

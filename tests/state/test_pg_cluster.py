@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.state.pg_support import BINDIR_ENV, REQUIRE_ENV, PgCluster
+from tests.pg_support import BINDIR_ENV, REQUIRE_ENV, PgCluster
 
 ROOT = Path(__file__).resolve().parents[2]
 

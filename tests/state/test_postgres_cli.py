@@ -7,7 +7,7 @@ import re
 import pytest
 
 from tests.conftest import BuildWriter, CliRunner
-from tests.state.pg_support import PgCluster
+from tests.pg_support import PgCluster
 from zuke.state.postgres import PostgresStateStore
 
 BUILD = """

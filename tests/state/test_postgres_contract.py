@@ -17,7 +17,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.state.pg_support import PgCluster
+from tests.pg_support import PgCluster
 from zuke.state._protocol import StateStore
 from zuke.state.postgres import PostgresStateStore
 from zuke.testing.store_contract import StateStoreContract

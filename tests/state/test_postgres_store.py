@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import CliRunner
-from tests.state.pg_support import PgCluster
+from tests.pg_support import PgCluster
 from zuke._errors import StateError, StoreUnavailableError
 from zuke.state import _pg_runs, _pg_schema
 from zuke.state._pg_conn import PgDatabase

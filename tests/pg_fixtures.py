@@ -1,4 +1,4 @@
-"""The Postgres fixtures of ``tests/state`` (see ``pg_support``), and CI's rule about them.
+"""The Postgres fixtures (see ``pg_support``) and CI's rule about them; ``conftest`` loads them.
 
 ``pg_cluster`` is one throwaway cluster for the session. Without Postgres it
 skips with a loud reason — unless ``ZUKE_REQUIRE_POSTGRES=1`` (``.ci/run``),
@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.state.pg_support import REQUIRE_ENV, PgCluster, required, start_cluster, unavailable
+from tests.pg_support import REQUIRE_ENV, PgCluster, required, start_cluster, unavailable
 
 
 @pytest.fixture(scope="session")
