@@ -34,10 +34,25 @@ class ManualClock:
         self._now += ms
 
 
+#: the last second :func:`iso` formatted, and its text up to the milliseconds
+_last_second: tuple[int, str] = (-1, "")
+
+
 def iso(ms: int) -> str:
-    """ISO-8601 UTC with millisecond precision, e.g. ``2026-01-02T03:04:05.678Z``."""
-    stamp = datetime.fromtimestamp(ms / 1000, tz=UTC)
-    return stamp.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
+    """ISO-8601 UTC with millisecond precision, e.g. ``2026-01-02T03:04:05.678Z``.
+
+    A run stamps every transition (and the record again), mostly within the
+    same second: the second's text is formatted once (``strftime`` is the
+    cost) and kept; only the milliseconds change.
+    """
+    global _last_second
+    second, millis = divmod(ms, 1000)
+    cached = _last_second  # one read: another thread may replace it meanwhile
+    if cached[0] != second:
+        stamp = datetime.fromtimestamp(second, tz=UTC)
+        cached = (second, stamp.strftime("%Y-%m-%dT%H:%M:%S."))
+        _last_second = cached
+    return f"{cached[1]}{millis:03d}Z"
 
 
 def parse_iso(text: str) -> int | None:

@@ -9,8 +9,11 @@ state and, for a recorded run, its :class:`~zuke._engine.durable.DurableRun`
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import queue
 import signal
+import threading
 import time
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -95,6 +98,7 @@ async def drive(
         )
         if durable is not None:
             durable.attach(scheduler)
+            scheduler.inline = False
         crashed = False
         # Installed until the walk has ended: a signal mid-compensation must not kill it.
         with _signal_handlers(scheduler, options, state.run_id):
@@ -140,19 +144,68 @@ async def drive(
 class _signal_handlers:
     """First SIGINT/SIGTERM cancels the run; a second one exits at once with 130 — unless
     the compensation walk has begun: a compensation killed mid-way is never run again
-    (at most once), so the walk finishes first and only ``kill -9`` abandons it."""
+    (at most once), so the walk finishes first and only ``kill -9`` abandons it.
+
+    The loop handles a signal, except while a body runs on the loop's own thread
+    (:meth:`Scheduler._body_inline`): then the signal's Python-level handler
+    hands it to a relay thread (``SimpleQueue.put`` is safe in a signal
+    handler), which does at once what the loop would — cancel (telling the
+    body), or exit on the second — and the loop, when it gets the same signal
+    later, only counts it.
+    """
 
     def __init__(self, scheduler: Scheduler, options: RunOptions, run_id: str) -> None:
         self.scheduler = scheduler
         self.options = options
         self.run_id = run_id
         self.installed: list[signal.Signals] = []
+        self._relay: queue.SimpleQueue[signal.Signals | None] = queue.SimpleQueue()
+        self._relayed = 0  # signals the relay handled that the loop has not seen yet
+        self._seen = threading.Lock()  # one signal judged at a time (loop or relay)
+        self._first_done = False
 
     def _say(self, message: str) -> None:
         if self.options.on_interrupt is not None:
             self.options.on_interrupt(message)
 
+    def _again(self) -> bool:
+        """Whether the run is cancelled already (this is a second signal); marks it so."""
+        s = self.scheduler
+        with self._seen:
+            again = self._first_done or s.cancel_requested.is_set() or s.state.cancelled.is_set()
+            self._first_done = True
+        return again
+
+    def _python_handler(self, signum: int, frame: object) -> None:
+        """Runs on the main thread between bytecodes: of an inline body, or of the loop."""
+        if self.scheduler.inline_body is not None:
+            self._relayed += 1
+            self._relay.put(signal.Signals(signum))
+
+    def _relay_thread(self) -> None:
+        loop_call = self._loop.call_soon_threadsafe
+        while True:
+            signum = self._relay.get()
+            if signum is None:
+                return
+            if self._again():
+                self._say(
+                    f"{signum.name} again: exiting now; locks held by targets still running "
+                    "are left to lapse at their TTL"
+                )
+                os._exit(130)
+            self._say(
+                f"{signum.name}: cancelling the run; running targets are told to stop "
+                "(send it again to exit at once)"
+            )
+            with contextlib.suppress(RuntimeError):  # the loop is closed: the run is over
+                loop_call(self.scheduler.cancel)
+            self.scheduler.interrupt_from_thread()
+
     def _on_signal(self, signum: signal.Signals) -> None:
+        if self._relayed:
+            self._relayed -= 1  # the relay has handled this one already
+            return
         step = rolling_back(self.run_id)
         if step is not None:
             what = step or "the compensation walk"
@@ -161,7 +214,7 @@ class _signal_handlers:
                 "exits (kill -9 to abandon it)"
             )
             return
-        if self.scheduler.cancel_requested.is_set():
+        if self._again():
             self._say(
                 f"{signum.name} again: exiting now; locks held by targets still running "
                 "are left to lapse at their TTL"
@@ -176,16 +229,22 @@ class _signal_handlers:
     def __enter__(self) -> _signal_handlers:
         if not self.options.handle_signals:
             return self
-        loop = asyncio.get_running_loop()
+        loop = self._loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             try:
                 loop.add_signal_handler(sig, self._on_signal, sig)
+                # The loop's wake-up stays; only the Python-level handler is ours.
+                signal.signal(sig, self._python_handler)
                 self.installed.append(sig)
             except (NotImplementedError, RuntimeError, ValueError):
                 pass
+        if self.installed:
+            threading.Thread(target=self._relay_thread, name="zuke-signals", daemon=True).start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         loop = asyncio.get_running_loop()
         for sig in self.installed:
             loop.remove_signal_handler(sig)
+        if self.installed:
+            self._relay.put(None)

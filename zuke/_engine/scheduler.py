@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import heapq
+import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -23,7 +24,14 @@ from typing import Any, cast
 
 from zuke._clock import SYSTEM_CLOCK, Clock, iso
 from zuke._engine.context import Context, RunState
-from zuke._engine.executor import BodyFailure, describe, run_body, settle
+from zuke._engine.executor import (
+    BodyFailure,
+    describe,
+    inlinable,
+    run_body,
+    run_body_inline,
+    settle,
+)
 from zuke._engine.hooks import EffectRunner, GateCheck, GateVerdict, Held, TargetGuard
 from zuke._engine.observer import Observer, Transition
 from zuke._engine.plan import Plan, TargetSpec
@@ -90,6 +98,17 @@ class Scheduler:
         for name, outcome in (done or {}).items():
             if name in self._waiting_on:
                 self.outcomes[name] = outcome
+        #: whether a plain synchronous body may run on the loop's thread when it is the
+        #: run's only work (see :meth:`_run_direct`); off where nothing but the loop could
+        #: reach such a body (the caller decides)
+        self.inline = True
+        #: the target the scheduler awaits itself, with no task of its own, if any
+        self._direct: str | None = None
+        #: the target whose body runs on the loop's thread right now, if any
+        self.inline_body: str | None = None
+        self._inline_done = threading.Event()
+        self._hook_lock = threading.Lock()
+        self._notice: asyncio.TimerHandle | threading.Timer | None = None
 
     def cancel(self, reason: str | None = None) -> None:
         """Stop launching; cancel what can be cancelled. The run ends ``cancelled``."""
@@ -97,6 +116,54 @@ class Scheduler:
             self.cancel_reason = reason
         self.state.cancel()
         self.cancel_requested.set()
+
+    def interrupt_from_thread(self) -> None:
+        """Reach a body that runs on the loop's thread now, from another thread.
+
+        The caller (a signal's relay, the cancel watch, a heartbeat whose renewal
+        was refused) has queued the loop's own handling first; this does at once
+        what the loop would do for the body, which it cannot while the body runs:
+        tell it (``ctx.cancelled``), end the child processes it started, and say
+        after a while that the run waits for it.
+        """
+        self.state.cancel()
+        name = self.inline_body
+        if name is None:
+            return
+        self._run_on_cancel()
+        timer = threading.Timer(_DRAIN_NOTICE_S, self._inline_notice, (name,))
+        timer.daemon = True
+        self._notice = timer
+        timer.start()
+
+    def _inline_notice(self, name: str) -> None:
+        if self.inline_body == name and not self._inline_done.is_set():
+            self.notify(_waiting_notice(name))
+
+    def _run_on_cancel(self) -> None:
+        """The ``on_cancel`` hook, once, from whichever thread gets there first."""
+        with self._hook_lock:
+            hook, self.on_cancel = self.on_cancel, None
+        if hook is None:
+            return
+        try:
+            hook()
+        except Exception as exc:  # never let the hook stop the drain
+            self.notify(f"stopping the bodies' child processes failed ({exc})")
+
+    def _cancel_seen(self, _: object) -> None:
+        """The cancel event was set: a target the scheduler awaits itself is stopped now,
+        as the drain stops the targets' tasks (see :meth:`_drain_cancelled`)."""
+        self.state.cancel()
+        name = self._direct
+        if name is None:
+            return
+        for body in list(self._bodies.values()):
+            body.cancel()
+        self._run_on_cancel()
+        self._notice = asyncio.get_running_loop().call_later(
+            _DRAIN_NOTICE_S, lambda: self.notify(_waiting_notice(name))
+        )
 
     def abort(self, reason: str) -> None:
         """Stop the run because it cannot go on (a lost lock or lease). It ends ``failed``."""
@@ -118,18 +185,21 @@ class Scheduler:
         heapq.heapify(ready)
         running: dict[asyncio.Task[Outcome], str] = {}
         cancel_wait = asyncio.ensure_future(self.cancel_requested.wait())
+        cancel_wait.add_done_callback(self._cancel_seen)
         try:
             while ready or running:
-                while (
-                    ready and len(running) < self.concurrency and not self.cancel_requested.is_set()
-                ):
+                while ready and len(running) < self.concurrency and not await self._stopping():
                     name = self.plan.order[heapq.heappop(ready)]
                     if name in self.plan.skipped:
                         await self._settle_skipped(name, "skipped with --skip")
                         self._release(name, ready=ready)
                         continue
+                    if not running and (self.concurrency == 1 or not ready) and self._plain(name):
+                        # The only work of the run now: awaited here, no task, no wait.
+                        await self._settled(name, await self._run_direct(name), ready)
+                        continue
                     running[asyncio.ensure_future(self._run_target(name))] = name
-                if self.cancel_requested.is_set():
+                if await self._stopping():
                     self.state.cancel()
                     await self._drain_cancelled(running)
                     break
@@ -142,15 +212,9 @@ class Scheduler:
                     if task is cancel_wait:
                         continue
                     name = running.pop(cast("asyncio.Task[Outcome]", task))
-                    outcome = cast(Outcome, task.result())
-                    if outcome.status == "waiting":
-                        continue  # parked: its dependents wait for a resume
-                    spec = self.plan.specs[name]
-                    passed = outcome.status == "succeeded" or (
-                        outcome.status == "failed" and spec.proceed_after_failure
-                    )
-                    await self._release_or_strand(name, passed, ready)
+                    await self._settled(name, cast(Outcome, task.result()), ready)
         finally:
+            cancel_wait.remove_done_callback(self._cancel_seen)
             cancel_wait.cancel()
         if self.suspends():
             # Parked: gates stay waiting and what they hold back stays pending, for a resume.
@@ -180,6 +244,53 @@ class Scheduler:
             for n, o in self.outcomes.items()
             if n in self.plan.specs  # a failed item is its fan-out's to judge
         )
+
+    async def _stopping(self) -> bool:
+        """Whether the run is being cancelled (or stopped).
+
+        A thread that reached an inline body (:meth:`interrupt_from_thread`) set
+        the run's ``cancelled`` after queueing the loop's own handling: one turn
+        of the loop runs that handling, so the reason is known before anything
+        acts on it.
+        """
+        if self.cancel_requested.is_set():
+            return True
+        if not self.state.cancelled.is_set():
+            return False
+        await asyncio.sleep(0)
+        if not self.cancel_requested.is_set():
+            self.cancel()
+        return True
+
+    def _plain(self, name: str) -> bool:
+        """A target with a body, no gate and no fan-out: the scheduler may await it itself."""
+        spec = self.specs[name]
+        return spec.body is not None and spec.wait is None and spec.fan_out is None
+
+    async def _run_direct(self, name: str) -> Outcome:
+        """Run ``name`` as the run's only work, awaited by the scheduler itself.
+
+        A cancellation meanwhile stops it at once (:meth:`_cancel_seen`), as
+        the drain stops a target's task. A plain synchronous body runs on the
+        loop's thread (no thread hop) when the run allows it.
+        """
+        self._direct = name
+        try:
+            return await self._run_target(name, inline=self.inline and inlinable(self.specs[name]))
+        finally:
+            self._direct = None
+            notice, self._notice = self._notice, None
+            if notice is not None:
+                notice.cancel()
+
+    async def _settled(self, name: str, outcome: Outcome, ready: list[int]) -> None:
+        if outcome.status == "waiting":
+            return  # parked: its dependents wait for a resume
+        spec = self.plan.specs[name]
+        passed = outcome.status == "succeeded" or (
+            outcome.status == "failed" and spec.proceed_after_failure
+        )
+        await self._release_or_strand(name, passed, ready)
 
     # -- readiness ------------------------------------------------------------
 
@@ -217,21 +328,12 @@ class Scheduler:
         # must never run beside the work it stops. A second Ctrl-C exits at once.
         for body in list(self._bodies.values()):
             body.cancel()
-        if self.on_cancel is not None:
-            hook, self.on_cancel = self.on_cancel, None
-            try:
-                hook()
-            except Exception as exc:  # never let the hook stop the drain
-                self.notify(f"stopping the bodies' child processes failed ({exc})")
+        self._run_on_cancel()
         if not running:
             return
         _, pending = await asyncio.wait(running, timeout=_DRAIN_NOTICE_S)
         if pending:
-            names = ", ".join(sorted(running[t] for t in pending))
-            self.notify(
-                f"waiting for {names} to return (told to stop through ctx.cancelled); "
-                "interrupt again to exit now and leave its locks to lapse at their TTL"
-            )
+            self.notify(_waiting_notice(", ".join(sorted(running[t] for t in pending))))
         await asyncio.gather(*running, return_exceptions=True)
 
     # -- one target -------------------------------------------------------------
@@ -283,7 +385,7 @@ class Scheduler:
     async def _settle_skipped(self, name: str, reason: str) -> None:
         await self._settle(name, "skipped", reason=reason)
 
-    async def _run_target(self, name: str) -> Outcome:
+    async def _run_target(self, name: str, *, inline: bool = False) -> Outcome:
         spec = self.specs[name]
         started = time.perf_counter()
         await self._transition(Transition(target=name, status="running", at_ms=self.clock.now_ms()))
@@ -297,7 +399,7 @@ class Scheduler:
         try:
             if self.guard is not None:
                 held = await self.guard(spec, ctx)
-            if self.cancel_requested.is_set():
+            if await self._stopping():
                 raise BodyFailure(
                     self.stop_reason or self.cancel_reason or "cancelled before its body ran"
                 )
@@ -315,6 +417,9 @@ class Scheduler:
             if spec.body is None:  # an aggregate: its dependencies are the work
                 return await self._settle(name, "succeeded", duration_ms=elapsed())
             started_body = True
+            if inline:
+                await self._body_inline(spec, ctx)
+                return await self._settle(name, "succeeded", duration_ms=elapsed())
             body = asyncio.ensure_future(run_body(spec, ctx, self.pool, self.notify))
             self._bodies[name] = body
             try:
@@ -328,9 +433,10 @@ class Scheduler:
             if self.effects is not None and spec.effects:
                 await self.effects(spec, ctx)
         except BodyFailure as failure:
+            stopping = await self._stopping()
             return await self._settle(
                 name, "failed", error=failure.message, detail=failure.detail,
-                duration_ms=elapsed(), interrupted=started_body and self.cancel_requested.is_set(),
+                duration_ms=elapsed(), interrupted=started_body and stopping,
             )  # fmt: skip
         except asyncio.CancelledError:
             task = asyncio.current_task()
@@ -349,6 +455,23 @@ class Scheduler:
             if held is not None:
                 await self._release_lock(name, held)
         return await self._settle(name, "succeeded", duration_ms=elapsed())
+
+    async def _body_inline(self, spec: TargetSpec, ctx: Context) -> None:
+        """The body on the loop's thread; what reaches it meanwhile comes from other threads
+        (:meth:`interrupt_from_thread`)."""
+        name = spec.name
+
+        def register(task: asyncio.Future[None]) -> None:
+            self._bodies[name] = task
+
+        self._inline_done.clear()
+        self.inline_body = name
+        try:
+            await run_body_inline(spec, ctx, register)
+        finally:
+            self.inline_body = None
+            self._inline_done.set()
+            self._bodies.pop(name, None)
 
     async def _check_gate(self, spec: TargetSpec, ctx: Context) -> GateVerdict:
         if self.gate is None:
@@ -408,3 +531,10 @@ class Scheduler:
         with contextlib.suppress(Exception, asyncio.CancelledError):
             await settle(body_task)
         raise BodyFailure(message)
+
+
+def _waiting_notice(names: str) -> str:
+    return (
+        f"waiting for {names} to return (told to stop through ctx.cancelled); "
+        "interrupt again to exit now and leave its locks to lapse at their TTL"
+    )
