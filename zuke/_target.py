@@ -270,37 +270,36 @@ class BodySpec:
     is_async: bool
 
 
-#: (takes_ctx, is_async) by what decides them: a plain function's code object and
-#: how many defaults it has, and whether it is bound (a method drops ``self``)
-_SHAPES: dict[tuple[object, int, bool], tuple[bool, bool]] = {}
+def _plain_shape(fn: Callable[..., Any]) -> tuple[bool, bool] | None:
+    """(takes_ctx, is_async) of a plain function or bound method, read off its code object.
 
-
-def _shape_key(fn: Callable[..., Any]) -> tuple[object, int, bool] | None:
-    """What decides a plain function's (or bound method's) shape; ``None``: inspect it.
-
-    A build's bodies are mostly lambdas made by one line of a definition
-    method, or the same method bound to the build: one code object for many
-    targets, so the signature is read once per code object, not per target.
-    Anything unusual (a ``functools.wraps`` wrapper, a ``__signature__``, a
-    partial, a callable object) is inspected every time, as before.
+    What :func:`inspect.signature` would say, without building a signature for
+    each of a build's thousand lambdas. ``None`` for anything else (a
+    ``functools.wraps`` wrapper, a ``__signature__``, a partial, a callable
+    object, a body that requires two arguments): inspected as before.
     """
-    bound = isinstance(fn, types.MethodType)
+    bound = type(fn) is types.MethodType
     func = fn.__func__ if bound else fn  # type: ignore[attr-defined]
     if type(func) is not types.FunctionType or func.__dict__:
         return None
-    return (func.__code__, len(func.__defaults__ or ()), bound)
+    code = func.__code__
+    positional = code.co_argcount - bound
+    if positional < 0:
+        return None
+    required = max(0, positional - len(func.__defaults__ or ()))
+    if required > 1:
+        return None  # an error: its message comes from the full inspection
+    varargs = bool(code.co_flags & inspect.CO_VARARGS)
+    is_async = bool(code.co_flags & inspect.CO_COROUTINE)
+    return positional > 0 or varargs, is_async
 
 
 def body_spec(fn: Callable[..., Any], where: str) -> BodySpec:
     """Inspect ``fn`` once: does it take ``ctx``, is it a coroutine function?"""
-    key = _shape_key(fn)
-    shape = _SHAPES.get(key) if key is not None else None
+    shape = _plain_shape(fn)
     if shape is not None:
         return BodySpec(fn, takes_ctx=shape[0], is_async=shape[1])
-    spec = _inspect_body(fn, where)
-    if key is not None:
-        _SHAPES[key] = (spec.takes_ctx, spec.is_async)
-    return spec
+    return _inspect_body(fn, where)
 
 
 def _inspect_body(fn: Callable[..., Any], where: str) -> BodySpec:

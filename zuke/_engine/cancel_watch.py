@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 from collections.abc import Callable, Mapping
 
 from zuke._duration import parse_duration
@@ -43,7 +44,14 @@ def requested_by(record: RunRecord) -> str:
 
 
 class CancelWatch:
-    """Polls one run's record for ``cancelling`` (or a settlement by someone else)."""
+    """Polls one run's record for ``cancelling`` (or a settlement by someone else).
+
+    It polls on a thread of its own, not on the event loop: a synchronous body
+    may run on the loop's thread (see ``docs/architecture.md``), and a cancel
+    must reach it meanwhile. What it finds is acted on on the loop; ``tell``
+    (the scheduler's :meth:`~zuke._engine.scheduler.Scheduler.interrupt_from_thread`)
+    reaches such a body at once.
+    """
 
     def __init__(
         self,
@@ -61,11 +69,23 @@ class CancelWatch:
         self.on_request = on_request
         self.on_settled = on_settled
         self.warn = warn
-        self._task: asyncio.Task[None] | None = None
+        #: called on the watch's thread once the loop has been given what it found
+        self.tell: Callable[[], None] = lambda: None
+        self._stopped = threading.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
 
     def start(self) -> CancelWatch:
-        self._task = asyncio.ensure_future(self._watch())
+        self._loop = asyncio.get_running_loop()
+        self._thread = threading.Thread(
+            target=self._watch, name=f"zuke-cancel-watch-{self.run_id}", daemon=True
+        )
+        self._thread.start()
         return self
+
+    @staticmethod
+    def _acts_on(record: RunRecord) -> bool:
+        return record.status == "cancelling" or record.status in TERMINAL_STATUSES
 
     def seen(self, record: RunRecord) -> bool:
         """Act on what ``record`` says; True once there is nothing more to watch for."""
@@ -77,24 +97,36 @@ class CancelWatch:
             return True
         return False
 
-    async def _watch(self) -> None:
+    def _watch(self) -> None:
+        """The watch's thread: one read every ``interval_s`` until it finds something."""
         failing = False
-        while True:
-            await asyncio.sleep(self.interval_s)
+        while not self._stopped.wait(self.interval_s):
             try:
-                found = await asyncio.to_thread(self.store.get_run, self.run_id)
+                found = self.store.get_run(self.run_id)
             except Exception as exc:  # an outage: say so once, keep watching
                 if not failing:
-                    self.warn(f"state: checking run {self.run_id} for a cancel failed ({exc})")
+                    self._to_loop(
+                        self.warn, f"state: checking run {self.run_id} for a cancel failed ({exc})"
+                    )
                 failing = True
                 continue
             failing = False
-            if found is not None and self.seen(found.record):
+            if found is not None and self._acts_on(found.record):
+                self._to_loop(self._found, found.record)
+                if not self._stopped.is_set():
+                    self.tell()
                 return
 
+    def _found(self, record: RunRecord) -> None:
+        if not self._stopped.is_set():  # stopped meanwhile: the run has ended
+            self.seen(record)
+
+    def _to_loop(self, fn: Callable[..., object], *args: object) -> None:
+        assert self._loop is not None
+        with contextlib.suppress(RuntimeError):  # the loop is closed: the run is over
+            self._loop.call_soon_threadsafe(fn, *args)
+
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        """Stop watching; a read in flight is ignored (the thread is not waited for)."""
+        self._stopped.set()
+        self._thread = None

@@ -154,6 +154,10 @@ class Claim:
         self.lapsed: str | None = None
         self.late = False
         self._stopped = threading.Event()
+        #: called on the heartbeat's thread after a refusal was handed to the loop
+        #: (the scheduler's ``interrupt_from_thread``: the lease of a run whose body
+        #: may run on the loop's thread)
+        self.tell: Callable[[], None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
 
@@ -200,6 +204,8 @@ class Claim:
                 return  # released meanwhile: a refusal now means nothing
             if not renewed:
                 self._to_loop(self._lose)
+                if self.tell is not None:
+                    self.tell()  # a body on the loop's thread cannot wait for the loop
                 return
             self.renewals += 1
             since, failures = attempted_at, 0

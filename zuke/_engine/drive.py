@@ -98,7 +98,7 @@ async def drive(
         )
         if durable is not None:
             durable.attach(scheduler)
-            scheduler.inline = False
+            durable.writer.inline = scheduler.alone
         crashed = False
         # Installed until the walk has ended: a signal mid-compensation must not kill it.
         with _signal_handlers(scheduler, options, state.run_id):

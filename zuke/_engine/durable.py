@@ -310,6 +310,10 @@ class DurableRun:
 
     def attach(self, scheduler: Scheduler) -> None:
         self.scheduler = scheduler
+        # What stops the run from another thread also reaches a body on the loop's thread.
+        self.lease.tell = scheduler.interrupt_from_thread
+        if self.watch is not None:
+            self.watch.tell = scheduler.interrupt_from_thread
         if self.cancelled_by is not None:  # asked before the scheduler existed
             scheduler.cancel(reason=f"cancelled by {self.cancelled_by}")
 

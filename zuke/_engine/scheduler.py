@@ -262,6 +262,11 @@ class Scheduler:
             self.cancel()
         return True
 
+    def alone(self) -> bool:
+        """Whether one target is the run's only work now, awaited by the scheduler itself
+        (nothing else needs the loop: a local store's write may be made on it)."""
+        return self._direct is not None
+
     def _plain(self, name: str) -> bool:
         """A target with a body, no gate and no fan-out: the scheduler may await it itself."""
         spec = self.specs[name]

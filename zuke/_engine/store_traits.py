@@ -30,6 +30,20 @@ def checkpointed(store: StateStore) -> bool:
     return getattr(store, "checkpointed", False) is True
 
 
+def local(store: StateStore) -> bool:
+    """Whether a write to ``store`` is cheap and bounded enough to make on the event loop's
+    thread while nothing else of the run needs the loop (see ``RunStateWriter.inline``).
+
+    The filesystem store (a small append under a mutex whose wait is bounded by its
+    ``mutex_timeout_s``) and the memory store, exactly: a subclass or a wrapper (a
+    test's faulty store, a network store) is written from a worker thread, as before.
+    """
+    from zuke.state.filesystem import FileSystemStateStore
+    from zuke.state.memory import MemoryStateStore
+
+    return type(store) in (FileSystemStateStore, MemoryStateStore)
+
+
 #: What any resume writes besides its targets' own: the lease, ``running``, its end (or its
 #: next suspension), the lease given back.
 RESUME_WRITES = 4

@@ -50,7 +50,7 @@ from dataclasses import replace
 from zuke._clock import SYSTEM_CLOCK, Clock, iso
 from zuke._engine.context import RunState
 from zuke._engine.observer import Observer, Transition
-from zuke._engine.store_traits import CHECKPOINT_DEBOUNCE_S, checkpointed, describe_store
+from zuke._engine.store_traits import CHECKPOINT_DEBOUNCE_S, checkpointed, describe_store, local
 from zuke._errors import StateError, ZukeError
 from zuke._redact import Redactor
 from zuke.state._protocol import Conflict, StateStore, StoredRun
@@ -135,6 +135,12 @@ class RunStateWriter(Observer):
         self._loop = asyncio.get_running_loop()
         #: the store writes at durability points only (see :func:`checkpointed`)
         self.checkpointed = checkpointed(store)
+        #: whether a write may be made on the loop's thread now: the scheduler says so
+        #: while the run has no other work (its only target is awaited directly), for a
+        #: :func:`~zuke._engine.store_traits.local` store; otherwise writes go to a worker
+        #: thread, so that a slow store never stalls the loop beside running work
+        self.inline: Callable[[], bool] = lambda: False
+        self._local = local(store)
         if run_state is not None:
             run_state.on_meta_change = self._meta_changed_from_any_thread
 
@@ -398,15 +404,22 @@ class RunStateWriter(Observer):
         """``delta`` through ``update_run`` (off the loop), retried while the lease is ours."""
         for delay in delays:
             try:
-                return await asyncio.to_thread(self._update, delta)
+                return await self._update_off_loop(delta)
             except Exception:
                 if self._disowned or not self.holds_lease():
                     raise
             await self.sleep(delay)
+        return await self._update_off_loop(delta)
+
+    async def _update_off_loop(self, delta: RunDelta) -> UpdateResult:
+        """:meth:`_update` on a worker thread — or right here, when nothing else needs the
+        loop meanwhile and the store is local (one thread hop less per write)."""
+        if self._local and self.inline():
+            return self._update(delta)
         return await asyncio.to_thread(self._update, delta)
 
     def _update(self, delta: RunDelta) -> UpdateResult:
-        """Runs on a worker thread: one compare-and-swap loop for ``delta``."""
+        """One compare-and-swap loop for ``delta`` (on a worker thread, or inline)."""
         assert self.version is not None, "create() the record before writing to it"
 
         def change(fresh: RunRecord) -> RunDelta | None:
