@@ -237,10 +237,12 @@ class RunStateWriter(Observer):
     async def transition(self, t: Transition) -> None:
         row = self._row(t.target)
         when = iso(t.at_ms)
+        # One replace per transition (the metadata with it): a run makes thousands.
+        meta = row.meta if self.run_state is None else self.run_state.meta(t.target)
         if t.status == "running":
             row = replace(
                 row, status="running", started_at=when, ended_at=None, error=None,
-                interrupted=False,
+                interrupted=False, meta=meta,
             )  # fmt: skip
         else:
             row = replace(
@@ -250,9 +252,9 @@ class RunStateWriter(Observer):
                 error=self.redactor.text(t.error) if t.error else None,
                 waiting_for=t.waiting_for if t.status == "waiting" else None,
                 interrupted=t.interrupted,
+                meta=meta,
             )
         if self.run_state is not None:
-            row = replace(row, meta=self.run_state.meta(t.target))
             self._dirty_meta.discard(t.target)
         self._set_row(t.target, row)
         if t.status == "running" and not self.checkpointed:

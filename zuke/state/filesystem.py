@@ -213,6 +213,24 @@ class FileSystemStateStore:
     def append_run(
         self, run_id: str, delta: RunDelta, *, expected_version: str
     ) -> Written | Conflict:
+        return self.append_run_known(run_id, delta, expected_version=expected_version)
+
+    def append_run_known(
+        self,
+        run_id: str,
+        delta: RunDelta,
+        *,
+        expected_version: str,
+        after: RunRecord | None = None,
+    ) -> Written | Conflict:
+        """:meth:`append_run`; ``after``, if given, is the record the delta makes.
+
+        The caller (:func:`~zuke.state.update.update_run`) has it already: it
+        applied the delta to the record it read at ``expected_version``. Only a
+        version that matches writes anything, so then ``after`` is exactly the
+        journal's record once the delta is appended, and a compaction due now
+        writes it instead of reading back and parsing the whole journal.
+        """
         path = self.path_of(run_id)
         line = _journal.delta_line(delta)
         with self._run_mutex(run_id):
@@ -239,7 +257,9 @@ class FileSystemStateStore:
             if compact:
                 # Rewriting costs about base + journal bytes and happens only after
                 # more than `base` bytes of deltas, so total bytes stay linear.
-                written = self._compact(run_id, path)
+                written = (
+                    self._compact(run_id, path) if after is None else self._write_whole(path, after)
+                )
             if listed or compact:
                 gen = _journal.gen_of(written.version)
                 seen = self._seen(path, written.version)
