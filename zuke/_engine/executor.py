@@ -216,7 +216,14 @@ async def _attempt(
     ctx: Context,
     pool: ThreadPoolExecutor,
     notify: Callable[[str], None],
+    own_task: bool,
 ) -> None:
+    if spec.timeout_ms is None and not own_task:
+        # Awaited directly, no task of its own: a cancellation reaches the body where it
+        # waits — a thread's body is told and waited for (`_call_body`), an async one is
+        # cancelled — as it would through a task.
+        await _call_once(body, ctx, pool)
+        return
     task = asyncio.ensure_future(_call_once(body, ctx, pool))
     if spec.timeout_ms is None:
         await settle(task)
@@ -325,19 +332,23 @@ async def run_body(
     ctx: Context,
     pool: ThreadPoolExecutor,
     notify: Callable[[str], None] = lambda message: None,
+    *,
+    own_task: bool = True,
 ) -> None:
     """Run ``spec``'s body with its retries; raise :class:`BodyFailure` on the last failure.
 
     Attempts run one after another: each starts after the one before has
     returned. Each gets its own ``ctx`` (and ``ctx.cancelled``), so telling a
-    timed-out attempt to stop does not tell the next one.
+    timed-out attempt to stop does not tell the next one. ``own_task=False``
+    awaits an attempt without a timeout directly (one task less a body); a
+    caller racing the body against a claim's loss keeps the task.
     """
     assert spec.body is not None
     attempts = spec.retries + 1
     for attempt in range(1, attempts + 1):
         attempt_ctx = ctx.for_attempt()
         try:
-            await _attempt(spec, spec.body, attempt_ctx, pool, notify)
+            await _attempt(spec, spec.body, attempt_ctx, pool, notify, own_task)
             return
         except (asyncio.CancelledError, KeyboardInterrupt):
             raise

@@ -425,7 +425,9 @@ class Scheduler:
             if inline:
                 await self._body_inline(spec, ctx)
                 return await self._settle(name, "succeeded", duration_ms=elapsed())
-            body = asyncio.ensure_future(run_body(spec, ctx, self.pool, self.notify))
+            body = asyncio.ensure_future(
+                run_body(spec, ctx, self.pool, self.notify, own_task=held is not None)
+            )
             self._bodies[name] = body
             try:
                 if held is None:
