@@ -96,11 +96,13 @@ def renew(conn: Conn, ns: str, key: str, token: str, ttl_ms: int) -> bool:
     return row is not None
 
 
-def release(conn: Conn, ns: str, key: str, token: str) -> None:
-    conn.execute(
+def release(conn: Conn, ns: str, key: str, token: str) -> bool:
+    """Give the claim of ``token`` back (the fence stays); whether it held the key."""
+    cursor = conn.execute(
         f"UPDATE zuke_locks SET {_RELEASED} WHERE ns = %s AND key = %s AND token_sha256 = %s",
         (ns, key, token_hash(token)),
     )
+    return cursor.rowcount > 0
 
 
 def break_claim(conn: Conn, ns: str, key: str) -> LockHolder | None:

@@ -62,20 +62,41 @@ def _columns(record: RunRecord, text: str) -> dict[str, Any]:
     }
 
 
-def get(conn: Conn, ns: str, run_id: str) -> StoredRun | None:
-    row = conn.execute(
+def _row(conn: Conn, ns: str, run_id: str) -> tuple[str, int, list[str]] | None:
+    """``(record text, version, delta texts)`` of a run, in one snapshot."""
+    return conn.execute(
         "SELECT r.record, r.version, ARRAY(SELECT d.delta FROM zuke_run_deltas d"
         " WHERE d.ns = r.ns AND d.run_id = r.id ORDER BY d.seq)"
         " FROM zuke_runs r WHERE r.ns = %s AND r.id = %s",
         (ns, run_id),
     ).fetchone()
+
+
+def get(conn: Conn, ns: str, run_id: str) -> StoredRun | None:
+    row = _row(conn, ns, run_id)
     if row is None:
         return None
     return StoredRun(record=_fold(run_id, row[0], row[2]), version=str(row[1]))
 
 
-def create(conn: Conn, ns: str, record: RunRecord) -> Written | Conflict:
-    values = {"ns": ns, "id": record.id, **_columns(record, dumps(record_to_json(record)))}
+def get_text(conn: Conn, ns: str, run_id: str) -> tuple[str, int] | None:
+    """The record's text as written (folded with its journal, if any) and its version.
+
+    For ``zuke serve``, which returns a record as it was sent.
+    """
+    row = _row(conn, ns, run_id)
+    if row is None:
+        return None
+    text, version, deltas = row
+    if deltas:
+        text = dumps(record_to_json(_fold(run_id, text, deltas)))
+    return text, int(version)
+
+
+def create(conn: Conn, ns: str, record: RunRecord, text: str | None = None) -> Written | Conflict:
+    """Insert a new run; ``text``, when given, is stored as the record (``zuke serve``)."""
+    text = dumps(record_to_json(record)) if text is None else text
+    values = {"ns": ns, "id": record.id, **_columns(record, text)}
     row = conn.execute(
         "WITH r AS (INSERT INTO zuke_runs (ns, id, version, record, build, root_target, status,"
         " actor, created_at, updated_at, created_ms, base_bytes) VALUES (%(ns)s, %(id)s,"
@@ -90,9 +111,12 @@ def create(conn: Conn, ns: str, record: RunRecord) -> Written | Conflict:
     return Conflict() if row is None else Written(version=str(row[0]))
 
 
-def put(conn: Conn, ns: str, record: RunRecord, expected: int) -> Written | Conflict:
+def put(
+    conn: Conn, ns: str, record: RunRecord, expected: int, text: str | None = None
+) -> Written | Conflict:
+    text = dumps(record_to_json(record)) if text is None else text
     values = {"ns": ns, "id": record.id, "expected": expected}
-    values.update(_columns(record, dumps(record_to_json(record))))
+    values.update(_columns(record, text))
     row = conn.execute(
         "WITH u AS (UPDATE zuke_runs SET version = nextval('zuke_run_versions'),"
         " record = %(record)s, build = %(build)s, root_target = %(root)s, status = %(status)s,"
@@ -158,9 +182,10 @@ def _compact(conn: Conn, ns: str, run_id: str) -> None:
         )
 
 
-def delete(conn: Conn, ns: str, run_id: str) -> None:
-    """Remove the run (its targets and deltas go with it: ``ON DELETE CASCADE``)."""
-    conn.execute("DELETE FROM zuke_runs WHERE ns = %s AND id = %s", (ns, run_id))
+def delete(conn: Conn, ns: str, run_id: str) -> bool:
+    """Remove the run (its targets and deltas go with it: ``ON DELETE CASCADE``); whether it was."""
+    cursor = conn.execute("DELETE FROM zuke_runs WHERE ns = %s AND id = %s", (ns, run_id))
+    return cursor.rowcount > 0
 
 
 def listing(conn: Conn, ns: str, query: RunQuery) -> list[RunSummary]:
@@ -212,4 +237,6 @@ def _fold(run_id: str, text: str, deltas: list[str]) -> RunRecord:
     return apply_deltas(record, parsed)
 
 
-__all__ = ["append", "create", "delete", "dumps", "get", "listing", "parse_version", "put"]
+__all__ = [
+    "append", "create", "delete", "dumps", "get", "get_text", "listing", "parse_version", "put",
+]  # fmt: skip
