@@ -121,9 +121,10 @@ def load(
             ) from exc
         # a secret never names a fan-out item, in this process or any that resumes the run
         graph = with_secrets(BuildGraph.from_builders(builders), loaded_redactor)
+        deps = {name: spec.depends_on for name, spec in graph.specs.items()}  # held_until
         for spec in graph.specs.values():
             if spec.lock is not None:
-                check_lock(spec.name, spec.lock, loaded_redactor)
+                check_lock(spec.name, spec.lock, loaded_redactor, deps)
     return LoadedBuild(build=build, graph=graph, resolution=resolution)
 
 
