@@ -79,8 +79,11 @@ class PgDatabase:
         *,
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
         pool_timeout_s: float = POOL_TIMEOUT_S,
+        setting: str = "ZUKE_STATE",
     ) -> None:
         self.shown = shown_url(url)
+        #: where the URL came from, for messages (``zuke serve`` says ``--db``)
+        self.setting = setting
         self._secrets = _secrets_of(url)
         self._url = url
         self._max = max_connections
@@ -92,6 +95,10 @@ class PgDatabase:
 
     def __repr__(self) -> str:
         return f"PgDatabase({self.shown})"
+
+    @property
+    def _check(self) -> str:
+        return CHECK.replace("ZUKE_STATE", self.setting)
 
     def scrub(self, text: str) -> str:
         """``text`` on one line, without the password."""
@@ -106,7 +113,8 @@ class PgDatabase:
             given = conninfo_to_dict(self._url)
         except Exception as exc:  # psycopg.ProgrammingError: libpq could not parse it
             raise StateError(
-                f"state: ZUKE_STATE is not a Postgres URL libpq accepts ({self.scrub(str(exc))})"
+                f"state: {self.setting} is not a Postgres URL libpq accepts "
+                f"({self.scrub(str(exc))})"
             ) from None
         extra: dict[str, str | int] = {
             "connect_timeout": CONNECT_TIMEOUT_S,
@@ -131,7 +139,8 @@ class PgDatabase:
                     prepare(first, self.shown)
             except psycopg.Error as exc:
                 raise StoreUnavailableError(
-                    f"state: cannot use Postgres at {self.shown}: {self.scrub(str(exc))}; {CHECK}"
+                    f"state: cannot use Postgres at {self.shown}: {self.scrub(str(exc))}; "
+                    f"{self._check}"
                 ) from None
             # psycopg_pool logs reconnections as warnings; keep them off a bare stderr.
             logging.getLogger("psycopg").addHandler(logging.NullHandler())
@@ -164,7 +173,7 @@ class PgDatabase:
             raise StoreUnavailableError(
                 f"state: no connection to Postgres at {self.shown} within "
                 f"{self._pool_timeout_s:g}s ({self._max} in use, or the server stopped "
-                f"answering); {CHECK}, or allow more connections"
+                f"answering); {self._check}, or allow more connections"
             ) from None
         except psycopg.Error as exc:
             raise StoreUnavailableError(
