@@ -90,6 +90,8 @@ class HeldLock:
     target: str
     until: str
     ttl_ms: int
+    #: the fence its acquisition returned (``ctx.lock.fence`` when ``until`` locks it too)
+    fence: int = 0
 
 
 @dataclass(frozen=True)

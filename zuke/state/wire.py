@@ -88,7 +88,7 @@ def record_to_json(r: RunRecord) -> dict[str, Any]:
 
 
 def _held_to_json(h: HeldLock) -> dict[str, Any]:
-    return {"target": h.target, "until": h.until, "ttlMs": h.ttl_ms}
+    return {"target": h.target, "until": h.until, "ttlMs": h.ttl_ms, "fence": h.fence}
 
 
 def holder_to_json(holder: LockHolder) -> dict[str, str]:
@@ -251,8 +251,11 @@ def _parse_held(rd: Reader, raw: Any) -> dict[str, HeldLock | None]:
         ttl = row.get("ttlMs")
         if not isinstance(ttl, int) or isinstance(ttl, bool) or ttl <= 0:
             raise rd.fail(f'heldLocks {key!r}: "ttlMs" must be a positive integer')
+        fence = row.get("fence", 0)
+        if not isinstance(fence, int) or isinstance(fence, bool):
+            raise rd.fail(f'heldLocks {key!r}: "fence" must be an integer')
         out[key] = HeldLock(target=rd.string(row, "target"), until=rd.string(row, "until"),
-                            ttl_ms=ttl)  # fmt: skip
+                            ttl_ms=ttl, fence=fence)  # fmt: skip
     return out
 
 
