@@ -32,7 +32,7 @@ the next sweep takes it up. So no run is left half resumed for want of budget.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -66,8 +66,11 @@ async def resume_check_async(
     run_id: str | None = None,
     resume: ResumeOptions | None = None,
     run: RunOptions,
+    stop: Callable[[], bool] | None = None,
 ) -> SweepReport:
-    """One sweep over this build's runs (or one run)."""
+    """One sweep over this build's runs (or one run); ``stop`` (the watcher's SIGTERM) is
+    asked between runs, never inside one: a run taken in hand is finished first."""
+    halt = stop or (lambda: False)
     resume = resume or ResumeOptions()
     check_settings(run.env, store)
     actor = resolve_actor(resume.actor, run.env)
@@ -83,12 +86,16 @@ async def resume_check_async(
     entries: list[SweepEntry] = []
     for status in ("running", "cancelling"):
         for summary in _runs(store, name, status, run_id):
+            if halt():
+                return SweepReport(entries)
             entry = await _reap_one(build_cls, store, summary, status, run, actor, specs,
                                     one=run_id is not None)  # fmt: skip
             if entry is not None:
                 entries.append(entry)
     shared: dict[str, Any] = {}
     for summary in _runs(store, name, "suspended", run_id):
+        if halt():
+            break
         entries.append(
             await _check_one(
                 build_cls,
