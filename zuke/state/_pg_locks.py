@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from zuke.state._pg_runs import dumps
 from zuke.state._pg_schema import to_db
@@ -117,6 +118,12 @@ def break_claim(conn: Conn, ns: str, key: str) -> LockHolder | None:
 
 
 def listing(conn: Conn, ns: str, run_id: str | None) -> list[LockEntry]:
+    sql, args = listing_sql(ns, run_id)
+    return entries(conn.execute(sql, args).fetchall())
+
+
+def listing_sql(ns: str, run_id: str | None) -> tuple[bytes, list[str]]:
+    """:func:`listing`'s statement and arguments (the light path reads the same one)."""
     sql = (
         "SELECT key, holder, floor(extract(epoch FROM expires_at) * 1000)::bigint, fence"
         " FROM zuke_locks WHERE ns = %s AND token_sha256 IS NOT NULL"
@@ -124,7 +131,11 @@ def listing(conn: Conn, ns: str, run_id: str | None) -> list[LockEntry]:
     args = [ns]
     if run_id is not None:
         sql, args = sql + " AND run_id = %s", [ns, to_db(run_id)]
-    rows = conn.execute((sql + " ORDER BY key").encode(), args).fetchall()
+    return (sql + " ORDER BY key").encode(), args
+
+
+def entries(rows: Iterable[Sequence[Any]]) -> list[LockEntry]:
+    """:func:`listing_sql`'s rows as entries."""
     return [
         LockEntry(key=key, holder=_holder(holder, key), expires_at=int(exp), fence=int(fence))
         for key, holder, exp, fence in rows
@@ -149,4 +160,7 @@ def _holder(text: str, key: str) -> LockHolder:
     return parse_holder(json.loads(text), where=f"holder of lock {key!r}")
 
 
-__all__ = ["acquire", "break_claim", "ensure_floor", "forget_lease", "listing", "release", "renew"]
+__all__ = [
+    "acquire", "break_claim", "ensure_floor", "entries", "forget_lease", "listing", "listing_sql",
+    "release", "renew",
+]  # fmt: skip

@@ -16,6 +16,7 @@ autocommit mode and costs one round trip:
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from zuke._errors import CorruptRecordError
@@ -62,18 +63,25 @@ def _columns(record: RunRecord, text: str) -> dict[str, Any]:
     }
 
 
+#: ``(record text, version, delta texts)`` of a run (ns, id), in one snapshot; also read by
+#: the light path (:mod:`._pg_light`), so both read the same statement
+ROW_SQL = (
+    "SELECT r.record, r.version, ARRAY(SELECT d.delta FROM zuke_run_deltas d"
+    " WHERE d.ns = r.ns AND d.run_id = r.id ORDER BY d.seq)"
+    " FROM zuke_runs r WHERE r.ns = %s AND r.id = %s"
+)
+
+
 def _row(conn: Conn, ns: str, run_id: str) -> tuple[str, int, list[str]] | None:
-    """``(record text, version, delta texts)`` of a run, in one snapshot."""
-    return conn.execute(
-        "SELECT r.record, r.version, ARRAY(SELECT d.delta FROM zuke_run_deltas d"
-        " WHERE d.ns = r.ns AND d.run_id = r.id ORDER BY d.seq)"
-        " FROM zuke_runs r WHERE r.ns = %s AND r.id = %s",
-        (ns, run_id),
-    ).fetchone()
+    return conn.execute(ROW_SQL, (ns, run_id)).fetchone()
 
 
 def get(conn: Conn, ns: str, run_id: str) -> StoredRun | None:
-    row = _row(conn, ns, run_id)
+    return stored(run_id, _row(conn, ns, run_id))
+
+
+def stored(run_id: str, row: tuple[str, int | str, list[str]] | None) -> StoredRun | None:
+    """The run :data:`ROW_SQL`'s row stands for (``None``: no row)."""
     if row is None:
         return None
     return StoredRun(record=_fold(run_id, row[0], row[2]), version=str(row[1]))
@@ -190,6 +198,12 @@ def delete(conn: Conn, ns: str, run_id: str) -> bool:
 
 def listing(conn: Conn, ns: str, query: RunQuery) -> list[RunSummary]:
     """Summaries newest first (``createdAt`` as a time, then id), every filter from an index."""
+    sql, args = listing_sql(ns, query)
+    return summaries(conn.execute(sql, args).fetchall())
+
+
+def listing_sql(ns: str, query: RunQuery) -> tuple[bytes, list[str | int]]:
+    """:func:`listing`'s statement and arguments (the light path reads the same one)."""
     sql = [
         "SELECT id, build, root_target, status, actor, created_at, updated_at",
         "FROM zuke_runs r WHERE r.ns = %s",
@@ -214,7 +228,11 @@ def listing(conn: Conn, ns: str, query: RunQuery) -> list[RunSummary]:
     if limit is not None:
         sql.append("LIMIT %s")
         args.append(limit)
-    rows = conn.execute(" ".join(sql).encode(), args).fetchall()
+    return " ".join(sql).encode(), args
+
+
+def summaries(rows: Iterable[Sequence[Any]]) -> list[RunSummary]:
+    """:func:`listing_sql`'s rows as summaries."""
     return [
         RunSummary(
             id=row[0], build=from_db(row[1]), root_target=from_db(row[2]),
@@ -238,5 +256,6 @@ def _fold(run_id: str, text: str, deltas: list[str]) -> RunRecord:
 
 
 __all__ = [
-    "append", "create", "delete", "dumps", "get", "get_text", "listing", "parse_version", "put",
+    "ROW_SQL", "append", "create", "delete", "dumps", "get", "get_text", "listing", "listing_sql",
+    "parse_version", "put", "stored", "summaries",
 ]  # fmt: skip
