@@ -33,6 +33,7 @@ USAGE = """\
 Usage: zuke resume RUN_ID [--signal NAME [--data JSON] [--signal-id ID]]
                    [--force-graph] [--resume-degraded] [--actor NAME] [--PARAM VALUE ...]
        zuke resume --check [RUN_ID] [--json] [--force-graph] [--resume-degraded] [--actor NAME]
+       zuke resume --check --watch [--every DURATION] [--json]
 
 Deliver a signal to a suspended run and resume it; or, with --check, re-check
 the gates of this build's suspended runs (a sweep). See docs/orchestration.md.
@@ -46,13 +47,16 @@ Options:
   --actor NAME        who is resuming (recorded on the run)
   --PARAM VALUE       override a non-secret parameter of the build (zuke --help lists them)
   --check             sweep: every suspended run of this build, or just RUN_ID
-  --json              with --check: the sweep's report as JSON
+  --json              with --check: the sweep's report as JSON (--watch: a line per sweep)
+  --watch             with --check: sweep now, then every --every, until SIGTERM or Ctrl-C
+                      (on Postgres also within a second of a signal); see docs/operations.md
+  --every DURATION    with --watch: the interval (default 5m)
   -f, --file PATH     the build file (default build.py, or ZUKE_FILE)
   -h, --help          show this help
 """
 
-_VALUE = {"--signal", "--data", "--signal-id"}
-_SWITCH = {"--force-graph", "--resume-degraded", "--check", "--json"}
+_VALUE = {"--signal", "--data", "--signal-id", "--every"}
+_SWITCH = {"--force-graph", "--resume-degraded", "--check", "--json", "--watch"}
 
 
 def _split(argv: list[str]) -> tuple[dict[str, str], set[str], list[str]]:
@@ -146,6 +150,15 @@ def run_resume(
         raise UsageError("--data and --signal-id go with --signal NAME")
     if check and "--signal" in values:
         raise UsageError("--check sweeps; deliver a signal with zuke resume RUN_ID --signal NAME")
+    watching, every_ms = "--watch" in switches, 0
+    if "--every" in values and not watching:
+        raise UsageError("--every goes with --watch: zuke resume --check --watch --every 5m")
+    if watching:
+        from zuke.cli.watch_cmd import parse_every
+
+        if not check or run_id is not None:
+            raise UsageError("--watch sweeps every suspended run: zuke resume --check --watch")
+        every_ms = parse_every(values.get("--every"))
     signal = None
     if "--signal" in values:
         data = parse_data(values.get("--data"))
@@ -174,6 +187,12 @@ def run_resume(
         handle_signals=threading.current_thread() is threading.main_thread(),
     )
     store = open_store(env, build=build)
+    if watching:
+        from zuke.cli.watch_cmd import run_watch
+
+        return run_watch(build, store, resume=resume, options=options, every_ms=every_ms,
+                         as_json=as_json, out=out, err=err, redact=reporter.redactor.text,
+                         render=sweep_text)  # fmt: skip
     if check:
         report = asyncio.run(
             resume_check_async(build, store, run_id=run_id, resume=resume, run=options)
