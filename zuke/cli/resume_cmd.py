@@ -19,11 +19,13 @@ import asyncio
 import json
 import threading
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from zuke._errors import UsageError
+from zuke._errors import BuildDefinitionError, RunNotFoundError, UsageError
 from zuke._jsondepth import check_json_text_depth
 from zuke.cli import args as cli_args
+from zuke.cli.invocation import naming_store, needs_build
 
 if TYPE_CHECKING:
     from zuke._build import Build
@@ -122,20 +124,45 @@ def run_resume(
     env: Mapping[str, str],
     out: TextIO,
     err: TextIO,
+    home: Path | None = None,
+) -> int:
+    from zuke._loader import build_home, find_build_file, load_build_class
+
+    values, switches, rest = _split(argv[1:])
+    file, _ = cli_args.prescan(rest)
+    if home is None or file is not None:
+        home = build_home(file, env)
+    if build is None:
+        path = find_build_file(file, env)
+        try:
+            build = load_build_class(path)
+        except BuildDefinitionError as exc:
+            if "--check" not in switches:
+                raise needs_build(exc, "zuke resume RUN", "to continue the run") from None
+            return _check_without_build(exc, rest, switches, env=env, out=out, err=err,
+                                        home=home)  # fmt: skip
+    return _resume(build, values, switches, rest, env=env, out=out, err=err, home=home)
+
+
+def _resume(
+    build: type[Build],
+    values: dict[str, str],
+    switches: set[str],
+    rest: list[str],
+    *,
+    env: Mapping[str, str],
+    out: TextIO,
+    err: TextIO,
+    home: Path,
 ) -> int:
     from zuke._build import parameters
     from zuke._engine.run import RunOptions
-    from zuke._loader import find_build_file, load_build_class
     from zuke.cli import gha
     from zuke.cli.console import ConsoleReporter
     from zuke.runs.resume import ResumeOptions, SignalDelivery, resume_run_async
     from zuke.runs.store import open_store
     from zuke.runs.sweep import resume_check_async
 
-    values, switches, rest = _split(argv[1:])
-    file, _ = cli_args.prescan(rest)
-    if build is None:
-        build = load_build_class(find_build_file(file, env))
     parsed = cli_args.parse(rest, parameters(build))
     if parsed.skip or parsed.list or parsed.targets[1:]:
         raise UsageError(
@@ -185,8 +212,9 @@ def run_resume(
         on_interrupt=warn,
         observers=[] if as_json else [reporter],
         handle_signals=threading.current_thread() is threading.main_thread(),
+        cwd=home,
     )
-    store = open_store(env, build=build)
+    store = open_store(env, build=build, cwd=home)
     if watching:
         from zuke.cli.watch_cmd import run_watch
 
@@ -194,15 +222,21 @@ def run_resume(
                          as_json=as_json, out=out, err=err, redact=reporter.redactor.text,
                          render=sweep_text)  # fmt: skip
     if check:
-        report = asyncio.run(
-            resume_check_async(build, store, run_id=run_id, resume=resume, run=options)
-        )
+        try:
+            report = asyncio.run(
+                resume_check_async(build, store, run_id=run_id, resume=resume, run=options)
+            )
+        except RunNotFoundError as exc:
+            raise naming_store(exc, store) from None
         text = json.dumps(report.as_json(), indent=2) if as_json else sweep_text(report)
         out.write(text + "\n")
         out.flush()  # the report first: a warning about the outputs comes after it
         gha.publish(gha.sweep_report(report, run_id), env, err, reporter.redactor.text)
         return 0 if report.ok else 1
-    outcome = asyncio.run(resume_run_async(build, store, run_id or "", resume, options))
+    try:
+        outcome = asyncio.run(resume_run_async(build, store, run_id or "", resume, options))
+    except RunNotFoundError as exc:
+        raise naming_store(exc, store) from None
     gha.publish(gha.resume_report(outcome, build.__name__), env, err, reporter.redactor.text)
     for note in outcome.notes:
         warn(f"zuke: {note}")
@@ -214,6 +248,41 @@ def run_resume(
     if outcome.action == "resumed" and outcome.status == "cancelled":
         return 130  # the continued run was cancelled (Ctrl-C, zuke cancel), as for a fresh run
     return 0 if outcome.ok else 1
+
+
+def _check_without_build(
+    problem: BuildDefinitionError,
+    rest: list[str],
+    switches: set[str],
+    *,
+    env: Mapping[str, str],
+    out: TextIO,
+    err: TextIO,
+    home: Path,
+) -> int:
+    """``resume --check`` with a build that fails to load: nothing is moved (reaping, a
+    timeout's disposition and a resume may all run the build's code), every run that needed
+    a check is reported not checked, with the reason, and the exit is 1."""
+    from zuke.runs.store import open_store
+    from zuke.runs.sweep_report import unchecked_report
+
+    try:  # the build's parameter flags are unknown without it: then every run is listed
+        operands = cli_args.parse(rest, []).targets
+    except UsageError:
+        operands = []
+    run_id = operands[0] if operands else None
+    store = open_store(env, cwd=home)
+    reason = str(needs_build(problem, "zuke resume --check", "to check the run's gates"))
+    try:
+        report = unchecked_report(store, run_id, reason)
+    except RunNotFoundError as exc:
+        raise naming_store(exc, store) from None
+    as_json = "--json" in switches
+    out.write((json.dumps(report.as_json(), indent=2) if as_json else sweep_text(report)) + "\n")
+    out.flush()
+    err.write(f"zuke: {reason}\n")
+    err.flush()
+    return 1
 
 
 def sweep_text(report: SweepReport) -> str:
@@ -228,6 +297,7 @@ def sweep_text(report: SweepReport) -> str:
         f"Checked {c['checked']} suspended run(s): {c['resumed']} resumed, "
         f"{c['still_waiting']} still waiting, {c['timed_out']} timed out, "
         f"{c['deferred']} deferred, {c['failed']} failed"
-        f"; reaped {c['reaped']}, skipped {c['skipped']}, {c['errors']} check error(s)."
+        f"; reaped {c['reaped']}, skipped {c['skipped']}, {c['errors']} check error(s)"
+        + (f"; {c['not_checked']} not checked." if c["not_checked"] else ".")
     )
     return "\n".join(lines)

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import click
 
-from zuke.runs import open_store
-
 
 @click.group("state", context_settings={"help_option_names": ["-h", "--help"]})
 def state_app() -> None:
@@ -25,7 +23,7 @@ def state_app() -> None:
 def state_init(force: bool) -> None:
     """Create the state store now (the GitHub branch store: its branch and marker)."""
     inv = click.get_current_context().find_root().obj
-    store = open_store(inv.env, build=inv.build)
+    store = inv.store()
     initialize = getattr(store, "initialize", None)
     if initialize is None:
         inv.print(f"state: {store!r} needs no init: it is made on first use")

@@ -5,6 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from zuke._errors import RunNotFoundError
+from zuke.state._protocol import RunQuery, StateStore
+from zuke.state.records import RunStatus
+
 SweepAction = Literal[
     "resumed",
     "still-waiting",
@@ -15,6 +19,7 @@ SweepAction = Literal[
     "skipped-held",
     "left-alone",
     "deferred",
+    "not-checked",
 ]
 
 
@@ -50,7 +55,7 @@ class SweepReport:
         """Runs that failed, timed out into failure, were settled failed by reaping, were
         degraded, or could not be checked."""
         return sum(
-            e.action == "failed"
+            e.action in ("failed", "not-checked")
             or (e.action in ("timed-out", "resumed", "reaped") and e.result == "failed")
             for e in self.entries
         )
@@ -85,8 +90,36 @@ class SweepReport:
             "failed": self.failed,
             "reaped": self.count("reaped"),
             "skipped": self.count("skipped-foreign") + self.count("skipped-held"),
+            "not_checked": self.count("not-checked"),
             "errors": sum(e.errored for e in self.entries),
         }
 
 
-__all__ = ["SweepAction", "SweepEntry", "SweepReport"]
+_UNSETTLED: tuple[RunStatus, ...] = ("running", "cancelling", "suspended")
+
+
+def unchecked_report(store: StateStore, run_id: str | None, reason: str) -> SweepReport:
+    """The sweep's report when the build cannot load: each run a sweep would look at (every
+    running, cancelling or suspended run in the store, or just ``run_id``), not checked,
+    with ``reason``. Nothing is read beyond the listing and nothing is written."""
+    if run_id is not None:
+        found = store.get_run(run_id)
+        if found is None:
+            raise RunNotFoundError(f'resume --check: no run "{run_id}" in the store', run_id=run_id)
+        runs = [(run_id, found.record.build, found.record.status)]
+    else:
+        runs = [
+            (s.id, s.build, s.status)
+            for status in _UNSETTLED
+            for s in store.list_runs(RunQuery(status=status))
+        ]
+    return SweepReport(
+        [
+            SweepEntry(rid, build, "not-checked", status, detail=reason)
+            for rid, build, status in runs
+            if status in _UNSETTLED
+        ]
+    )
+
+
+__all__ = ["SweepAction", "SweepEntry", "SweepReport", "unchecked_report"]
