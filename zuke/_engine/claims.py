@@ -283,6 +283,14 @@ class Claim:
         """
         self._stopped.set()
 
+    async def halt(self) -> None:
+        """Stop the heartbeat and wait (a renewal's bound at most) until it has returned, so
+        that no renewal of its own lands after the caller's (a suspension's longer TTL)."""
+        await self.stop()
+        thread = self._thread
+        if thread is not None and thread.is_alive():
+            await asyncio.to_thread(thread.join, self.ttl_ms / 1000)
+
     async def release(self) -> None:
         """Stop the heartbeat and give the claim back; errors are reported, not raised."""
         lost = self.lost.is_set()

@@ -21,6 +21,7 @@ leaves the record as it is, for a sweep to reap.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -35,6 +36,7 @@ from zuke._engine.claims import LEASE_TTL_MS, Claim, acquire, acquire_lease, gua
 from zuke._engine.context import Context, LockInfo, RunState
 from zuke._engine.executor import BODIES
 from zuke._engine.gates import EffectDriver, GateKeeper
+from zuke._engine.held import RunHeldLocks, UntilDone, holder_of
 from zuke._engine.hooks import EffectRunner, GateCheck, Held
 from zuke._engine.plan import Plan, TargetSpec, requires_state
 from zuke._engine.record import ci_run_url, deadline_at, new_record
@@ -44,7 +46,7 @@ from zuke._engine.writer import RunStateWriter
 from zuke._errors import LockConflictError, StateError
 from zuke._lock_settings import LockSettings, check_claim_ttl
 from zuke.state._protocol import LockAcquired, LockHeld, LockHolder, StateStore, StoredRun
-from zuke.state.records import RunStatus, WaitingFor
+from zuke.state.records import HeldLock, RunStatus, WaitingFor
 from zuke.state.resolve import resolve_store
 
 if TYPE_CHECKING:
@@ -90,11 +92,20 @@ class Hooks:
 class TargetLock:
     """A target's lock while its body runs (:class:`~zuke._engine.hooks.Held`)."""
 
-    def __init__(self, claim: Claim, writer: RunStateWriter, reopen: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        claim: Claim,
+        writer: RunStateWriter,
+        reopen: Callable[[], None],
+        *,
+        run_held: bool = False,
+    ) -> None:
         self.claim = claim
         self.writer = writer
         self.lost = claim.lost
         self._reopen = reopen
+        #: ``held_until``: the body's end hands the lock to the run instead of releasing it
+        self.run_held = run_held
 
     def loss_message(self) -> str:
         if self.claim.lapsed is not None:
@@ -114,10 +125,27 @@ class TargetLock:
         )
 
     async def release(self) -> None:
+        if self.run_held:
+            self._reopen()
+            return
         await self.claim.release()
         self._reopen()
         if not self.claim.lost.is_set():
             self.writer.note_lock(self.claim.key, None)
+
+
+class _Kept:
+    """A target that locks a key its run already keeps (``held_until``): nothing to take
+    or give back — the run's hold covers it."""
+
+    def __init__(self, lost: asyncio.Event) -> None:
+        self.lost = lost
+
+    def loss_message(self) -> str:
+        return ""
+
+    async def release(self) -> None:
+        return None
 
 
 class DurableRun:
@@ -150,6 +178,11 @@ class DurableRun:
         self.walked: WalkResult | None = None
         #: processes that existed before the run: a claim that lapses never ends them
         self.existing = frozenset(children.descendants())
+        #: the locks the run keeps past their target (``held_until``)
+        self.held = RunHeldLocks(
+            store, writer, warn=warn, on_lost=self._stop,
+            guards=lambda: guarding(state.run_id, None, self.end_process),
+        )  # fmt: skip
 
     @classmethod
     async def open(
@@ -244,6 +277,7 @@ class DurableRun:
         writer.note_lock(lease_key(state.run_id), lease.token)  # the record lists the new lease
         run = cls._with_lease(store, writer, lease, ttl, state=state, env=env, clock=clock,
                               warn=warn, since_ms=since_ms)  # fmt: skip
+        run.held.adopt(found.record)  # renewed with their tokens before any target runs
         run._start(poll_interval_s(env))
         return run
 
@@ -304,6 +338,15 @@ class DurableRun:
             if row.status == "waiting" and row.waiting_for is not None
         }
 
+    def _parked_gates(self) -> dict[str, WaitingFor]:
+        """The gates parked now, from the writer's rows (its record may lag a write)."""
+        rows = {name: self.writer.row(name) for name in self.writer.record.targets}
+        return {
+            name: row.waiting_for
+            for name, row in rows.items()
+            if row.status == "waiting" and row.waiting_for is not None
+        }
+
     def _gate_cancelled(self, reason: str) -> None:
         if self.scheduler is not None:
             self.scheduler.cancel(reason=reason)
@@ -361,12 +404,28 @@ class DurableRun:
         self._stop(f"Run {self.state.run_id} was {status} by another process; stopping.")
 
     async def guard(self, spec: TargetSpec, ctx: Context) -> Held | None:
-        """Take the target's lock, if it declares one."""
+        """Take the target's lock, if it declares one; for the target a run-held lock is
+        kept until, also what gives that lock back once the target has finished."""
+        await self.held.prove()  # a resumed run's kept locks, before any target runs
+        own = await self._lock(spec, ctx)
+        if not self.held.ending_at(spec.name):
+            return own
+        return UntilDone(self.held, spec.name, own, finished=lambda: self._finished(spec.name))
+
+    def _finished(self, name: str) -> bool:
+        """Whether ``name`` ended (rather than parked at a gate, to run on later)."""
+        return self.writer.row(name).status in ("succeeded", "failed", "skipped")
+
+    async def _lock(self, spec: TargetSpec, ctx: Context) -> Held | None:
         if spec.lock is None:
             return None
         settings = LockSettings(spec.name, secrets=self.state.redactor)
         spec.lock(settings)
         lock = settings.freeze()
+        kept = self.held.fence(lock.key)
+        if kept is not None:  # the run keeps this key already (held_until): it is ours
+            ctx.lock = LockInfo(key=lock.key, fence=kept)
+            return _Kept(asyncio.Event())
         holder = LockHolder(
             actor=self.state.actor,
             run_id=self.state.run_id,
@@ -376,13 +435,22 @@ class DurableRun:
         since = SYSTEM_CLOCK.now_ms()  # the store's expiry is at least this plus the TTL
         taken = await acquire(self.store, lock.key, holder, lock.ttl_ms)
         if isinstance(taken, LockHeld):
-            raise LockConflictError(taken.holder, lock.guidance(taken.holder))
+            note = await asyncio.to_thread(holder_of, self.store, taken.holder, lock.key)
+            raise LockConflictError(taken.holder, lock.guidance(taken.holder) + note)
         run_id, scope = self.state.run_id, spec.name
-        guards = guarding(run_id, scope, self.end_process)
-        claim = Claim(self.store, lock.key, taken.token, taken.fence, lock.ttl_ms,
-                      on_lost=lambda claim: None, warn=self.warn, since_ms=since,
-                      guards=guards).start()  # fmt: skip
-        held = TargetLock(claim, self.writer, reopen=lambda: BODIES.reopen(run_id, scope))
+        if lock.until is not None:  # the run keeps it: its loss stops the whole run
+            claim = self.held.claim(lock.key, taken.token, taken.fence, lock.ttl_ms, since)
+            claim.start()
+            row = HeldLock(target=spec.name, until=lock.until, ttl_ms=lock.ttl_ms,
+                           fence=taken.fence)  # fmt: skip
+            self.held.keep(row, claim)
+        else:
+            guards = guarding(run_id, scope, self.end_process)
+            claim = Claim(self.store, lock.key, taken.token, taken.fence, lock.ttl_ms,
+                          on_lost=lambda claim: None, warn=self.warn, since_ms=since,
+                          guards=guards).start()  # fmt: skip
+        held = TargetLock(claim, self.writer, reopen=lambda: BODIES.reopen(run_id, scope),
+                          run_held=lock.until is not None)  # fmt: skip
         # The record lists the claim before the body runs, so `zuke cancel` can release it.
         self.writer.note_lock(lock.key, taken.token)
         try:
@@ -416,7 +484,7 @@ class DurableRun:
         if self.lease.lost.is_set() or self.stopped_because is not None:
             await self.close("cancelled")
             return "cancelled"
-        await self.writer.persist()
+        await self.writer.persist()  # the walk settles the record: the kept locks leave it
         self.writer.disown()  # the walk writes the record from here
         try:
             result = await walk(
@@ -430,13 +498,16 @@ class DurableRun:
                 f"the run is left cancelling: `zuke resume --check {self.state.run_id}` "
                 "finishes it"
             )
+            await self.held.stop()  # the sweep that finishes the walk releases them
             await self.lease.release()
             return "cancelled"
         self.walked = result
         if result.stopped is not None:
             self._stop(f"Run {self.state.run_id} stopped: {result.stopped}")
+            await self.held.stop()
             await self.lease.stop()
             return "failed"
+        await self.held.release()  # after the compensations: the run no longer needs them
         await self.lease.release()
         done = len(result.compensated)
         line = f"Run {self.state.run_id} {result.status} — {done} compensation(s) ran"
@@ -453,8 +524,13 @@ class DurableRun:
             await self.watch.stop()
         BODIES.reopen(self.state.run_id, None)  # a lapsed lease shut the run's bodies
         if self.lease.lost.is_set():
+            await self.held.stop()  # the run's new holder adopts them, or they lapse
             await self.lease.stop()
             return
+        if verdict == "suspended":  # nobody heartbeats a suspended run: they outlast its gates
+            await self.held.suspend(self._parked_gates(), self.clock.now_ms())
+        else:
+            await self.held.release()
         self.writer.note_lock(self.lease.key, None)
         try:
             await self.writer.finish(verdict)

@@ -29,10 +29,13 @@ is loaded with the run's recorded parameters to run them).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from zuke._clock import iso, parse_iso
+from zuke._engine.held import suspended_ttl_ms
 from zuke._engine.resumed import plan_of
 from zuke._engine.run import RunOptions
 from zuke._errors import AlreadyResumedError, ZukeError
@@ -91,7 +94,9 @@ async def reap_run(
         return Reaped(run_id, "live", status, str(exc))
     try:
         now_ms = run.clock.now_ms()
-        live = await live_claims(store, run_id, hold.record.locks, now_ms=now_ms)
+        # A run-held lock (held_until) is the run's, not a body's: the reaper adopts it.
+        owned = {k: t for k, t in hold.record.locks.items() if k not in hold.record.held}
+        live = await live_claims(store, run_id, owned, now_ms=now_ms)
         if live:
             keys = ", ".join(f"{k} (until {iso(t)})" for k, t in sorted(live.items()))
             return Reaped(
@@ -143,6 +148,25 @@ async def _walk_if_due(build: type[Build], hold: Hold, *, run: RunOptions, actor
     return Reaped(record.id, action, result.status, why)
 
 
+async def keep_suspended(hold: Hold, now_ms: int) -> None:
+    """The run keeps its run-held locks (held_until) while it waits again: each is renewed
+    with its token to outlast the gates (:func:`~zuke._engine.held.suspended_ttl_ms`). One
+    already gone is left in the record: the resume finds it gone and fails the run."""
+    record = hold.record
+    waiting = {
+        n: row.waiting_for
+        for n, row in record.targets.items()
+        if row.status == "waiting" and row.waiting_for is not None
+    }
+    for key, row in record.held.items():
+        token = record.locks.get(key)
+        if token is None:
+            continue
+        ttl = suspended_ttl_ms(row, waiting, now_ms)
+        with contextlib.suppress(Exception):  # unrenewed, it lapses; the resume says so
+            await asyncio.to_thread(hold.store.renew_lock, key, token, ttl)
+
+
 async def _return_to_suspended(hold: Hold, *, actor: str, now_ms: int) -> Reaped:
     """A ``running`` run whose holder is gone goes back to ``suspended``, for a resume.
 
@@ -159,10 +183,11 @@ async def _return_to_suspended(hold: Hold, *, actor: str, now_ms: int) -> Reaped
         return RunDelta(
             updated_at=now,
             status="suspended",
-            locks=dict.fromkeys(record.locks),
+            locks=dict.fromkeys(k for k in record.locks if k not in record.held),
             events=(RunEvent(at=now, tool="reap", actor=actor, detail=why),),
         )
 
+    await keep_suspended(hold, now_ms)
     result = await hold.write(change)
     if not isinstance(result, Updated):
         return Reaped(run_id, "unchanged", result.record.status, "no longer running")
