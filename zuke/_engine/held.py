@@ -123,9 +123,7 @@ class RunHeldLocks:
     def adopt(self, record: RunRecord) -> None:
         """A resumed run's locks, from its record: proven (renewed) before any target runs."""
         for key, row in record.held.items():
-            token = record.locks.get(key)
-            if token is None:
-                continue
+            token = record.locks.get(key, "")  # none: broken (zuke locks break --force)
             claim = self.claim(key, token, row.fence, row.ttl_ms, since_ms=None)
             self.kept[key] = Kept(row, claim, proven=False)
 
@@ -142,20 +140,22 @@ class RunHeldLocks:
                 continue
             claim = kept.claim
             started = SYSTEM_CLOCK.now_ms()
-            try:
-                renewed = await asyncio.to_thread(
-                    self.store.renew_lock, key, claim.token, claim.ttl_ms
-                )
-            except Exception as exc:
-                renewed = None
-                why = f"it could not be renewed ({exc})"
+            renewed: bool | None = False
+            why = "it expired while the run was suspended and was taken, or was broken"
+            if not claim.token:
+                why = "it was broken while the run was suspended (zuke locks break --force)"
+            else:
+                try:
+                    renewed = await asyncio.to_thread(
+                        self.store.renew_lock, key, claim.token, claim.ttl_ms
+                    )
+                except Exception as exc:
+                    renewed, why = None, f"it could not be renewed ({exc})"
             if renewed:
                 claim.since_ms = started
                 kept.proven = True
                 claim.start()
                 continue
-            if renewed is False:
-                why = "it expired while the run was suspended and was taken, or was broken"
             self.kept.pop(key, None)
             self.writer.note_lock(key, None)
             self.writer.note_held(key, None)
@@ -182,7 +182,7 @@ class RunHeldLocks:
                 continue
             if kept.proven:
                 await kept.claim.release()
-            else:  # adopted, never renewed here: its token is still the run's to give back
+            elif kept.claim.token:  # adopted, never renewed here: still the run's to give back
                 await kept.claim.stop()
                 try:
                     await asyncio.to_thread(self.store.release_lock, key, kept.claim.token)

@@ -94,7 +94,10 @@ def counts_json(counts: RunCounts) -> str:
 
 
 def record_json(record: RunRecord) -> str:
-    return _json_safe(json.dumps(record_to_json(record), indent=2, ensure_ascii=False))
+    out = record_to_json(record)
+    if "locks" in out:  # a token releases or renews its claim: say it is held, never what
+        out["locks"] = dict.fromkeys(out["locks"], "(held)")
+    return _json_safe(json.dumps(out, indent=2, ensure_ascii=False))
 
 
 def _duration(started: str | None, ended: str | None) -> str:
