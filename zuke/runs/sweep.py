@@ -50,7 +50,7 @@ from zuke.runs.gate_checks import GateAnswer, check_gates, passed_rows, record_c
 from zuke.runs.gate_failures import settle_failed_gate
 from zuke.runs.lifecycle import LazyHold, check_settings, load_for, ownership_problem
 from zuke.runs.reap import reap_run
-from zuke.runs.sweep_report import SweepEntry, SweepReport
+from zuke.runs.sweep_report import SweepEntry, SweepReport, check_detail, last_checked
 from zuke.runs.timeouts import settle_timeout
 from zuke.state._protocol import RunQuery, StateStore, StoredRun
 from zuke.state.records import RunDelta, RunEvent, RunRecord, RunStatus
@@ -292,7 +292,9 @@ async def _sweep_checked(
     if traits.reserve_writes(lazy.store, stamping):
         await record_checks(lazy, checks, now)
     first = checks[0]
-    detail = "; ".join(c.detail for c in checks if c.detail) or None
+    # A gate inside its interval was not asked: its last answer is not passed off as current.
+    detail = "; ".join(d for c in checks if (d := check_detail(c))) or None
+    idle = all(not c.due for c in checks)
     return SweepEntry(
         record.id,
         name,
@@ -301,6 +303,8 @@ async def _sweep_checked(
         gate=first.gate,
         detail=detail,
         errored=any(c.errored for c in checks),
+        rechecked=not idle,
+        last_checked=last_checked(first) if idle else None,
     )
 
 

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from zuke._errors import RunNotFoundError
 from zuke.state._protocol import RunQuery, StateStore
 from zuke.state.records import RunStatus
+
+if TYPE_CHECKING:
+    from zuke.runs.gate_checks import GateAnswer
 
 SweepAction = Literal[
     "resumed",
@@ -36,6 +39,10 @@ class SweepEntry:
     detail: str | None = None
     #: a check raised (a predicate's error): shown and counted, the gate stays waiting
     errored: bool = False
+    #: false when no gate of the run was asked this sweep (each inside its ``interval``)
+    rechecked: bool = True
+    #: then, when its gate was last asked (ISO): ``detail`` is that check's answer
+    last_checked: str | None = None
 
 
 @dataclass(frozen=True)
@@ -75,6 +82,8 @@ class SweepReport:
                 "result": e.result,
                 "detail": e.detail,
                 "error": e.errored,
+                "rechecked": e.rechecked,
+                "last_checked": e.last_checked,
             }
             for e in self.entries
         ]
@@ -93,6 +102,34 @@ class SweepReport:
             "not_checked": self.count("not-checked"),
             "errors": sum(e.errored for e in self.entries),
         }
+
+
+def spell_interval(ms: int) -> str:
+    """``600000`` as ``10m``, ``5400000`` as ``1h30m``: the duration grammar's own spelling."""
+    parts, rest = [], ms
+    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000)):
+        if rest >= size:
+            parts.append(f"{rest // size}{unit}")
+            rest %= size
+    if rest or not parts:
+        parts.append(f"{rest}ms")
+    return "".join(parts)
+
+
+def last_checked(check: GateAnswer) -> str | None:
+    """When a gate's trigger was last asked (its row's ``checked_at``)."""
+    waiting = check.row.waiting_for
+    return waiting.checked_at if waiting is not None else None
+
+
+def check_detail(check: GateAnswer) -> str | None:
+    """What one gate's check says: its answer now, or — not asked, inside its ``interval`` —
+    ``not re-checked (interval 10m; last checked …)`` and the last answer, marked as such."""
+    if check.due:
+        return check.detail
+    note = f"not re-checked (interval {spell_interval(check.interval_ms)}"
+    note += f"; last checked {last_checked(check) or 'never'})"
+    return f"{note}; its last answer: {check.detail}" if check.detail else note
 
 
 _UNSETTLED: tuple[RunStatus, ...] = ("running", "cancelling", "suspended")
