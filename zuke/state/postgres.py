@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from typing import Final
 
 from zuke._errors import StateError
-from zuke.state import _pg_locks, _pg_runs
+from zuke.state import _pg_listen, _pg_locks, _pg_runs
 from zuke.state._ids import check_id, check_ttl
 from zuke.state._pg_conn import DEFAULT_MAX_CONNECTIONS, PgDatabase
 from zuke.state._protocol import (
@@ -65,6 +65,11 @@ class PostgresStateStore:
     def close(self) -> None:
         """Close the pool (the database object's: stores sharing it are closed too)."""
         self.database.close()
+
+    def listen(self, wake: _pg_listen.Wake) -> _pg_listen.Listener:
+        """Call ``wake`` when a run parks or a signal lands (LISTEN/NOTIFY on a connection of
+        its own) until the listener is closed: what ``zuke resume --check --watch`` looks for."""
+        return _pg_listen.listen(self.database, self.namespace, wake)
 
     # ------------------------------------------------------------------ runs
 
