@@ -206,6 +206,8 @@ def run_targets(
         result = asyncio.run(execute_async(build, options))
         if result.status == "suspended" and result.record_error is None:
             result = _continue_if_due(build, result, options)
+    except UsageError as exc:  # `--parallel 4`: say why "4" was taken for a target
+        raise _with_hint(exc, parsed) from None
     except Exception as exc:  # the engine scrubs its own; this covers what it did not raise
         clean = scrub(exc, reporter.redactor)
         if clean is exc:
@@ -222,6 +224,14 @@ def run_targets(
     if result.status == "cancelled":
         return EXIT_INTERRUPTED
     return EXIT_OK if result.ok else EXIT_FAILED
+
+
+def _with_hint(exc: UsageError, parsed: cli_args.RunArgs) -> UsageError:
+    for word in parsed.stray:
+        hint = parsed.unknown_target_hint(word)
+        if hint and str(exc).startswith(f"Unknown target: {word}."):
+            return UsageError(f"Unknown target: {word}. {hint}.")
+    return exc
 
 
 def _continue_if_due(build: type[Build], result: RunResult, options: RunOptions) -> RunResult:
