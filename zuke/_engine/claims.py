@@ -326,11 +326,16 @@ async def acquire_lease(
         except StoreRefusedError:
             raise  # its message says what to do; asking again changes nothing
         except StateError as exc:
-            if delay is None:
+            if delay is None:  # one line: what was tried, the store's own words, what to check
+                tried = f"{len(delays) + 1} attempts over {sum(delays):.1f}s"
+                said = str(exc).rstrip(".")
+                advice = "" if "Check " in said else (
+                    ". Check that it is reachable, or unset the state configuration to run "
+                    "without durable state"
+                )  # fmt: skip
                 raise StateError(
-                    f"Could not claim run {run_id}: the state store did not answer ({exc}). "
-                    "Check that it is reachable, or unset the state configuration to run "
-                    "without durable state."
+                    f"Could not claim run {run_id}: the state store did not answer "
+                    f"({tried}): {said}{advice}."
                 ) from exc
             await asyncio.sleep(delay)
     raise AssertionError("unreachable")
