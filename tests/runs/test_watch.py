@@ -339,3 +339,30 @@ def test_the_backoff_never_exceeds_the_interval(every: int) -> None:
     assert watcher.run() == 0
     assert max(waiter.waits) <= every
     assert waiter.waits[-1] == every
+
+
+@pytest.mark.parametrize(("when", "sweeps"), [("before", 1), ("during", 2)])
+def test_the_first_listen_sweeps_again_only_if_a_sweep_had_begun(when: str, sweeps: int) -> None:
+    clock = ManualClock()
+    waiter = FakeWaiter(clock)
+    given: list[Callable[[str, str | None], None]] = []
+
+    class Listening:
+        def close(self) -> None:
+            pass
+
+    def listen(wake: Callable[[str, str | None], None]) -> Listening:
+        given.append(wake)
+        if when == "before":
+            wake("listening", None)  # in place before the first sweep: it sees every write
+        return Listening()
+
+    def sweep(stop: Callable[[], bool]) -> SweepReport:
+        if when == "during" and watcher.sweeps == 0:
+            given[0]("listening", None)  # a write before the LISTEN may have been missed
+        return SweepReport()
+
+    watcher = Watcher(sweep, clock=clock, waiter=waiter, listen=listen,
+                      settings=WatchSettings(settle_ms=0, min_gap_ms=0))  # fmt: skip
+    stop_after(watcher, waiter, sweeps)  # "during": the first wait is the poke's
+    assert watcher.run() == sweeps

@@ -152,7 +152,9 @@ class Watcher:
 
     def wake(self, kind: str, detail: str | None = None) -> None:
         """A store's wake: ``"notify"`` (a write that matters), ``"reconnected"`` (wakes may
-        have been lost: sweep once) or ``"lost"`` (the listen connection dropped: a note)."""
+        have been lost: sweep once), ``"lost"`` (the listen connection dropped: a note) or
+        ``"listening"`` (the first listen is in place: a sweep already begun may have missed
+        a write made before it; one not begun yet clears the wake when it begins)."""
         if kind == "lost":
             self._observer.note(detail or "the store's wake connection dropped; reconnecting")
             return

@@ -6,6 +6,8 @@ own — not from the pool: a ``LISTEN`` is session state, which a pooled or
 transaction-pooled connection would lose or leak — and calls ``wake`` from its
 thread:
 
+* ``wake("listening", None)`` once the first ``LISTEN`` is in place (a write
+  before it woke nobody);
 * ``wake("notify", run_id)`` for a notification of the store's namespace;
 * ``wake("lost", message)`` when the connection drops or cannot be made (the
   message names the database, never the password); it reconnects with a
@@ -93,6 +95,8 @@ class Listener:
                 if listened or failed:
                     self._wake("reconnected", f"listening to {self._database.shown} again; "
                                "sweeping once for the wakes missed meanwhile")  # fmt: skip
+                else:
+                    self._wake("listening", None)
                 listened, failed, delay = True, False, RETRY_FIRST_S
                 self._listen(conn)
             except psycopg.Error as exc:
