@@ -97,6 +97,12 @@ def _from_entry_point(spec: str, env: Mapping[str, str]) -> StateStore:
             f"ZUKE_STATE={spec!r} is not a store URL; expected e.g. "
             "github://OWNER/REPO?branch=zuke-state"
         )
+    if scheme in ("http", "https"):  # the HTTP store has its own variable (and a token)
+        raise StateError(
+            f"ZUKE_STATE={scheme}://… names no store: the HTTP state service is set with "
+            f"ZUKE_STATE_URL={scheme}://… (and ZUKE_STATE_TOKEN); ZUKE_STATE takes "
+            "postgresql://… or a store package's scheme such as github://"
+        )
     from importlib.metadata import entry_points  # ~12 ms: only when a scheme is named
 
     found = [ep for ep in entry_points(group="zuke.state_stores") if ep.name == scheme]
