@@ -56,20 +56,28 @@ WORKERS = 8
 PG_WORKERS = 16
 
 
-def open_db(spec: str | os.PathLike[str], *, clock: Clock) -> ServeDb:
-    """The database ``--db`` names: ``postgresql://…`` / ``postgres://…``, else a SQLite file.
+def check_db(spec: str | os.PathLike[str]) -> str | Path:
+    """``--db`` as :func:`open_db` takes it: a Postgres URL (a string), else a file's path.
 
-    Any other ``scheme://`` is a :class:`UsageError`: it is no file name anyone meant.
+    Any other ``scheme://`` is a :class:`UsageError`: it is no file name anyone meant
+    (and as a path, ``//`` would fold into a directory named after the scheme).
     """
     if is_postgres(spec):
-        from zuke._serve.pg import PgServeDb  # psycopg only when Postgres is asked for
-
-        return PgServeDb(str(spec), connections=PG_WORKERS)
+        return str(spec)
     text = os.fspath(spec)
     if "://" in text:
         scheme = "".join(c if c.isprintable() else "?" for c in text.split("://", 1)[0][:20])
         raise UsageError(f"--db {scheme}://… is neither a SQLite file nor a postgresql:// URL")
-    return StateDb(text, clock=clock)
+    return Path(text)
+
+
+def open_db(spec: str | Path, *, clock: Clock) -> ServeDb:
+    """The database :func:`check_db` accepted: Postgres for a URL, else a SQLite file."""
+    if isinstance(spec, str):
+        from zuke._serve.pg import PgServeDb  # psycopg only when Postgres is asked for
+
+        return PgServeDb(spec, connections=PG_WORKERS)
+    return StateDb(spec, clock=clock)
 
 
 @dataclass(frozen=True)
@@ -158,8 +166,7 @@ class StateServer:
         log: TextIO | None = None,
     ) -> None:
         self._token = check_auth_config(host=host, token=token, no_auth=no_auth)
-        # A Postgres URL stays a string (a Path would fold its "//").
-        self._db_spec: str | Path = db_path if is_postgres(db_path) else Path(db_path)
+        self._db_spec = check_db(db_path)
         self._host = host
         self._port = port
         self._max_body_bytes = max_body_bytes
