@@ -6,8 +6,14 @@ stop lands while the sweep is inside the run's gate check (no sleeps).
 
 from __future__ import annotations
 
+import io
 import json
+import os
 import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -88,3 +94,58 @@ def test_json_is_one_object_per_line_per_sweep(
     sweep = json.loads(line)
     assert sweep["counts"]["still_waiting"] == 1 and sweep["ok"] is True
     assert set(sweep) >= {"runs", "counts", "ok", "at", "next"}
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_on_a_terminal_a_status_between_sweeps_says_the_last_sweep_and_the_next(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("COLUMNS", "200")  # one line, however rich would wrap it
+    from zuke._clock import iso
+    from zuke.cli.resume_cmd import sweep_text
+    from zuke.cli.watch_cmd import LiveStatus
+    from zuke.runs.sweep_report import SweepEntry, SweepReport
+
+    out, err = Terminal(), io.StringIO()
+    live = LiveStatus(out, err, str, sweep_text, wakes=True)
+    at = 1_700_000_000_000
+    report = SweepReport([SweepEntry("r-1", "Release", "still-waiting", "suspended")])
+    live.sweeping("start")
+    live.swept(report, at, at + 300_000)
+    live.idle(at + 300_000)
+    live.sweeping("interval")  # the status goes while a sweep prints
+    live.close()
+    text = out.getvalue()
+    assert "r-1 Release: still-waiting → suspended" in text  # the report, as today
+    assert f"last sweep {iso(at)[11:19]}Z: 1 run(s) checked" in text
+    assert f"next sweep {iso(at + 300_000)[11:19]}Z (sooner on a signal)" in text
+
+
+def test_off_a_terminal_the_watcher_prints_plain_lines_and_never_imports_rich(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "build.py").write_text(textwrap.dedent(BUILD))
+    script = textwrap.dedent(
+        """
+        import io, os, sys
+        from zuke.cli import main
+        assert main(["promote"], env={}, out=io.StringIO()) == 0
+        os.environ["WATCH_TEST_STOP"] = "1"  # the watcher's gate check sends SIGTERM
+        out, err = io.StringIO(), io.StringIO()
+        code = main(["resume", "--check", "--watch"], env={}, out=out, err=err)
+        print(code, "rich" in sys.modules)
+        print(out.getvalue())
+        """
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ZUKE_", "WATCH_TEST"))}
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    first, *rest = done.stdout.splitlines()
+    assert first == "0 False", done.stdout + done.stderr
+    assert any(line.startswith("Checked 1 suspended run(s)") for line in rest)
+    assert "\x1b[" not in done.stdout
