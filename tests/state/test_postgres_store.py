@@ -224,8 +224,10 @@ def test_an_exhausted_pool_says_how_many_connections_were_in_use(pg_url: str) ->
     try:
         with store.database.connection(), pytest.raises(StoreUnavailableError) as caught:
             store.list_runs()  # the only connection is the one held here
-        assert "no connection to Postgres at" in str(caught.value)
-        assert "(1 in use" in str(caught.value)
+        message = str(caught.value)
+        assert "all 1 connections of this process's pool to Postgres at" in message
+        assert store.database.shown in message and "raise ZUKE_PG_POOL_SIZE (now 1)" in message
+        assert "max_connections" in message and "\n" not in message
         assert store.list_runs(RunQuery(limit=1)) == []  # given back: usable again
     finally:
         store.close()

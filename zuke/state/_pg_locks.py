@@ -55,10 +55,12 @@ def ensure_floor(conn: Conn, ns: str) -> None:
 
 
 def acquire(
-    conn: Conn, ns: str, key: str, holder: LockHolder, ttl_ms: int
+    conn: Conn, ns: str, key: str, holder: LockHolder, ttl_ms: int, *, token: str | None = None
 ) -> LockAcquired | LockHeld:
+    """Take ``key`` if it is free, released or expired; ``token``: the claim's, if chosen
+    beforehand (so that a lost answer can be told from a refusal: :func:`held_by`)."""
+    token = uuid.uuid4().hex if token is None else token
     for _ in range(ACQUIRE_ATTEMPTS):
-        token = uuid.uuid4().hex
         row = conn.execute(
             "INSERT INTO zuke_locks AS l (ns, key, token_sha256, holder, run_id, expires_at, fence)"
             f" VALUES (%(ns)s, %(key)s, %(sha)s, %(holder)s, %(run)s,"
@@ -86,6 +88,16 @@ def acquire(
         if held is not None:
             return LockHeld(holder=_holder(held[0], key))
     raise AssertionError(f"lock {key!r} was released and taken {ACQUIRE_ATTEMPTS} times in a row")
+
+
+def held_by(conn: Conn, ns: str, key: str, token: str) -> LockAcquired | None:
+    """The claim of ``token`` on ``key``, if it holds it (an acquisition whose answer was lost
+    landed), else ``None``."""
+    row = conn.execute(
+        "SELECT fence FROM zuke_locks WHERE ns = %s AND key = %s AND token_sha256 = %s",
+        (ns, key, token_hash(token)),
+    ).fetchone()
+    return None if row is None else LockAcquired(token=token, fence=int(row[0]))
 
 
 def renew(conn: Conn, ns: str, key: str, token: str, ttl_ms: int) -> bool:
@@ -161,6 +173,6 @@ def _holder(text: str, key: str) -> LockHolder:
 
 
 __all__ = [
-    "acquire", "break_claim", "ensure_floor", "entries", "forget_lease", "listing", "listing_sql",
-    "release", "renew",
+    "acquire", "break_claim", "ensure_floor", "entries", "forget_lease", "held_by", "listing",
+    "listing_sql", "release", "renew",
 ]  # fmt: skip

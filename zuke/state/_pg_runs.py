@@ -5,7 +5,9 @@ autocommit mode and costs one round trip:
 
 * a **version** is drawn from the sequence ``zuke_run_versions``, so a run
   deleted and re-created never reuses one (no ABA), and a write lands only
-  ``WHERE version = expected``: the row lock of that ``UPDATE`` decides a race;
+  ``WHERE version = expected``: the row lock of that ``UPDATE`` decides a race.
+  The store draws it before the write (in blocks), so a write whose answer
+  was lost with its connection is known by it (:func:`version_of`);
 * an **append** bumps the version, keeps the listing's columns current and
   inserts the delta in the same statement; reads fold the deltas over the
   record. Once the deltas outweigh the record (and 64 KiB of them gathered)
@@ -101,14 +103,21 @@ def get_text(conn: Conn, ns: str, run_id: str) -> tuple[str, int] | None:
     return text, int(version)
 
 
-def create(conn: Conn, ns: str, record: RunRecord, text: str | None = None) -> Written | Conflict:
-    """Insert a new run; ``text``, when given, is stored as the record (``zuke serve``)."""
+def create(
+    conn: Conn, ns: str, record: RunRecord, text: str | None = None, *, version: int | None = None
+) -> Written | Conflict:
+    """Insert a new run; ``text``, when given, is stored as the record (``zuke serve``).
+
+    ``version``: one drawn beforehand (:meth:`PgDatabase.version`), so that a lost answer
+    can be told from a write that did not land (:func:`version_of`); else drawn here.
+    """
     text = dumps(record_to_json(record)) if text is None else text
-    values = {"ns": ns, "id": record.id, **_columns(record, text)}
+    values = {"ns": ns, "id": record.id, "version": version, **_columns(record, text)}
     row = conn.execute(
         "WITH r AS (INSERT INTO zuke_runs (ns, id, version, record, build, root_target, status,"
         " actor, created_at, updated_at, created_ms, base_bytes) VALUES (%(ns)s, %(id)s,"
-        " nextval('zuke_run_versions'), %(record)s, %(build)s, %(root)s, %(status)s, %(actor)s,"
+        " COALESCE(%(version)s::bigint, nextval('zuke_run_versions')), %(record)s, %(build)s,"
+        " %(root)s, %(status)s, %(actor)s,"
         " %(created_at)s, %(updated_at)s, %(created_ms)s, %(bytes)s)"
         " ON CONFLICT DO NOTHING RETURNING ns, id, version),"
         " t AS (INSERT INTO zuke_run_targets (ns, run_id, name)"
@@ -120,13 +129,20 @@ def create(conn: Conn, ns: str, record: RunRecord, text: str | None = None) -> W
 
 
 def put(
-    conn: Conn, ns: str, record: RunRecord, expected: int, text: str | None = None
+    conn: Conn,
+    ns: str,
+    record: RunRecord,
+    expected: int,
+    text: str | None = None,
+    *,
+    version: int | None = None,
 ) -> Written | Conflict:
     text = dumps(record_to_json(record)) if text is None else text
-    values = {"ns": ns, "id": record.id, "expected": expected}
+    values = {"ns": ns, "id": record.id, "expected": expected, "version": version}
     values.update(_columns(record, text))
     row = conn.execute(
-        "WITH u AS (UPDATE zuke_runs SET version = nextval('zuke_run_versions'),"
+        "WITH u AS (UPDATE zuke_runs"
+        " SET version = COALESCE(%(version)s::bigint, nextval('zuke_run_versions')),"
         " record = %(record)s, build = %(build)s, root_target = %(root)s, status = %(status)s,"
         " actor = %(actor)s, created_at = %(created_at)s, updated_at = %(updated_at)s,"
         " created_ms = %(created_ms)s, base_bytes = %(bytes)s, journal_bytes = 0"
@@ -143,10 +159,19 @@ def put(
     return Conflict() if row is None else Written(version=str(row[0]))
 
 
-def append(conn: Conn, ns: str, run_id: str, delta: RunDelta, expected: int) -> Written | Conflict:
+def append(
+    conn: Conn,
+    ns: str,
+    run_id: str,
+    delta: RunDelta,
+    expected: int,
+    *,
+    version: int | None = None,
+) -> Written | Conflict:
     line = dumps(delta_to_json(delta))
     row = conn.execute(
-        "WITH u AS (UPDATE zuke_runs SET version = nextval('zuke_run_versions'),"
+        "WITH u AS (UPDATE zuke_runs"
+        " SET version = COALESCE(%(version)s::bigint, nextval('zuke_run_versions')),"
         " updated_at = %(updated_at)s, status = COALESCE(%(status)s, status),"
         " actor = COALESCE(%(actor)s, actor), journal_bytes = journal_bytes + %(bytes)s,"
         " last_seq = last_seq + 1"
@@ -156,7 +181,8 @@ def append(conn: Conn, ns: str, run_id: str, delta: RunDelta, expected: int) -> 
         " SELECT ns, id, last_seq, %(delta)s FROM u)"
         " SELECT version, journal_bytes > GREATEST(base_bytes, %(compact)s) FROM u",
         {
-            "ns": ns, "id": run_id, "expected": expected, "delta": line, "bytes": len(line),
+            "ns": ns, "id": run_id, "expected": expected, "version": version, "delta": line,
+            "bytes": len(line),
             "updated_at": to_db(delta.updated_at), "status": delta.status,
             "actor": None if delta.actor is None else to_db(delta.actor),
             "compact": COMPACT_MIN_BYTES,
@@ -167,6 +193,15 @@ def append(conn: Conn, ns: str, run_id: str, delta: RunDelta, expected: int) -> 
     if row[1]:
         _compact(conn, ns, run_id)
     return Written(version=str(row[0]))
+
+
+def version_of(conn: Conn, ns: str, run_id: str) -> int | None:
+    """The run's version now (``None``: no such run): whether a write whose answer was lost
+    landed (its drawn version) or not (still the expected one)."""
+    row = conn.execute(
+        "SELECT version FROM zuke_runs WHERE ns = %s AND id = %s", (ns, run_id)
+    ).fetchone()
+    return None if row is None else int(row[0])
 
 
 def _compact(conn: Conn, ns: str, run_id: str) -> None:
@@ -257,5 +292,5 @@ def _fold(run_id: str, text: str, deltas: list[str]) -> RunRecord:
 
 __all__ = [
     "ROW_SQL", "append", "create", "delete", "dumps", "get", "get_text", "listing", "listing_sql",
-    "parse_version", "put", "stored", "summaries",
+    "parse_version", "put", "stored", "summaries", "version_of",
 ]  # fmt: skip
