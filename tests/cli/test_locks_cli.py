@@ -111,5 +111,5 @@ def test_locks_break_needs_a_reason(store: StateStore, cli: CliRunner) -> None:
 
 
 def test_locks_is_a_command_in_the_help_and_a_reserved_target_name(cli: CliRunner) -> None:
-    assert "zuke locks list [--json] | zuke locks break KEY --reason TEXT" in USAGE
+    assert "  locks list [--json]\n  locks break KEY --reason TEXT" in USAGE
     assert "locks" in RESERVED_TARGET_NAMES

@@ -147,7 +147,7 @@ def test_help_with_a_broken_build_only_prints_help(
     for argv in (("--help",), ("runs", "list", "--help"), ("cancel", "--help"),
                  ("resume", "--help"), ("hello", "--help")):  # fmt: skip
         result = cli(*argv)
-        assert result.code == 0 and result.out.startswith("Usage:"), argv
+        assert result.code == 0 and result.out.startswith("Usage: zuke"), argv
         assert result.err == ""
 
 

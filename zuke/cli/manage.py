@@ -14,8 +14,7 @@ which costs about 40 ms of each command's start-up (docs/benchmarks.md).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
@@ -26,6 +25,8 @@ from zuke._duration import parse_duration
 from zuke._errors import RunNotFoundError, UsageError, ZukeError
 from zuke._loader import build_home
 from zuke.cli import runs_view
+from zuke.cli.click_base import HELP_SETTINGS as _HELP
+from zuke.cli.click_base import Group
 from zuke.cli.invocation import Invocation, naming_store, needs_build, store_where
 from zuke.cli.state_cmd import state_app
 from zuke.runs import (
@@ -40,40 +41,7 @@ if TYPE_CHECKING:
     from zuke._build import Build
 
 
-_HELP = {"help_option_names": ["-h", "--help"]}
-
-
-@contextmanager
-def _naming(ctx: click.Context) -> Iterator[None]:
-    """Tie a parse error to its command, so the message names ``zuke runs list --help``."""
-    try:
-        yield
-    except click.UsageError as exc:
-        exc.ctx = exc.ctx or ctx  # click's parser raises "requires an argument" without it
-        raise
-
-
-class _Command(click.Command):
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        with _naming(ctx):
-            return super().parse_args(ctx, args)
-
-
-class _Group(click.Group):
-    """Lists its commands in the order they are defined; its commands are :class:`_Command`."""
-
-    command_class = _Command
-    group_class = type  # subgroups are _Group too
-
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return list(self.commands)
-
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        with _naming(ctx):
-            return super().parse_args(ctx, args)
-
-
-@click.group(cls=_Group, context_settings=_HELP)
+@click.group(cls=Group, context_settings=_HELP)
 def app() -> None:
     """Run-management commands."""
 
@@ -115,11 +83,11 @@ def _instant(flag: str, text: str | None) -> str | None:
 
 
 @runs_app.command("list", context_settings=_HELP)
-@click.option("--status", help="only runs with this status")
-@click.option("--target", help="only runs that plan this target")
-@click.option("--build", help="only runs of this build (class name)")
-@click.option("--since", help="only runs created at or after (ISO)")
-@click.option("--limit", help="at most this many runs")
+@click.option("--status", metavar="STATUS", help="only runs with this status")
+@click.option("--target", metavar="TARGET", help="only runs that plan this target")
+@click.option("--build", metavar="BUILD", help="only runs of this build (class name)")
+@click.option("--since", metavar="ISO", help="only runs created at or after (ISO)")
+@click.option("--limit", metavar="N", help="at most this many runs")
 @click.option("--counts", is_flag=True, help="count runs by status")
 @click.option("--json", is_flag=True, help="machine-readable output")
 def runs_list(
@@ -174,8 +142,8 @@ def runs_show(run_id: str, json: bool) -> None:
 
 
 @runs_app.command("prune", context_settings=_HELP)
-@click.option("--keep", help="keep runs younger than this (e.g. 90d)")
-@click.option("--keep-last", help="keep the newest N finished runs")
+@click.option("--keep", metavar="DURATION", help="keep runs younger than this (e.g. 90d)")
+@click.option("--keep-last", metavar="N", help="keep the newest N finished runs")
 @click.option("--dry-run", is_flag=True, help="only say what would go")
 def runs_prune(keep: str | None, keep_last: str | None, dry_run: bool) -> None:
     """Delete finished runs; a running or suspended run is never pruned."""
@@ -196,9 +164,9 @@ def runs_prune(keep: str | None, keep_last: str | None, dry_run: bool) -> None:
 
 @app.command("cancel", context_settings=_HELP)
 @click.argument("run_id")
-@click.option("--actor", help="who is cancelling (recorded)")
+@click.option("--actor", metavar="NAME", help="who is cancelling (recorded)")
 @click.option(
-    "--wait", default="1m", show_default=True,
+    "--wait", default="1m", show_default=True, metavar="DURATION",
     help="how long to wait for a live owner to stop the run",
 )  # fmt: skip
 @click.option(
@@ -278,9 +246,9 @@ def locks_list(json: bool = False) -> None:
 
 @locks_app.command("break", context_settings=_HELP)
 @click.argument("key")
-@click.option("--reason", required=True, help="why (recorded on the holder's run)")
+@click.option("--reason", required=True, metavar="TEXT", help="why (recorded on the holder's run)")
 @click.option("--force", is_flag=True, help="break even while the holder's run is alive")
-@click.option("--actor", help="who is breaking it (recorded)")
+@click.option("--actor", metavar="NAME", help="who is breaking it (recorded)")
 def locks_break(key: str, reason: str, force: bool, actor: str | None) -> None:
     """Remove a claim without its token; refused while its holder's run is alive.
 

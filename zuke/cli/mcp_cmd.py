@@ -22,14 +22,14 @@ if TYPE_CHECKING:
 USAGE = """\
 Usage: zuke mcp [--no-run] [--no-cancel] [--file PATH] [--actor NAME]
 
-Serve this build over the Model Context Protocol on stdin/stdout (docs/mcp.md).
+  Serve this build over the Model Context Protocol on stdin/stdout (docs/mcp.md).
 
 Options:
-  --no-run       no run_target, resume_run or resume_check: read and cancel only
-  --no-cancel    no cancel_run
-  -f, --file     the build file (default build.py, or ZUKE_FILE)
-  --actor NAME   who the calls are recorded as (default ZUKE_ACTOR, GITHUB_ACTOR, login)
-  -h, --help     show this help
+  --no-run         no run_target, resume_run or resume_check: read and cancel only
+  --no-cancel      no cancel_run
+  -f, --file PATH  the build file (default build.py, or ZUKE_FILE)
+  --actor NAME     who the calls are recorded as (default ZUKE_ACTOR, GITHUB_ACTOR, login)
+  -h, --help       show this help
 """
 NO_SDK = "zuke mcp needs the MCP SDK: pip install 'zuke[mcp]'"
 

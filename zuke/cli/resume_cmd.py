@@ -37,8 +37,8 @@ Usage: zuke resume RUN_ID [--signal NAME [--data JSON] [--signal-id ID]]
        zuke resume --check [RUN_ID] [--json] [--force-graph] [--resume-degraded] [--actor NAME]
        zuke resume --check --watch [--every DURATION] [--json]
 
-Deliver a signal to a suspended run and resume it; or, with --check, re-check
-the gates of this build's suspended runs (a sweep). See docs/orchestration.md.
+  Deliver a signal to a suspended run and resume it; or, with --check, re-check
+  the gates of this build's suspended runs (a sweep). See docs/orchestration.md.
 
 Options:
   --signal NAME       the signal to deliver (a gate's external_signal name)
