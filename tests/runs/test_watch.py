@@ -185,16 +185,17 @@ def test_a_reconnected_listener_is_one_sweep_and_a_lost_one_only_a_note() -> Non
 
     def on_wait(n: int) -> None:
         if n == 1:
-            watcher.wake("lost", "the listen connection dropped")
-        if n == 2:
-            watcher.wake("reconnected")
+            watcher.wake("lost", "the listen connection dropped")  # from the listen thread
         if n == 3:
+            watcher.wake("reconnected")
+        if n == 4:
             watcher.stop()
 
     waiter.on_wait = on_wait
     assert watcher.run() == 3
     assert seen.whys() == ["start", "interval", "reconnected"]
-    assert ("note", "the listen connection dropped") in seen.events
+    note = seen.events.index(("note", "the listen connection dropped"))
+    assert note < seen.events.index(("sweeping", "interval"))  # told while it waited
     assert starts[1] == starts[0] + EVERY  # the lost note woke nothing: the interval passed
     assert starts[2] == starts[1]  # the reconnection swept at once
 

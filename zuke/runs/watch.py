@@ -136,6 +136,7 @@ class Watcher:
         self._woken_at: int | None = None  # the first wake not yet swept
         self._why = "wake"
         self._stopping = False
+        self._notes: list[str] = []
         self.sweeps = 0
 
     @property
@@ -156,16 +157,29 @@ class Watcher:
         ``"listening"`` (the first listen is in place: a sweep already begun may have missed
         a write made before it; one not begun yet clears the wake when it begins)."""
         if kind == "lost":
-            self._observer.note(detail or "the store's wake connection dropped; reconnecting")
+            self._say(detail or "the store's wake connection dropped; reconnecting")
             return
         if kind == "reconnected" and detail:
-            self._observer.note(detail)
+            self._say(detail)
         with self._lock:
             if self._woken_at is None:
                 self._woken_at = self._clock.now_ms()
             if kind == "reconnected":
                 self._why = "reconnected"
         self._waiter.poke()
+
+    def _say(self, message: str) -> None:
+        """Keep a note for the watcher's own thread to print (an observer need not be
+        thread-safe: a terminal's live status is not)."""
+        with self._lock:
+            self._notes.append(message)
+        self._waiter.poke()
+
+    def _flush_notes(self) -> None:
+        with self._lock:
+            notes, self._notes = self._notes, []
+        for message in notes:
+            self._observer.note(message)
 
     def run(self) -> int:
         """Sweep until stopped; the number of sweeps made."""
@@ -202,6 +216,7 @@ class Watcher:
                 next_ms = self._clock.now_ms() + self.settings.every_ms
                 self._observer.swept(report, self._clock.now_ms(), next_ms)
                 why_next = "interval"
+            self._flush_notes()
             if self._halted():
                 return
             self._observer.idle(next_ms)
@@ -210,6 +225,9 @@ class Watcher:
     def _wait(self, next_ms: int, last_start: int) -> str | None:
         """Wait until ``next_ms`` or a wake's settled time; the wake's reason, or ``None``."""
         while not self._halted():
+            if self._notes:
+                self._flush_notes()
+                self._observer.idle(next_ms)  # the note ended the status line: draw it again
             now = self._clock.now_ms()
             with self._lock:
                 woken_at, why = self._woken_at, self._why
