@@ -41,7 +41,7 @@ def record(run_id: str, status: str, rows: dict[str, str]) -> RunRecord:
     return RunRecord(
         id=run_id, build="App", root_target="hello", status=status,  # type: ignore[arg-type]
         actor="ci", created_at=AT, updated_at=AT, graph=(GraphNode("hello"),),
-        targets={n: TargetRecord(status=s) for n, s in rows.items()},  # type: ignore[misc]
+        targets={n: TargetRecord(status=s) for n, s in rows.items()},  # type: ignore[arg-type]
     )  # fmt: skip
 
 

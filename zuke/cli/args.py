@@ -169,12 +169,12 @@ def parse(argv: Sequence[str], params: Sequence[Parameter[Any]]) -> RunArgs:
             continue
         if flag == "--parallel":
             out.parallel = _parallel(inline if has_inline else None)
-            _note_stray(out, flag, tokens, i, has_inline)
+            _note_stray(out, flag, tokens, i, bool(has_inline))
             continue
         param = by_flag.get(flag)
         if param is not None and param.kind == "boolean" and not param.is_array and not has_inline:
             out.params.setdefault(param.name, []).append("true")
-            _note_stray(out, flag, tokens, i, has_inline)
+            _note_stray(out, flag, tokens, i, bool(has_inline))
             continue
         if flag in _VALUE_FLAGS or param is not None:
             if has_inline:
