@@ -12,6 +12,7 @@ clock; nothing here waits for a store's clock.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -251,7 +252,7 @@ def test_cancel_releases_it_after_the_compensations(store: StateStore) -> None:
     try:
         result = cancel_run(store, run_id, actor="ops", build=build, env={})
     finally:
-        del store.release_lock  # type: ignore[attr-defined]
+        del store.release_lock
     assert result.status == "cancelled"
     assert ("undeploy", "1") in calls
     assert seen and "undeploy" in seen[0]["calls"]  # given back after the compensation ran
@@ -317,7 +318,7 @@ def test_a_lock_broken_while_suspended_fails_the_resume_before_promote_runs(
     calls: list[Any] = []
     h = harness(store, calls)
     run_id = parked(h)
-    store.break_lock(KEY)  # type: ignore[attr-defined]
+    store.break_lock(KEY)
     taken = store.acquire_lock(KEY, LockHolder("bob", "other-run", "now"), 60_000)
     outcome = h.resume(run_id, "approved", {})
     assert outcome.status == "failed"
@@ -349,3 +350,124 @@ def test_a_reap_past_the_deadline_releases_it(store: StateStore) -> None:
     assert record.status == "failed", record.status
     assert holders(store) == {} and record.held == {}
     assert lease_key(run_id) not in record.locks
+
+
+def test_a_reaped_run_goes_back_to_suspended_keeping_it_and_its_resume_adopts_it(
+    store: StateStore,
+) -> None:
+    """The resumed run's process died (its lease lapsed, the run still ``running``): the
+    reaper puts it back to ``suspended`` with the lock still the run's, renewed to outlast
+    the gate, and the next resume adopts it."""
+    from zuke.state.records import RunDelta
+    from zuke.state.update import update_run
+
+    calls: list[Any] = []
+    h = harness(store, calls)
+    run_id = parked(h)
+    update_run(store, run_id, lambda r: RunDelta(updated_at=r.updated_at, status="running"))
+    h.sweep()
+    record = h.record(run_id)
+    assert record.status == "suspended"
+    assert KEY in record.locks and KEY in record.held and holders(store) == {KEY: run_id}
+    assert h.resume(run_id, "approved", {}).status == "succeeded"
+    assert calls[-1][0] == "promote" and holders(store) == {}
+
+
+def test_a_live_owner_cancelled_releases_it_after_its_compensations() -> None:
+    """Cancelled in its own process (Ctrl-C, or ``zuke cancel`` seen by the owner) between
+    deploy and promote: the owner walks the compensations, then gives the lock back."""
+    from zuke._engine.run import RunOptions, execute_async
+    from zuke.state.memory import MemoryStateStore
+
+    store = MemoryStateStore()
+    order: list[str] = []
+    original = store.release_lock
+
+    def spy(key: str, token: str) -> None:
+        if key == KEY:
+            order.append("released")
+        original(key, token)
+
+    store.release_lock = spy  # type: ignore[method-assign]
+
+    async def go() -> Any:
+        cancel = asyncio.Event()
+
+        class Release(Build):
+            def state_store(self) -> StateStore:
+                return store
+
+            @target
+            def deploy(self, t: TargetBuilder) -> TargetBuilder:
+                lock = lambda s: s.key(KEY).with_ttl("10m").held_until(self.promote)  # noqa: E731
+                return (
+                    t.lock(lock).on_cancel(self.undeploy).executes(lambda: order.append("deploy"))
+                )
+
+            @target
+            def soak(self, t: TargetBuilder) -> TargetBuilder:
+                async def body() -> None:
+                    order.append("soak")
+                    cancel.set()
+                    await asyncio.Event().wait()  # until cancelled
+
+                return t.depends_on(self.deploy).executes(body)
+
+            @target
+            def promote(self, t: TargetBuilder) -> TargetBuilder:
+                return t.depends_on(self.soak).executes(lambda: order.append("promote"))
+
+            @target
+            def undeploy(self, t: TargetBuilder) -> TargetBuilder:
+                return t.executes(lambda: order.append("undeploy"))
+
+        return await execute_async(Release, RunOptions(targets=["promote"], env={}, cancel=cancel))
+
+    result = asyncio.run(go())
+    assert result.status == "cancelled"
+    assert order == ["deploy", "soak", "undeploy", "released"]
+    assert holders(store) == {}
+    found = store.get_run(result.run_id)
+    assert found is not None and found.record.held == {} and found.record.locks == {}
+
+
+def test_a_lock_lost_between_its_targets_stops_the_run_before_promote() -> None:
+    """Broken (``--force``) while the run goes on between deploy and promote: the next
+    renewal is refused, the run stops, promote never runs unguarded."""
+    from zuke.state.memory import MemoryStateStore
+
+    store = MemoryStateStore()
+    order: list[str] = []
+
+    class Release(Build):
+        def state_store(self) -> StateStore:
+            return store
+
+        @target
+        def deploy(self, t: TargetBuilder) -> TargetBuilder:
+            lock = lambda s: s.key(KEY).with_ttl("1s").held_until(self.promote)  # noqa: E731
+            return t.lock(lock).executes(lambda: order.append("deploy"))
+
+        @target
+        def soak(self, t: TargetBuilder) -> TargetBuilder:
+            def body(ctx: Any) -> None:
+                store.break_lock(KEY)
+                order.append("broken")
+                assert ctx.cancelled.wait(20), "the run was not stopped"  # a deadline, no sleep
+                order.append("told to stop")
+
+            return t.depends_on(self.deploy).executes(body)
+
+        @target
+        def promote(self, t: TargetBuilder) -> TargetBuilder:
+            return t.depends_on(self.soak).executes(lambda: order.append("promote"))
+
+    from zuke import execute
+
+    result = execute(Release, ["promote"], env={})
+    assert result.status == "failed"
+    assert order == ["deploy", "broken", "told to stop"]
+    assert result.stop_reason is not None
+    assert f'lock "{KEY}", which the run keeps from `deploy` until `promote`' in result.stop_reason
+    found = store.get_run(result.run_id)
+    assert found is not None and found.record.held == {}
