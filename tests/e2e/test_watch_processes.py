@@ -99,3 +99,54 @@ def test_sigterm_while_idle_exits_0_at_once(tmp_path: Path) -> None:
     assert code == 0, text
     assert text.strip().splitlines()[-1] == STOPPED
     assert "still-waiting" in text
+
+
+SLOW_TARGET_BUILD = (
+    MARKER_WRITER
+    + """
+    import os, pathlib
+    from zuke import Build, resume_when, target
+
+    HERE = pathlib.Path(__file__).parent
+
+    class Release(Build):
+        @target
+        def approve(self, t):
+            return t.waits_for(lambda s: s.on(resume_when(
+                lambda: os.environ.get("WATCHER") == "1")))
+
+        @target
+        def promote(self, t):
+            def body():
+                append_line(HERE / "promoting.log", "promoting")
+                wait_for(HERE / "go", "go")  # SIGTERM lands while the resumed run runs this
+                append_line(HERE / "promoted.log", "promote")
+            return t.depends_on(self.approve).executes(body)
+"""
+)
+
+
+def test_sigterm_while_a_resumed_run_runs_lets_it_finish_and_never_cancels_it(
+    tmp_path: Path,
+) -> None:
+    write_build(tmp_path, SLOW_TARGET_BUILD)
+    run_id = suspend(tmp_path, ["promote"])
+    out = tmp_path / "watch.out"
+    watcher = spawn(["resume", "--check", "--watch"], tmp_path, {"WATCHER": "1"}, output=out)
+    try:
+        wait_until(lambda: lines(tmp_path / "promoting.log") == ["promoting"], "the target")
+        watcher.send_signal(signal.SIGTERM)
+        (tmp_path / "go").write_text("go")
+        code, _ = finish(watcher)
+    finally:
+        if watcher.poll() is None:
+            watcher.kill()
+            watcher.wait()
+    text = output_of(out)
+    assert code == 0, text
+    assert text.strip().splitlines()[-1] == STOPPED
+    assert lines(tmp_path / "promoted.log") == ["promote"]
+    record = record_of(fs_store(tmp_path), run_id)
+    assert record.status == "succeeded"  # not cancelled: the watcher's signal is not the run's
+    assert {t.status for t in record.targets.values()} == {"succeeded"}
+    assert fs_store(tmp_path).list_locks() == []
