@@ -14,7 +14,6 @@ from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
-import psycopg
 import pytest
 
 from tests.pg_support import PgCluster
@@ -24,6 +23,8 @@ from zuke.state._protocol import Written
 from zuke.state.postgres import PostgresStateStore
 from zuke.state.records import RunDelta, Signal, TargetRecord
 from zuke.testing.store_contract import fresh, sample_record
+
+psycopg = pytest.importorskip("psycopg")
 
 DEADLINE_S = 30.0
 SECRET = "s3cr3t-value-never-notified"
@@ -261,3 +262,23 @@ def _wait(condition: Any, what: str) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.02)
+
+
+def test_a_listener_that_cannot_connect_says_so_without_the_password() -> None:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # closed once the block ends: nothing listens there
+    store = PostgresStateStore(f"postgresql://zuke:hunter2-secret@127.0.0.1:{port}/db")
+    wakes = Wakes()
+    listener = store.listen(wakes)
+    try:
+        wakes.wait_for("lost")
+    finally:
+        listener.close()
+        store.close()
+    [lost] = [d for k, d in wakes.seen if k == "lost"]  # said once, not at every retry
+    assert lost is not None
+    assert "hunter2" not in lost and f"postgresql://zuke@127.0.0.1:{port}/db" in lost
+    assert "\n" not in lost
