@@ -11,8 +11,13 @@ run linear in its number of transitions (see ``docs/state.md``).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
-from typing import Any, Literal, get_args
+from dataclasses import field, replace
+from typing import TYPE_CHECKING, Any, Literal, get_args
+
+if TYPE_CHECKING:
+    from dataclasses import dataclass
+else:  # the same frozen dataclasses, without compiling their methods at import (_frozen)
+    from zuke.state._frozen import dataclass
 
 RunStatus = Literal["running", "suspended", "cancelling", "succeeded", "failed", "cancelled"]
 TargetStatus = Literal["pending", "running", "succeeded", "failed", "skipped", "waiting"]
