@@ -21,6 +21,8 @@ password scrubbed):
   ``libpq.so.5``), a connection that fails, a schema at another version (or
   none yet: the full store migrates it), a ``client_encoding`` other than
   UTF8, any failed statement — from then on this process uses the full store.
+
+``ZUKE_PG_LIGHT=0`` turns it off (every call through psycopg).
 """
 
 from __future__ import annotations
@@ -280,7 +282,13 @@ def from_url(spec: str, env: Mapping[str, str]) -> PostgresStateStore:
             "state: ZUKE_STATE names a Postgres database, but psycopg is not installed: "
             "pip install 'zuke[postgres]'"
         )
-    return LightPostgresStore(spec)
+    from zuke.state import postgres
+
+    if env.get("ZUKE_PG_LIGHT", "") == "0":  # the operator's way out: psycopg for every call
+        return postgres.from_url(spec, env)
+    sized = getattr(postgres, "pool_size", None)  # ZUKE_PG_POOL_SIZE, where the store reads it
+    size = sized(env) if callable(sized) else DEFAULT_MAX_CONNECTIONS
+    return LightPostgresStore(spec, max_connections=size)
 
 
 __all__ = ["LightPostgresStore", "LightReader", "find_libpq", "from_url", "numbered", "text_array"]
