@@ -9,7 +9,6 @@ the one rule for ``--help`` that :func:`zuke.cli.main` applies to every command.
 
 from __future__ import annotations
 
-import difflib
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -205,6 +204,8 @@ def _note_stray(out: RunArgs, flag: str, tokens: Sequence[str], i: int, inline: 
 
 
 def _unknown_flag(flag: str, known: Sequence[str]) -> str:
+    import difflib  # only for a typo: not a cost of every command
+
     close = difflib.get_close_matches(flag, [k for k in known if k.startswith("--")], n=1)
     if close:
         return f'Unknown flag "{flag}". Did you mean "{close[0]}"?'
