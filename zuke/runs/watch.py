@@ -205,16 +205,18 @@ class Watcher:
             last_start = self._clock.now_ms()
             try:
                 report = self._sweep(self._halted)
-            except ZukeError as exc:
+            except (ZukeError, OSError) as exc:  # the store, unreachable: try again later
                 backoff = min(backoff * 2 or self.settings.backoff_ms, self.settings.every_ms)
-                next_ms = self._clock.now_ms() + backoff
-                self._observer.failed(str(exc), self._clock.now_ms(), next_ms)
+                at = self._clock.now_ms()
+                next_ms = at + backoff
+                self._observer.failed(str(exc) or type(exc).__name__, at, next_ms)
                 why_next = "retry"
             else:
                 backoff = 0
                 self.sweeps += 1
-                next_ms = self._clock.now_ms() + self.settings.every_ms
-                self._observer.swept(report, self._clock.now_ms(), next_ms)
+                at = self._clock.now_ms()
+                next_ms = at + self.settings.every_ms
+                self._observer.swept(report, at, next_ms)
                 why_next = "interval"
             self._flush_notes()
             if self._halted():
