@@ -125,7 +125,10 @@ def run_resume(
     out: TextIO,
     err: TextIO,
     home: Path | None = None,
+    live: bool | None = None,
 ) -> int:
+    """``zuke resume …``; ``live`` forces live progress on or off (default: ``out`` is a
+    terminal)."""
     from zuke._loader import build_home, find_build_file, load_build_class
 
     values, switches, rest = _split(argv[1:])
@@ -141,7 +144,7 @@ def run_resume(
                 raise needs_build(exc, "zuke resume RUN", "to continue the run") from None
             return _check_without_build(exc, rest, switches, env=env, out=out, err=err,
                                         home=home)  # fmt: skip
-    return _resume(build, values, switches, rest, env=env, out=out, err=err, home=home)
+    return _resume(build, values, switches, rest, env=env, out=out, err=err, home=home, live=live)
 
 
 def _resume(
@@ -154,11 +157,13 @@ def _resume(
     out: TextIO,
     err: TextIO,
     home: Path,
+    live: bool | None,
 ) -> int:
     from zuke._build import parameters
     from zuke._engine.run import RunOptions
     from zuke.cli import gha
     from zuke.cli.console import ConsoleReporter
+    from zuke.cli.progress import PauseOnRun, SweepProgress, on_terminal
     from zuke.runs.resume import ResumeOptions, SignalDelivery, resume_run_async
     from zuke.runs.store import open_store
     from zuke.runs.sweep import resume_check_async
@@ -198,7 +203,11 @@ def _resume(
         params=parsed.params,
     )
     as_json = "--json" in switches
-    reporter = ConsoleReporter(out=err if as_json else out, err=err)
+    reporter = ConsoleReporter(out=err if as_json else out, err=err, live=live)
+    # A sweep on a terminal: "12/300 runs checked" while it works; never piped, never --json.
+    sweeping = None
+    if check and not watching and not as_json and on_terminal(out, live):
+        sweeping = SweepProgress(out)
 
     def warn(message: str) -> None:
         err.write(reporter.redactor.text(message) + "\n")
@@ -210,7 +219,7 @@ def _resume(
         actor=parsed.actor,
         on_warning=warn,
         on_interrupt=warn,
-        observers=[] if as_json else [reporter],
+        observers=[] if as_json else [*([PauseOnRun(sweeping)] if sweeping else []), reporter],
         handle_signals=threading.current_thread() is threading.main_thread(),
         cwd=home,
     )
@@ -224,10 +233,14 @@ def _resume(
     if check:
         try:
             report = asyncio.run(
-                resume_check_async(build, store, run_id=run_id, resume=resume, run=options)
-            )
+                resume_check_async(build, store, run_id=run_id, resume=resume, run=options,
+                                   progress=sweeping.update if sweeping else None)
+            )  # fmt: skip
         except RunNotFoundError as exc:
             raise naming_store(exc, store) from None
+        finally:
+            if sweeping is not None:
+                sweeping.pause()
         text = json.dumps(report.as_json(), indent=2) if as_json else sweep_text(report)
         out.write(text + "\n")
         out.flush()  # the report first: a warning about the outputs comes after it

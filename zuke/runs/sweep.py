@@ -67,10 +67,14 @@ async def resume_check_async(
     resume: ResumeOptions | None = None,
     run: RunOptions,
     stop: Callable[[], bool] | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> SweepReport:
     """One sweep over this build's runs (or one run); ``stop`` (the watcher's SIGTERM) is
-    asked between runs, never inside one: a run taken in hand is finished first."""
+    asked between runs, never inside one: a run taken in hand is finished first.
+    ``progress(done, total)`` is told before each run and at the end (a terminal's live line);
+    the total grows when the suspended runs are listed, after reaping."""
     halt = stop or (lambda: False)
+    tell = progress or (lambda done, total: None)
     resume = resume or ResumeOptions()
     check_settings(run.env, store)
     actor = resolve_actor(resume.actor, run.env)
@@ -84,16 +88,24 @@ async def resume_check_async(
     if run_id is not None and store.get_run(run_id) is None:
         raise RunNotFoundError(f'resume --check: no run "{run_id}" in the store', run_id=run_id)
     entries: list[SweepEntry] = []
-    for status in ("running", "cancelling"):
-        for summary in _runs(store, name, status, run_id):
-            if halt():
-                return SweepReport(entries)
-            entry = await _reap_one(build_cls, store, summary, status, run, actor, specs,
-                                    one=run_id is not None)  # fmt: skip
-            if entry is not None:
-                entries.append(entry)
+    unsettled: tuple[RunStatus, ...] = ("running", "cancelling")
+    reaping = [(s, status) for status in unsettled for s in _runs(store, name, status, run_id)]
+    done, total = 0, len(reaping)
+    for summary, status in reaping:
+        tell(done, total)
+        done += 1
+        if halt():
+            return SweepReport(entries)
+        entry = await _reap_one(build_cls, store, summary, status, run, actor, specs,
+                                one=run_id is not None)  # fmt: skip
+        if entry is not None:
+            entries.append(entry)
     shared: dict[str, Any] = {}
-    for summary in _runs(store, name, "suspended", run_id):
+    suspended = _runs(store, name, "suspended", run_id)
+    total += len(suspended)
+    for summary in suspended:
+        tell(done, total)
+        done += 1
         if halt():
             break
         entries.append(
@@ -108,6 +120,7 @@ async def resume_check_async(
                 specs_names=None if specs is None else set(specs),
             )
         )
+    tell(done, total)
     return SweepReport(entries)
 
 
