@@ -32,6 +32,7 @@ from typing import Any, TextIO
 
 import httpx
 
+from zuke._errors import ZukeError
 from zuke.state._http_wire import PROTOCOL_HEADER, PROTOCOL_VERSION
 from zuke.state.records import GraphNode, RunRecord, RunStatus
 from zuke.state.wire import record_to_json
@@ -45,11 +46,11 @@ TIMEOUT_S = 30.0
 TOKEN_ENV = "ZUKE_STATE_TOKEN"
 
 
-class Aborted(Exception):
+class Aborted(ZukeError):
     """Not the service's answer: unreachable, a refused token, or another protocol."""
 
 
-class ScenarioFailed(AssertionError):
+class ScenarioFailed(ZukeError, AssertionError):
     """The service answered, but not as the API says."""
 
 
