@@ -223,3 +223,18 @@ def test_a_build_that_raises_while_imported_is_the_same_note(
     result = cli("runs", "list")
     assert result.code == 0 and result.out.startswith("No runs found in")
     assert result.err.startswith("zuke: loading build.py failed (line 1): ImportError: no module x")
+
+
+def test_zuke_mcp_reads_and_runs_with_the_store_beside_the_build_file(app: Path) -> None:
+    from zuke._loader import build_home, load_build_class
+    from zuke.cli.mcp_cmd import describe
+    from zuke.mcp.tools import BuildTools
+
+    home = build_home("app/build.py", {}, cwd=app.parent)
+    assert home == app.resolve()
+    tools = BuildTools(build=load_build_class(app / "build.py"), env={}, actor="bot",
+                       describe=describe, home=home)  # fmt: skip
+    store = tools._store()
+    assert isinstance(store, FileSystemStateStore)
+    assert Path(store.directory) == app.resolve() / ".zuke" / "runs"
+    assert tools._run_options().cwd == home

@@ -93,7 +93,7 @@ def main(
         if argv and argv[0] == "mcp":  # the MCP server (an optional extra): not click
             from zuke.cli.mcp_cmd import run_mcp
 
-            return run_mcp(argv, build=build, env=env, out=out)
+            return run_mcp(argv, build=build, env=env, out=out, home=home)
         if argv and argv[0] in cli_args.MANAGEMENT_COMMANDS:
             from zuke.cli.manage import run_command  # click: imported only here
 

@@ -28,6 +28,8 @@ from zuke.state.records import EventOutcome
 from zuke.state.wire import record_to_json, summary_to_json
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from zuke._build import Build
     from zuke._engine.plan import BuildGraph
     from zuke._engine.result import RunResult
@@ -82,6 +84,8 @@ class BuildTools:
     clock: Clock = SYSTEM_CLOCK
     warn: Callable[[str], None] = _stderr
     store: StateStore | None = None
+    #: where ``.zuke/runs`` lives: the build file's directory (None: the working directory)
+    home: Path | None = None
     _redactor: Redactor = field(default_factory=Redactor, init=False)
 
     def __post_init__(self) -> None:
@@ -104,7 +108,7 @@ class BuildTools:
         if self.store is None:
             from zuke.runs.store import open_store
 
-            self.store = open_store(self.env, build=self.build)
+            self.store = open_store(self.env, build=self.build, cwd=self.home)
         return self.store
 
     # -- the calls that concern no run -----------------------------------------------
@@ -373,6 +377,7 @@ class BuildTools:
             "on_warning": self._warn_redacted,
             "on_interrupt": self._warn_redacted,
             "state": True,  # a run started here always has a record (and an id to return)
+            "cwd": self.home,
         }
         return RunOptions(**(base | overrides))
 
