@@ -44,6 +44,7 @@ ROUNDS = 10
 WRITERS = 4
 ACKED_BEFORE_KILL = 40
 DEADLINE_S = 30.0
+PASSWORD = f"pw-{uuid.uuid4().hex}"
 
 RACER = r"""
 import json, os, sys
@@ -73,13 +74,17 @@ def two_replicas(
     pg_cluster: PgCluster, tmp_path: Path
 ) -> Iterator[tuple[str, list[ServerProcess]]]:
     url = pg_cluster.create_database()
-    servers = [start_server(tmp_path, db=url) for _ in range(2)]
+    # The cluster trusts loopback, so any password connects: it must never be printed.
+    with_password = url.replace("postgresql://zuke@", f"postgresql://zuke:{PASSWORD}@", 1)
+    servers = [start_server(tmp_path, db=with_password) for _ in range(2)]
     try:
         yield url, servers
     finally:
         for server in servers:
             server.terminate()
             assert "Traceback" not in server.stderr(), server.stderr()
+            assert PASSWORD not in server.stderr() + server.url
+            assert PASSWORD.encode() not in server.more_stdout
 
 
 def record(run_id: str) -> RunRecord:
