@@ -408,3 +408,21 @@ def test_importing_zuke_loads_only_the_errors() -> None:
     names = "import zuke; print(zuke.Signal.__module__, zuke.Conflict.__module__)"
     out = subprocess.run([sys.executable, "-c", names], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["zuke.state.records", "zuke.state._protocol"]
+
+
+def test_list_graph_and_help_of_a_build_load_no_asyncio_nor_the_run(tmp_path: Path) -> None:
+    """``--list``, ``graph`` and ``--help`` only load the build (``zuke._engine.loading``):
+    asyncio, the scheduler, the writer and the claims are about half of their start-up."""
+    (tmp_path / "build.py").write_text(
+        "from zuke import Build, parameter, target\n"
+        "class Release(Build):\n"
+        "    env = parameter('where').default('sit')\n"
+        "    @target\n"
+        "    def compile(self, t):\n"
+        "        return t.description('compile').executes(lambda: None)\n"
+    )
+    heavy = {"asyncio", "zuke._engine.run", "zuke._engine.scheduler", "zuke._engine.claims"}
+    for argv in (["--list"], ["--list", "--json"], ["graph"], ["--help"]):
+        loaded = _loaded_by(argv, tmp_path, which=lambda m: True)
+        assert "zuke._engine.loading" in loaded, argv  # the build was loaded
+        assert not heavy & set(loaded), argv

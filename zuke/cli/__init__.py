@@ -124,7 +124,7 @@ def _build_command(
 ) -> int:
     # A build is loaded (and maybe run) from here on: the engine is needed now.
     from zuke._build import parameters
-    from zuke._engine.run import load
+    from zuke._engine.loading import load  # no asyncio, no scheduler
     from zuke._loader import build_home, find_build_file, load_build_class
     from zuke.cli import listing
 

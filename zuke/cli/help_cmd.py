@@ -86,7 +86,7 @@ def serve_help() -> str:
 def _build_help(argv: Sequence[str], build: type[Build] | None, env: Mapping[str, str]) -> str:
     """The usage with this build's targets and parameters; a build that cannot load, a note."""
     from zuke._build import parameters
-    from zuke._engine.run import load
+    from zuke._engine.loading import load  # no asyncio, no scheduler
     from zuke._loader import find_build_file, load_build_class
     from zuke.cli import listing
 
