@@ -126,6 +126,16 @@ def test_the_decorator_refuses_what_it_does_not_write() -> None:
     assert other is not _frozen._frozen  # any other option: dataclasses' own
 
 
+def test_a_class_without_a_docstring_gets_one_without_parsing_a_signature() -> None:
+    @_frozen.dataclass(frozen=True)
+    class Plain:
+        a: int
+        b: str = "x"
+
+    assert Plain.__doc__ == "Plain(a, b)"
+    assert repr(Plain(1)).endswith("Plain(a=1, b='x')")
+
+
 def test_importing_the_values_compiles_no_dataclass_method() -> None:
     probe = (
         "import builtins, sys, traceback\n"
