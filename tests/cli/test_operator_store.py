@@ -180,6 +180,7 @@ def test_a_sweep_with_a_broken_build_reports_every_run_not_checked_and_fails(
     assert {r: broken.get_run(r) for r in ("r2", "r3")} == before  # nothing moved
     text = cli("resume", "--check")
     assert text.code == 1 and "r2 App: not-checked → suspended" in text.out
+    assert "Checked 0 suspended run(s)" in text.out and "0 failed" in text.out
     assert "2 not checked" in text.out
     assert text.err.startswith("zuke: loading build.py failed") and text.err.count("\n") == 1
 
@@ -238,3 +239,42 @@ def test_zuke_mcp_reads_and_runs_with_the_store_beside_the_build_file(app: Path)
     assert isinstance(store, FileSystemStateStore)
     assert Path(store.directory) == app.resolve() / ".zuke" / "runs"
     assert tools._run_options().cwd == home
+
+
+RAISING = """\
+from zuke import Build, target
+
+class App(Build):
+    @target
+    def hello(self, t):
+        raise RuntimeError("bad merge")
+"""
+
+
+def test_a_build_whose_definitions_raise_blocks_only_what_needs_it(
+    tmp_path: Path, cli: CliRunner
+) -> None:
+    (tmp_path / "build.py").write_text(RAISING)
+    store = FileSystemStateStore(tmp_path / ".zuke" / "runs")
+    store.create_run(record("r2", "running", {"hello": "succeeded"}))
+    store.create_run(record("r3", "suspended", {"hello": "waiting"}))
+    assert cli("runs", "list").code == 0
+    refused = cli("cancel", "r2")  # its compensations cannot be known: refused, not skipped
+    assert refused.code == 1 and refused.err == (
+        "zuke: defining the targets of App failed: bad merge; 'zuke cancel r2' needs the build "
+        "to run its compensations (its targets hello succeeded); fix the build, or cancel "
+        "without them: zuke cancel r2 --no-compensations\n"
+    )
+    resumed = cli("resume", "r3")
+    assert resumed.code == 2 and resumed.err == (
+        "zuke: defining the targets of App failed: bad merge; 'zuke resume RUN' needs it to "
+        "continue the run\n"
+    )
+    swept = cli("resume", "--check", "--json")
+    assert swept.code == 1
+    assert {r["id"]: r["action"] for r in json.loads(swept.out)["runs"]} == {
+        "r2": "not-checked", "r3": "not-checked",
+    }  # fmt: skip
+    found = store.get_run("r2")
+    assert found is not None and found.record.status == "running"
+    assert cli("cancel", "r2", "--no-compensations").code == 0

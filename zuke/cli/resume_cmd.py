@@ -238,6 +238,9 @@ def _resume(
             )  # fmt: skip
         except RunNotFoundError as exc:
             raise naming_store(exc, store) from None
+        except BuildDefinitionError as exc:  # its definitions raise: checked before any move
+            return _check_without_build(exc, rest, switches, env=env, out=out, err=err,
+                                        home=home)  # fmt: skip
         finally:
             if sweeping is not None:
                 sweeping.pause()
@@ -250,6 +253,8 @@ def _resume(
         outcome = asyncio.run(resume_run_async(build, store, run_id or "", resume, options))
     except RunNotFoundError as exc:
         raise naming_store(exc, store) from None
+    except BuildDefinitionError as exc:  # its definitions raise: before the run is taken
+        raise needs_build(exc, "zuke resume RUN", "to continue the run") from None
     gha.publish(gha.resume_report(outcome, build.__name__), env, err, reporter.redactor.text)
     for note in outcome.notes:
         warn(f"zuke: {note}")

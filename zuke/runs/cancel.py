@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from zuke._clock import SYSTEM_CLOCK, Clock, iso
-from zuke._errors import ForeignRunError, RunError, RunNotFoundError, StateError
+from zuke._errors import ForeignRunError, RunError, RunNotFoundError, StateError, ZukeError
 from zuke.runs.ownership import check_ownership, run_lease_ttl_ms, take_sync
 from zuke.state._ids import check_id
 from zuke.state._protocol import LockAcquired, StateStore, lease_key
@@ -255,6 +255,9 @@ async def _settle_held(
             return CancelResult(run_id=run_id, status=record.status, noop=asked is None,
                                 owner=asked)  # fmt: skip
         owed = sorted(n for n, row in record.targets.items() if row.status == "succeeded")
+        if build is not None and compensations == "run" and owed:
+            no_build_reason = _unloadable(build, record, env, run_id)
+            build = None if no_build_reason is not None else build
         if build is None and compensations == "run" and owed:
             if no_build_reason is not None:
                 raise RunError(
@@ -299,6 +302,21 @@ async def _settle_held(
         notes=result.notes,
         interrupted=result.interrupted,
     )
+
+
+def _unloadable(
+    build: type[Build], record: RunRecord, env: Mapping[str, str], run_id: str
+) -> str | None:
+    """Why the build cannot be loaded for the run's compensations (a definition that
+    raises), or ``None``: owed compensations are refused then, never skipped silently."""
+    from zuke._engine.run import RunOptions
+    from zuke.runs.lifecycle import load_for
+
+    try:
+        load_for(build, record, RunOptions(env=env))
+    except ZukeError as exc:
+        return f"{exc}; 'zuke cancel {run_id}' needs the build to run its compensations"
+    return None
 
 
 def _untracked_claims(

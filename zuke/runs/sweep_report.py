@@ -55,21 +55,22 @@ class SweepReport:
     @property
     def checked(self) -> int:
         """Suspended runs looked at (reaping aside)."""
-        return sum(e.action not in ("reaped", "left-alone") for e in self.entries)
+        return sum(e.action not in ("reaped", "left-alone", "not-checked") for e in self.entries)
 
     @property
     def failed(self) -> int:
         """Runs that failed, timed out into failure, were settled failed by reaping, were
         degraded, or could not be checked."""
         return sum(
-            e.action in ("failed", "not-checked")
+            e.action == "failed"
             or (e.action in ("timed-out", "resumed", "reaped") and e.result == "failed")
             for e in self.entries
         )
 
     @property
     def ok(self) -> bool:
-        return self.failed == 0
+        """No run failed, and none was left unchecked (a build that cannot load)."""
+        return self.failed == 0 and self.count("not-checked") == 0
 
     def as_json(self) -> dict[str, Any]:
         """The machine-readable summary (``zuke resume --check --json``, MCP ``resume_check``)."""
