@@ -356,19 +356,25 @@ def test_a_reaped_run_goes_back_to_suspended_keeping_it_and_its_resume_adopts_it
     store: StateStore,
 ) -> None:
     """The resumed run's process died (its lease lapsed, the run still ``running``): the
-    reaper puts it back to ``suspended`` with the lock still the run's, renewed to outlast
-    the gate, and the next resume adopts it."""
+    reaper puts it back to ``suspended`` with the lock still the run's — a new token and
+    fence, to outlast the gate — and the next resume adopts it."""
     from zuke.state.records import RunDelta
     from zuke.state.update import update_run
 
     calls: list[Any] = []
     h = harness(store, calls)
     run_id = parked(h)
+    before = h.record(run_id)
     update_run(store, run_id, lambda r: RunDelta(updated_at=r.updated_at, status="running"))
     h.sweep()
     record = h.record(run_id)
     assert record.status == "suspended"
     assert KEY in record.locks and KEY in record.held and holders(store) == {KEY: run_id}
+    # A new token and a higher fence: the gone owner may be stalled, not dead, and must
+    # find its renewal refused, and its stale fence refused by the resource.
+    assert record.locks[KEY] != before.locks[KEY]
+    assert record.held[KEY].fence > before.held[KEY].fence
+    assert store.renew_lock(KEY, before.locks[KEY], 60_000) is False
     assert h.resume(run_id, "approved", {}).status == "succeeded"
     assert calls[-1][0] == "promote" and holders(store) == {}
 

@@ -154,6 +154,8 @@ class Claim:
         self.lapsed: str | None = None
         self.late = False
         self._stopped = threading.Event()
+        #: set when the heartbeat loop has returned (no renewal of its own is in flight)
+        self._exited = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
 
@@ -167,6 +169,12 @@ class Claim:
 
     def beat(self) -> None:
         """The heartbeat loop (the thread's body; tests call it directly)."""
+        try:
+            self._beat()
+        finally:
+            self._exited.set()
+
+    def _beat(self) -> None:
         wait = self.wait or self._stopped.wait
         assert self.since_ms is not None
         since, failures = self.since_ms, 0
@@ -287,9 +295,8 @@ class Claim:
         """Stop the heartbeat and wait (a renewal's bound at most) until it has returned, so
         that no renewal of its own lands after the caller's (a suspension's longer TTL)."""
         await self.stop()
-        thread = self._thread
-        if thread is not None and thread.is_alive():
-            await asyncio.to_thread(thread.join, self.ttl_ms / 1000)
+        if self._thread is not None and not self._exited.is_set():
+            await asyncio.to_thread(self._exited.wait, self.ttl_ms / 1000)
 
     async def release(self) -> None:
         """Stop the heartbeat and give the claim back; errors are reported, not raised."""

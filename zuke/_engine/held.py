@@ -23,14 +23,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from zuke._clock import SYSTEM_CLOCK, iso, parse_iso
 from zuke._engine.claims import Claim, Guarded
 from zuke._engine.hooks import Held
 from zuke._engine.writer import RunStateWriter
 from zuke._errors import LockError
-from zuke.state._protocol import LockHolder, StateStore
+from zuke.state._protocol import LockAcquired, LockHolder, StateStore
 from zuke.state.lock_rules import MAX_TTL_MS
 from zuke.state.records import HeldLock, RunRecord, WaitingFor
 
@@ -245,6 +245,40 @@ class UntilDone:
             await self.own.release()
         if self._finished():
             await self.locks.release(self.locks.ending_at(self.target))
+
+
+def rekey(
+    store: StateStore, record: RunRecord, now_ms: int
+) -> dict[str, tuple[HeldLock, str] | None]:
+    """A reaper's hand-over of a gone owner's run-held locks to the run, waiting again.
+
+    The gone owner may be stalled, not dead, and still hold the token; so each lock gets a
+    new token and fence (released, then taken again for the run, to outlast the gates):
+    a stalled owner that wakes finds its renewal refused, and a resource that fences
+    refuses its stale fence. Returns each key's new row and token, or ``None`` when the
+    lock was gone or taken meanwhile: the record keeps the old row and the resume fails the
+    run rather than go on unguarded.
+    """
+    waiting = {
+        n: row.waiting_for
+        for n, row in record.targets.items()
+        if row.status == "waiting" and row.waiting_for is not None
+    }
+    out: dict[str, tuple[HeldLock, str] | None] = {}
+    holder = LockHolder(record.actor, record.id, iso(now_ms))
+    for key, row in sorted(record.held.items()):
+        token = record.locks.get(key)
+        out[key] = None
+        if token is None:
+            continue
+        try:
+            store.release_lock(key, token)
+            taken = store.acquire_lock(key, holder, suspended_ttl_ms(row, waiting, now_ms))
+        except Exception:
+            continue  # unrenewed, it lapses; the resume says so
+        if isinstance(taken, LockAcquired):
+            out[key] = (replace(row, fence=taken.fence), taken.token)
+    return out
 
 
 def holder_of(store: StateStore, holder: LockHolder, key: str) -> str:

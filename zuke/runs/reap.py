@@ -31,11 +31,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from zuke._clock import iso, parse_iso
-from zuke._engine.held import suspended_ttl_ms
+from zuke._engine.held import rekey
 from zuke._engine.resumed import plan_of
 from zuke._engine.run import RunOptions
 from zuke._errors import AlreadyResumedError, ZukeError
@@ -148,25 +149,6 @@ async def _walk_if_due(build: type[Build], hold: Hold, *, run: RunOptions, actor
     return Reaped(record.id, action, result.status, why)
 
 
-async def keep_suspended(hold: Hold, now_ms: int) -> None:
-    """The run keeps its run-held locks (held_until) while it waits again: each is renewed
-    with its token to outlast the gates (:func:`~zuke._engine.held.suspended_ttl_ms`). One
-    already gone is left in the record: the resume finds it gone and fails the run."""
-    record = hold.record
-    waiting = {
-        n: row.waiting_for
-        for n, row in record.targets.items()
-        if row.status == "waiting" and row.waiting_for is not None
-    }
-    for key, row in record.held.items():
-        token = record.locks.get(key)
-        if token is None:
-            continue
-        ttl = suspended_ttl_ms(row, waiting, now_ms)
-        with contextlib.suppress(Exception):  # unrenewed, it lapses; the resume says so
-            await asyncio.to_thread(hold.store.renew_lock, key, token, ttl)
-
-
 async def _return_to_suspended(hold: Hold, *, actor: str, now_ms: int) -> Reaped:
     """A ``running`` run whose holder is gone goes back to ``suspended``, for a resume.
 
@@ -177,18 +159,39 @@ async def _return_to_suspended(hold: Hold, *, actor: str, now_ms: int) -> Reaped
     now = iso(now_ms)
     why = "returned to suspended: its lease had lapsed (its process is gone)"
 
+    # The run keeps its run-held locks (held_until), with a new token and fence each.
+    rekeyed = await asyncio.to_thread(rekey, hold.store, hold.record, now_ms)
+    fresh = {k: v for k, v in rekeyed.items() if v is not None}
+
     def change(record: RunRecord) -> RunDelta | None:
         if record.status != "running":  # e.g. marked cancelling meanwhile: the next sweep
             return None
+        locks: dict[str, str | None] = dict.fromkeys(k for k in record.locks if k not in fresh)
+        locks.update({k: token for k, (_, token) in fresh.items()})
+        for key in record.held:  # a lock it could not keep: the old token, for the resume
+            if key not in fresh and key in record.locks:
+                locks.pop(key, None)
         return RunDelta(
             updated_at=now,
             status="suspended",
-            locks=dict.fromkeys(k for k in record.locks if k not in record.held),
+            locks=locks,
+            held={k: row for k, (row, _) in fresh.items()},
             events=(RunEvent(at=now, tool="reap", actor=actor, detail=why),),
         )
 
-    await keep_suspended(hold, now_ms)
-    result = await hold.write(change)
+    try:
+        result = await hold.write(change)
+    except BaseException:
+        await _give_back(hold.store, fresh)
+        raise
     if not isinstance(result, Updated):
+        await _give_back(hold.store, fresh)
         return Reaped(run_id, "unchanged", result.record.status, "no longer running")
     return Reaped(run_id, "returned", "suspended", why)
+
+
+async def _give_back(store: StateStore, fresh: Mapping[str, tuple[object, str]]) -> None:
+    """The locks :func:`~zuke._engine.held.rekey` took, when the record could not say so."""
+    for key, (_, token) in fresh.items():
+        with contextlib.suppress(Exception):
+            await asyncio.to_thread(store.release_lock, key, token)
