@@ -54,6 +54,7 @@ from tests.serve.test_json_and_queries import (  # noqa: F401  (run here against
 )
 from zuke._serve import StateServer
 from zuke._serve.__main__ import main
+from zuke._serve.server import ServeLimits
 from zuke.state._protocol import LockAcquired, LockHeld, StateStore, Written
 from zuke.state.http import HttpStateStore
 from zuke.state.postgres import PostgresStateStore
@@ -272,7 +273,8 @@ def test_a_database_that_goes_away_is_a_503_and_one_log_line_without_the_passwor
 
     url = with_password(pg_cluster.create_database())
     log = io.StringIO()
-    with in_process(tmp_path, db=url, log=log) as (server, client):
+    limits = ServeLimits(request_timeout_s=1.0)  # also how long a request waits for Postgres
+    with in_process(tmp_path, db=url, log=log, limits=limits) as (server, client):
         assert client.get("/runs/absent").status_code == 404
         name = url.rsplit("/", 1)[1]
         with psycopg.connect(pg_cluster.url(), autocommit=True) as admin:

@@ -10,6 +10,10 @@ Replicas share nothing but the database. Each call is one statement (or one
 short transaction) on a pooled autocommit connection, decided by Postgres'
 row locks and clock (``clock_timestamp()``); the answer is sent only after
 the commit, so a replica killed at any point loses no acknowledged write.
+Calls go through :meth:`PgDatabase.call`, as the direct store's do: a
+connection that broke (a database restart) is replaced, and a write whose
+answer was lost is looked up by the version (or lock token) drawn before it
+was sent, so it is never applied twice.
 The only thing kept in memory is which namespaces already have their fence
 floor row — a fact that, once true, stays true (the row is never deleted).
 """
@@ -17,6 +21,8 @@ floor row — a fact that, once true, stays true (the row is never deleted).
 from __future__ import annotations
 
 import threading
+import uuid
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Literal
 
@@ -27,12 +33,14 @@ from zuke._serve.jsontext import dumps
 from zuke._serve.sqlite import WouldWait
 from zuke.state import _pg_builds, _pg_locks, _pg_runs
 from zuke.state._pg_conn import PgDatabase
-from zuke.state._protocol import LockAcquired, LockEntry, LockHeld, RunQuery, Written
+from zuke.state._protocol import Conflict, LockAcquired, LockEntry, LockHeld, RunQuery, Written
 from zuke.state.records import LockHolder, RunDelta, RunRecord, RunStatus
 
 if TYPE_CHECKING:
     from zuke.state._pg_conn import Conn
 
+#: a compare-and-swap write: ``(conn, expected version, new version)``
+_Write = Callable[["Conn", int, int], "Written | Conflict"]
 #: namespaces whose fence floor is remembered; past it the memory starts over (it is a cache)
 _FLOORS_KEPT = 10_000
 
@@ -71,7 +79,8 @@ class _Floors:
 class PgServeDb:
     """The :class:`~zuke._serve.backend.ServeDb` of a Postgres database."""
 
-    def __init__(self, url: str, *, connections: int) -> None:
+    def __init__(self, url: str, *, connections: int, wait_s: float) -> None:
+        """``wait_s``: the longest a request waits for a connection (then 503)."""
         try:
             import psycopg  # noqa: F401
             import psycopg_pool  # noqa: F401
@@ -81,7 +90,9 @@ class PgServeDb:
                 "pip install 'zuke[postgres]'"
             ) from None
         self._closed = False
-        self._db = PgDatabase(url, max_connections=connections, setting="--db")
+        self._db = PgDatabase(
+            url, max_connections=connections, pool_timeout_s=wait_s, setting="--db"
+        )
         self.shown = self._db.shown
         floors = _Floors()
         self.locks = PgLocks(self._db, floors)
@@ -103,58 +114,75 @@ class PgServeDb:
         return _NeverPromptly()
 
     def get_run(self, ns: str, run_id: str) -> StoredText | None:
-        with self._db.connection() as conn:
-            found = _pg_runs.get_text(conn, ns, run_id)
+        found = self._db.call(lambda conn: _pg_runs.get_text(conn, ns, run_id))
         return None if found is None else StoredText(text=found[0], etag=etag(found[1]))
 
     def create_run(self, ns: str, record: RunRecord, text: str) -> str | None:
-        with self._db.connection() as conn:
-            written = _pg_runs.create(conn, ns, record, text)
-        return etag(int(written.version)) if isinstance(written, Written) else None
+        version = self._db.version()  # drawn first: a lost answer is looked up by it
+
+        def landed(conn: Conn) -> Written | Conflict | None:
+            now = _pg_runs.version_of(conn, ns, record.id)
+            return None if now is None else Written(str(version)) if now == version else Conflict()
+
+        written = self._db.call(
+            lambda conn: _pg_runs.create(conn, ns, record, text, version=version), landed=landed
+        )
+        return etag(version) if isinstance(written, Written) else None
 
     def update_run(
         self, ns: str, record: RunRecord, text: str, *, if_match: str
     ) -> tuple[WriteOutcome, str]:
-        expected = version_of(if_match)
-        with self._db.connection() as conn:
-            while expected == "*":  # "any version": the current one, unless it moves meanwhile
-                current = _current_version(conn, ns, record.id)
-                if current is None:
-                    return "missing", ""
-                written = _pg_runs.put(conn, ns, record, current, text)
-                if isinstance(written, Written):
-                    return "written", etag(int(written.version))
-            if expected is not None:
-                written = _pg_runs.put(conn, ns, record, expected, text)
-                if isinstance(written, Written):
-                    return "written", etag(int(written.version))
-            return _why_not(conn, ns, record.id), ""
+        def put(conn: Conn, expected: int, version: int) -> Written | Conflict:
+            return _pg_runs.put(conn, ns, record, expected, text, version=version)
+
+        return self._write(ns, record.id, version_of(if_match), put)
 
     def patch_run(
         self, ns: str, run_id: str, delta: RunDelta, *, if_match: str
     ) -> tuple[WriteOutcome, str]:
-        expected = version_of(if_match)
-        with self._db.connection() as conn:
-            while expected == "*":
-                current = _current_version(conn, ns, run_id)
-                if current is None:
+        def append(conn: Conn, expected: int, version: int) -> Written | Conflict:
+            return _pg_runs.append(conn, ns, run_id, delta, expected, version=version)
+
+        return self._write(ns, run_id, version_of(if_match), append)
+
+    def _write(
+        self, ns: str, run_id: str, expected: int | Literal["*"] | None, write: _Write
+    ) -> tuple[WriteOutcome, str]:
+        """A compare-and-swap at ``expected`` (``*``: whatever the version is now)."""
+        while expected is not None:
+            if expected == "*":  # the current version, unless it moves meanwhile (then again)
+                at = self._db.call(lambda conn: _pg_runs.version_of(conn, ns, run_id))
+                if at is None:
                     return "missing", ""
-                written = _pg_runs.append(conn, ns, run_id, delta, current)
-                if isinstance(written, Written):
-                    return "written", etag(int(written.version))
-            if expected is not None:
-                written = _pg_runs.append(conn, ns, run_id, delta, expected)
-                if isinstance(written, Written):
-                    return "written", etag(int(written.version))
-            return _why_not(conn, ns, run_id), ""
+            else:
+                at = expected
+            version = self._cas(write, ns, run_id, at)
+            if version is not None:
+                return "written", etag(version)
+            if expected != "*":
+                break
+        now = self._db.call(lambda conn: _pg_runs.version_of(conn, ns, run_id))
+        return ("missing" if now is None else "mismatch"), ""
+
+    def _cas(self, write: _Write, ns: str, run_id: str, expected: int) -> int | None:
+        """One write at ``expected``; the new version, or ``None`` if it did not land."""
+        version = self._db.version()  # drawn first: a lost answer is looked up by it
+        written = self._db.call(
+            lambda conn: write(conn, expected, version),
+            landed=_landed(ns, run_id, expected, version),
+        )
+        return version if isinstance(written, Written) else None
 
     def delete_run(self, ns: str, run_id: str) -> bool:
         """Remove a run and forget its lease row unless live (the fence is kept in the floor)."""
-        with self._db.connection() as conn:
+
+        def delete(conn: Conn) -> bool:
             self._floors.ensure(conn, ns)
             with conn.transaction():
                 _pg_locks.forget_lease(conn, ns, run_id)
                 return _pg_runs.delete(conn, ns, run_id)
+
+        return self._db.call(delete)  # sent again after a lost answer: 404, which is "done"
 
     def list_runs(
         self,
@@ -170,8 +198,7 @@ class PgServeDb:
             status=_status(status), target=target, build=build,
             since=None if since_ms is None else iso(since_ms), limit=limit,
         )  # fmt: skip
-        with self._db.connection() as conn:
-            rows = _pg_runs.listing(conn, ns, query)
+        rows = self._db.call(lambda conn: _pg_runs.listing(conn, ns, query))
         return [
             (r.id, r.build, r.root_target, r.status, r.actor, r.created_at, r.updated_at)
             for r in rows
@@ -188,31 +215,36 @@ class PgLocks:
     def acquire(
         self, ns: str, key: str, holder: LockHolder, ttl_ms: int
     ) -> LockAcquired | LockHeld:
-        with self._db.connection() as conn:
+        token = uuid.uuid4().hex  # chosen first: a lost answer is looked up by it
+
+        def acquire(conn: Conn) -> LockAcquired | LockHeld:
             self._floors.ensure(conn, ns)
-            return _pg_locks.acquire(conn, ns, key, holder, ttl_ms)
+            return _pg_locks.acquire(conn, ns, key, holder, ttl_ms, token=token)
+
+        return self._db.call(acquire, landed=lambda c: _pg_locks.held_by(c, ns, key, token))
 
     def renew(self, ns: str, key: str, token: str, ttl_ms: int) -> bool | None:
-        with self._db.connection() as conn:
+        def renew(conn: Conn) -> bool | None:
             if _pg_locks.renew(conn, ns, key, token, ttl_ms):
                 return True
             claimed = conn.execute(
                 "SELECT 1 FROM zuke_locks WHERE ns = %s AND key = %s AND token_sha256 IS NOT NULL",
                 (ns, key),
             ).fetchone()
-        return False if claimed is not None else None
+            return False if claimed is not None else None
+
+        return self._db.call(renew)  # twice is once: the TTL counts from the last
 
     def release(self, ns: str, key: str, token: str) -> bool:
-        with self._db.connection() as conn:
-            return _pg_locks.release(conn, ns, key, token)
+        # Sent again after a lost answer: 404, which a client takes as done.
+        return self._db.call(lambda conn: _pg_locks.release(conn, ns, key, token))
 
     def break_claim(self, ns: str, key: str) -> LockHolder | None:
-        with self._db.connection() as conn:
-            return _pg_locks.break_claim(conn, ns, key)
+        # Sent again after a lost answer, it would say "not held" of a claim it broke.
+        return self._db.call(lambda conn: _pg_locks.break_claim(conn, ns, key), resend=False)
 
     def list(self, ns: str, *, run_id: str | None = None) -> list[LockEntry]:
-        with self._db.connection() as conn:
-            return _pg_locks.listing(conn, ns, run_id)
+        return self._db.call(lambda conn: _pg_locks.listing(conn, ns, run_id))
 
 
 class PgBuilds:
@@ -222,32 +254,39 @@ class PgBuilds:
         self._db = db
 
     def get(self, ns: str, build_id: str) -> tuple[str, str] | None:
-        with self._db.connection() as conn:
-            found = _pg_builds.get(conn, ns, build_id)
+        found = self._db.call(lambda conn: _pg_builds.get(conn, ns, build_id))
         return None if found is None else (found[0], etag(found[1]))
 
     def put(self, ns: str, build: Descriptor, *, if_match: str | None) -> tuple[BuildOutcome, str]:
         expected = None if if_match is None else version_of(if_match)
         if if_match is not None and expected is None:
-            with self._db.connection() as conn:
-                found = _pg_builds.get(conn, ns, build.id)
+            found = self._db.call(lambda conn: _pg_builds.get(conn, ns, build.id))
             return ("mismatch" if found is not None else "missing"), ""
-        with self._db.connection() as conn:
-            outcome, version = _pg_builds.put(
-                conn, ns, build.id,
+        # Sent again after a lost answer it is a 412 (it landed): the client re-reads, as
+        # after any conflict, and registering is idempotent.
+        outcome, version = self._db.call(
+            lambda conn: _pg_builds.put(
+                conn,
+                ns,
+                build.id,
                 text_for=lambda created_at: dumps(build.with_created_at(created_at)),
-                name=build.name, actor=build.actor, created_at=build.created_at,
-                created_ms=build.created_ms, updated_at=build.updated_at, if_match=expected,
-            )  # fmt: skip
+                name=build.name,
+                actor=build.actor,
+                created_at=build.created_at,
+                created_ms=build.created_ms,
+                updated_at=build.updated_at,
+                if_match=expected,
+            )
+        )
         return outcome, etag(version) if outcome == "written" else ""
 
     def delete(self, ns: str, build_id: str) -> bool:
-        with self._db.connection() as conn:
-            return _pg_builds.delete(conn, ns, build_id)
+        return self._db.call(lambda conn: _pg_builds.delete(conn, ns, build_id))
 
     def list(self, ns: str, *, name: str | None, since_ms: int | None) -> list[dict[str, str]]:
-        with self._db.connection() as conn:
-            return _pg_builds.listing(conn, ns, name=name, since_ms=since_ms)
+        return self._db.call(
+            lambda conn: _pg_builds.listing(conn, ns, name=name, since_ms=since_ms)
+        )
 
 
 class _NeverPromptly:
@@ -258,16 +297,18 @@ class _NeverPromptly:
         return None
 
 
-def _current_version(conn: Conn, ns: str, run_id: str) -> int | None:
-    row = conn.execute(
-        "SELECT version FROM zuke_runs WHERE ns = %s AND id = %s", (ns, run_id)
-    ).fetchone()
-    return None if row is None else int(row[0])
+def _landed(
+    ns: str, run_id: str, expected: int, version: int
+) -> Callable[[Conn], Written | Conflict | None]:
+    """After a lost answer: landed (our version), not (still ``expected``), or overtaken."""
 
+    def check(conn: Conn) -> Written | Conflict | None:
+        now = _pg_runs.version_of(conn, ns, run_id)
+        if now == version:
+            return Written(version=str(version))
+        return None if now == expected else Conflict()
 
-def _why_not(conn: Conn, ns: str, run_id: str) -> WriteOutcome:
-    """After a refused write: whether the run is missing or at another version."""
-    return "missing" if _current_version(conn, ns, run_id) is None else "mismatch"
+    return check
 
 
 def _status(status: str | None) -> RunStatus | None:

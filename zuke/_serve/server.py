@@ -71,12 +71,15 @@ def check_db(spec: str | os.PathLike[str]) -> str | Path:
     return Path(text)
 
 
-def open_db(spec: str | Path, *, clock: Clock) -> ServeDb:
-    """The database :func:`check_db` accepted: Postgres for a URL, else a SQLite file."""
+def open_db(spec: str | Path, *, clock: Clock, wait_s: float) -> ServeDb:
+    """The database :func:`check_db` accepted: Postgres for a URL, else a SQLite file.
+
+    ``wait_s``: on Postgres, the longest a request waits for a pooled connection.
+    """
     if isinstance(spec, str):
         from zuke._serve.pg import PgServeDb  # psycopg only when Postgres is asked for
 
-        return PgServeDb(spec, connections=PG_WORKERS)
+        return PgServeDb(spec, connections=PG_WORKERS, wait_s=wait_s)
     return StateDb(spec, clock=clock)
 
 
@@ -196,7 +199,7 @@ class StateServer:
         """Open the database, bind, and serve on a background thread."""
         if self._running is not None:
             raise RuntimeError("StateServer already started")
-        db = open_db(self._db_spec, clock=self._clock)
+        db = open_db(self._db_spec, clock=self._clock, wait_s=self._limits.request_timeout_s)
         workers = PG_WORKERS if is_postgres(self._db_spec) else WORKERS
         try:
             sock = _bind(self._host, self._port, self._limits.backlog)
