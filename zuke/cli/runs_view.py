@@ -19,7 +19,7 @@ from zuke.cli.hints import resume_commands
 from zuke.runs import RunCounts
 from zuke.state._protocol import LockEntry
 from zuke.state.records import RunRecord, RunSummary
-from zuke.state.wire import record_to_json, summary_to_json
+from zuke.state.wire import shown_record_json, summary_to_json
 
 _GLYPHS = {
     "pending": "·",
@@ -94,9 +94,7 @@ def counts_json(counts: RunCounts) -> str:
 
 
 def record_json(record: RunRecord) -> str:
-    out = record_to_json(record)
-    if "locks" in out:  # a token releases or renews its claim: say it is held, never what
-        out["locks"] = dict.fromkeys(out["locks"], "(held)")
+    out = shown_record_json(record)  # a claim's token never: it renews and releases it
     return _json_safe(json.dumps(out, indent=2, ensure_ascii=False))
 
 

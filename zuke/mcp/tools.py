@@ -25,7 +25,7 @@ from zuke._redact import Redactor
 from zuke.mcp.audit import record_call, redacted_args
 from zuke.state._ids import check_id
 from zuke.state.records import EventOutcome
-from zuke.state.wire import record_to_json, summary_to_json
+from zuke.state.wire import shown_record_json, summary_to_json
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -290,7 +290,7 @@ class BuildTools:
         self, tool: str, run_id: str, args: Mapping[str, Any], call: Callable[[], Any]
     ) -> dict[str, Any]:
         async def run() -> dict[str, Any]:
-            return record_to_json(call())
+            return shown_record_json(call())  # never a claim's token
 
         return await self._audited_async(tool, run_id, args, run)
 

@@ -87,6 +87,15 @@ def record_to_json(r: RunRecord) -> dict[str, Any]:
     return out
 
 
+def shown_record_json(r: RunRecord) -> dict[str, Any]:
+    """The wire form to show a person or a client (``runs show --json``, MCP): each claim's
+    token — which renews and releases it — replaced by ``"(held)"``."""
+    out = record_to_json(r)
+    if "locks" in out:
+        out["locks"] = dict.fromkeys(out["locks"], "(held)")
+    return out
+
+
 def _held_to_json(h: HeldLock) -> dict[str, Any]:
     return {"target": h.target, "until": h.until, "ttlMs": h.ttl_ms, "fence": h.fence}
 
