@@ -21,7 +21,6 @@ leaves the record as it is, for a sweep to reap.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -32,21 +31,22 @@ from zuke._clock import SYSTEM_CLOCK, Clock, iso
 from zuke._duration import parse_duration
 from zuke._engine import children
 from zuke._engine.cancel_watch import CancelWatch, poll_interval_s
-from zuke._engine.claims import LEASE_TTL_MS, Claim, acquire, acquire_lease, guarding, lease_key
-from zuke._engine.context import Context, LockInfo, RunState
+from zuke._engine.claims import LEASE_TTL_MS, Claim, acquire_lease, guarding, lease_key
+from zuke._engine.context import Context, RunState
 from zuke._engine.executor import BODIES
 from zuke._engine.gates import EffectDriver, GateKeeper
-from zuke._engine.held import RunHeldLocks, UntilDone, holder_of
+from zuke._engine.held import RunHeldLocks
 from zuke._engine.hooks import EffectRunner, GateCheck, Held
 from zuke._engine.plan import Plan, TargetSpec, requires_state
 from zuke._engine.record import ci_run_url, deadline_at, new_record
 from zuke._engine.result import RunVerdict
+from zuke._engine.target_locks import TargetLocks
 from zuke._engine.walk import WalkResult, walk
 from zuke._engine.writer import RunStateWriter
-from zuke._errors import LockConflictError, StateError
-from zuke._lock_settings import LockSettings, check_claim_ttl
+from zuke._errors import StateError
+from zuke._lock_settings import check_claim_ttl
 from zuke.state._protocol import LockAcquired, LockHeld, LockHolder, StateStore, StoredRun
-from zuke.state.records import HeldLock, RunStatus, WaitingFor
+from zuke.state.records import RunStatus, WaitingFor
 from zuke.state.resolve import resolve_store
 
 if TYPE_CHECKING:
@@ -89,65 +89,6 @@ class Hooks:
     effects: EffectRunner
 
 
-class TargetLock:
-    """A target's lock while its body runs (:class:`~zuke._engine.hooks.Held`)."""
-
-    def __init__(
-        self,
-        claim: Claim,
-        writer: RunStateWriter,
-        reopen: Callable[[], None],
-        *,
-        run_held: bool = False,
-    ) -> None:
-        self.claim = claim
-        self.writer = writer
-        self.lost = claim.lost
-        self._reopen = reopen
-        #: ``held_until``: the body's end hands the lock to the run instead of releasing it
-        self.run_held = run_held
-
-    def loss_message(self) -> str:
-        if self.claim.lapsed is not None:
-            when = (
-                "another process may hold it already"
-                if self.claim.late
-                else "the target was stopped before the store could give it to another process"
-            )
-            return (
-                f'lock "{self.claim.key}" was lost while this target ran: it could not be '
-                f"renewed ({self.claim.lapsed}); {when}"
-            )
-        return (
-            f'lock "{self.claim.key}" was lost while this target ran: the store refused its '
-            "renewal (another process released or took it over); the run stops so that two "
-            "holders never overlap"
-        )
-
-    async def release(self) -> None:
-        if self.run_held:
-            self._reopen()
-            return
-        await self.claim.release()
-        self._reopen()
-        if not self.claim.lost.is_set():
-            self.writer.note_lock(self.claim.key, None)
-
-
-class _Kept:
-    """A target that locks a key its run already keeps (``held_until``): nothing to take
-    or give back — the run's hold covers it."""
-
-    def __init__(self, lost: asyncio.Event) -> None:
-        self.lost = lost
-
-    def loss_message(self) -> str:
-        return ""
-
-    async def release(self) -> None:
-        return None
-
-
 class DurableRun:
     """Record, lease and locks of one run."""
 
@@ -182,6 +123,10 @@ class DurableRun:
         self.held = RunHeldLocks(
             store, writer, warn=warn, on_lost=self._stop,
             guards=lambda: guarding(state.run_id, None, self.end_process),
+        )  # fmt: skip
+        self.locks = TargetLocks(
+            store, writer, state, env=env, clock=clock, warn=warn, held=self.held,
+            end_process=self.end_process,
         )  # fmt: skip
 
     @classmethod
@@ -404,62 +349,8 @@ class DurableRun:
         self._stop(f"Run {self.state.run_id} was {status} by another process; stopping.")
 
     async def guard(self, spec: TargetSpec, ctx: Context) -> Held | None:
-        """Take the target's lock, if it declares one; for the target a run-held lock is
-        kept until, also what gives that lock back once the target has finished."""
-        await self.held.prove()  # a resumed run's kept locks, before any target runs
-        own = await self._lock(spec, ctx)
-        if not self.held.ending_at(spec.name):
-            return own
-        return UntilDone(self.held, spec.name, own, finished=lambda: self._finished(spec.name))
-
-    def _finished(self, name: str) -> bool:
-        """Whether ``name`` ended (rather than parked at a gate, to run on later)."""
-        return self.writer.row(name).status in ("succeeded", "failed", "skipped")
-
-    async def _lock(self, spec: TargetSpec, ctx: Context) -> Held | None:
-        if spec.lock is None:
-            return None
-        settings = LockSettings(spec.name, secrets=self.state.redactor)
-        spec.lock(settings)
-        lock = settings.freeze()
-        kept = self.held.fence(lock.key)
-        if kept is not None:  # the run keeps this key already (held_until): it is ours
-            ctx.lock = LockInfo(key=lock.key, fence=kept)
-            return _Kept(asyncio.Event())
-        holder = LockHolder(
-            actor=self.state.actor,
-            run_id=self.state.run_id,
-            since=iso(self.clock.now_ms()),
-            run_url=ci_run_url(self.env),
-        )
-        since = SYSTEM_CLOCK.now_ms()  # the store's expiry is at least this plus the TTL
-        taken = await acquire(self.store, lock.key, holder, lock.ttl_ms)
-        if isinstance(taken, LockHeld):
-            note = await asyncio.to_thread(holder_of, self.store, taken.holder, lock.key)
-            raise LockConflictError(taken.holder, lock.guidance(taken.holder) + note)
-        run_id, scope = self.state.run_id, spec.name
-        if lock.until is not None:  # the run keeps it: its loss stops the whole run
-            claim = self.held.claim(lock.key, taken.token, taken.fence, lock.ttl_ms, since)
-            claim.start()
-            row = HeldLock(target=spec.name, until=lock.until, ttl_ms=lock.ttl_ms,
-                           fence=taken.fence)  # fmt: skip
-            self.held.keep(row, claim)
-        else:
-            guards = guarding(run_id, scope, self.end_process)
-            claim = Claim(self.store, lock.key, taken.token, taken.fence, lock.ttl_ms,
-                          on_lost=lambda claim: None, warn=self.warn, since_ms=since,
-                          guards=guards).start()  # fmt: skip
-        held = TargetLock(claim, self.writer, reopen=lambda: BODIES.reopen(run_id, scope),
-                          run_held=lock.until is not None)  # fmt: skip
-        # The record lists the claim before the body runs, so `zuke cancel` can release it.
-        self.writer.note_lock(lock.key, taken.token)
-        try:
-            await self.writer.flush()
-        except BaseException:
-            await held.release()
-            raise
-        ctx.lock = LockInfo(key=lock.key, fence=taken.fence)
-        return held
+        """Take the target's lock, if it declares one (:mod:`zuke._engine.target_locks`)."""
+        return await self.locks.guard(spec, ctx)
 
     @property
     def record_error(self) -> str | None:
