@@ -24,6 +24,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -140,6 +141,37 @@ class PgCluster:
             conn.execute(f'CREATE DATABASE "{name}"')
         self.databases.append(name)
         return self.url(name)
+
+    def restart(self) -> None:
+        """``pg_ctl restart -m immediate``: every backend dies at once, as in a crash; the
+        server recovers and listens on the same port (its options are kept in postmaster.opts).
+
+        The log file is named again, or the new server would write to our pipe and
+        ``pg_ctl`` never return.
+        """
+        self.pg_ctl("-m", "immediate", "-l", str(self.root / "server.log"), "-w", "-t", "60",
+                    "restart")  # fmt: skip
+
+    def password_role(self, role: str, password: str) -> None:
+        """A role that must give ``password`` over TCP (scram), ahead of the trust rule."""
+        import psycopg
+
+        hba = self.data / "pg_hba.conf"
+        rule = f"host all {role} 127.0.0.1/32 scram-sha-256\n"
+        if rule not in hba.read_text():
+            hba.write_text(rule + hba.read_text())
+        with psycopg.connect(self.url(), autocommit=True) as conn:
+            conn.execute(f"CREATE ROLE {role} LOGIN PASSWORD '{password}'")
+            conn.execute("SELECT pg_reload_conf()")
+        deadline = time.monotonic() + COMMAND_TIMEOUT_S
+        without = self.url().replace(f"{USER}@", f"{role}@")
+        while True:  # the postmaster reloads on its own time: poll until it asks
+            try:
+                psycopg.connect(without, connect_timeout=5).close()
+            except psycopg.OperationalError:
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError("the server never asked for the password")
 
     def stop(self) -> None:
         """Stop the cluster at once and remove its directory; safe to call twice."""

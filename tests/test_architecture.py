@@ -392,3 +392,37 @@ def test_list_and_runs_beside_a_build_file_never_load_the_mcp_sdk(tmp_path: Path
 
 def test_serve_loads_no_engine(tmp_path: Path) -> None:
     assert [m for m in _loaded_by(["serve", "--help"], tmp_path) if m != "asyncio"] == []
+
+
+def test_importing_zuke_loads_only_the_errors() -> None:
+    """``import zuke`` stays near bare Python's start-up (issue 19: ≤ 25 ms): the store's
+    values (frozen dataclasses, with ``dataclasses`` and ``inspect``) and ``typing`` load on
+    first use."""
+    probe = (
+        "import sys; before = set(sys.modules); import zuke; "
+        "print(sorted(m for m in set(sys.modules) - before"
+        " if m.startswith('zuke') or m in ('typing', 'dataclasses', 'inspect')))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "['zuke', 'zuke._errors']"
+    names = "import zuke; print(zuke.Signal.__module__, zuke.Conflict.__module__)"
+    out = subprocess.run([sys.executable, "-c", names], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["zuke.state.records", "zuke.state._protocol"]
+
+
+def test_list_graph_and_help_of_a_build_load_no_asyncio_nor_the_run(tmp_path: Path) -> None:
+    """``--list``, ``graph`` and ``--help`` only load the build (``zuke._engine.loading``):
+    asyncio, the scheduler, the writer and the claims are about half of their start-up."""
+    (tmp_path / "build.py").write_text(
+        "from zuke import Build, parameter, target\n"
+        "class Release(Build):\n"
+        "    env = parameter('where').default('sit')\n"
+        "    @target\n"
+        "    def compile(self, t):\n"
+        "        return t.description('compile').executes(lambda: None)\n"
+    )
+    heavy = {"asyncio", "zuke._engine.run", "zuke._engine.scheduler", "zuke._engine.claims"}
+    for argv in (["--list"], ["--list", "--json"], ["graph"], ["--help"]):
+        loaded = _loaded_by(argv, tmp_path, which=lambda m: True)
+        assert "zuke._engine.loading" in loaded, argv  # the build was loaded
+        assert not heavy & set(loaded), argv

@@ -62,6 +62,26 @@ def parameters(cls: type[Build]) -> list[Parameter[Any]]:
     return params
 
 
+def _no_such_attribute(target: str, build: Build, exc: AttributeError, names: list[str]) -> str:
+    """``self.elsewhere`` in a definition: name it, where, and the targets it may have meant."""
+    import difflib
+    import traceback
+
+    frames = traceback.extract_tb(exc.__traceback__)
+    at = f" (line {frames[-1].lineno})" if frames and frames[-1].lineno else ""
+    attribute = exc.name or ""
+    close = difflib.get_close_matches(attribute, names, n=3, cutoff=0.5)
+    hint = (
+        "; did you mean " + " or ".join(f"self.{n}" for n in close) + "?"
+        if close
+        else f"; its targets are {', '.join(names)}"
+    )
+    return (
+        f"target {target!r}: self.{attribute} is not a target or attribute of "
+        f"{type(build).__name__}{at}{hint}"
+    )
+
+
 def define_targets(build: Build) -> dict[str, TargetBuilder]:
     """Run every definition method once (after parameters resolve) and collect the builders."""
     builders: dict[str, TargetBuilder] = {}
@@ -71,7 +91,15 @@ def define_targets(build: Build) -> dict[str, TargetBuilder]:
                 f"target {definition.name!r} of {type(build).__name__} has the name of the "
                 f"command `zuke {definition.name}`; rename it"
             )
-        builders[definition.name] = definition.build(build)
+        try:
+            builders[definition.name] = definition.build(build)
+        except AttributeError as exc:
+            if exc.obj is not build or not exc.name:
+                raise
+            names = [d.name for d in definitions_of(type(build))]
+            raise BuildDefinitionError(
+                _no_such_attribute(definition.name, build, exc, names)
+            ) from exc
     if not builders:
         raise BuildDefinitionError(
             f"{type(build).__name__} declares no targets; add a method decorated with @target"

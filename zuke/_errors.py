@@ -48,7 +48,8 @@ reach an exception raised by zuke.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+#: ``typing.TYPE_CHECKING`` without importing typing: ``import zuke`` loads this module only
+TYPE_CHECKING = False
 
 if TYPE_CHECKING:
     from zuke.state._protocol import LockHolder

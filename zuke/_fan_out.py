@@ -22,13 +22,18 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import field
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from zuke._configure import configured
 from zuke._errors import BuildDefinitionError
 from zuke._redact import Redactor
+
+if TYPE_CHECKING:
+    from dataclasses import dataclass
+else:  # a frozen dataclass without compiling its methods at import (zuke.state._frozen)
+    from zuke.state._frozen import dataclass
 
 _SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
 STAGE_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")

@@ -52,6 +52,17 @@ def find_build_file(explicit: str | None, env: Mapping[str, str], cwd: Path | No
     return path
 
 
+def build_home(explicit: str | None, env: Mapping[str, str], cwd: Path | None = None) -> Path:
+    """The directory a relative store path (``.zuke/runs``, ``ZUKE_STATE_DIR``) is resolved
+    against: the build file's (``--file``, ``ZUKE_FILE``, ``./build.py``), found without
+    importing it, so a command that never loads the build still reads the build's store;
+    the working directory when there is no build file."""
+    where = (cwd or Path.cwd()).resolve()
+    chosen = explicit or env.get("ZUKE_FILE") or DEFAULT_BUILD_FILE
+    path = (where / chosen).resolve()
+    return path.parent if path.is_file() else where
+
+
 def load_build_class(path: Path) -> type[Build]:
     """Import ``path`` and return the build it defines."""
     from zuke._build import Build  # here, so finding a build file needs no authoring modules
@@ -71,15 +82,19 @@ def load_build_class(path: Path) -> type[Build]:
         sys.modules.pop(module_name, None)
         frames = traceback.extract_tb(exc.__traceback__)
         inside = [f for f in frames if f.filename == str(path)]
-        at = f" (line {inside[-1].lineno})" if inside else ""
+        line = inside[-1].lineno if inside else None
+        if isinstance(exc, SyntaxError) and exc.filename == str(path):
+            line = exc.lineno  # raised while compiling: no frame of the file itself
+        at = f" (line {line})" if line else ""
         if isinstance(exc, SystemExit):
             raise BuildDefinitionError(
                 f"loading {path.name} failed{at}: it called sys.exit({exc.code!r}) while being "
                 "imported; a build file only defines the build (put script code under "
                 '`if __name__ == "__main__":`)'
             ) from None
+        said = exc.msg if isinstance(exc, SyntaxError) else str(exc)  # without "(file, line)"
         raise BuildDefinitionError(
-            f"loading {path.name} failed{at}: {type(exc).__name__}: {exc}"
+            f"loading {path.name} failed{at}: {type(exc).__name__}: {said}"
         ) from exc
     candidates = [
         value

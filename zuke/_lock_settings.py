@@ -10,6 +10,10 @@ A lock key is stored in the clear and shown to every run that meets it, so a
 key that contains a secret parameter's value is refused rather than hashed: a
 hash of a short or guessable secret can be reversed, a refusal cannot.
 
+``s.held_until(target)`` makes the lock the *run's*: kept past the body until
+``target`` (downstream, checked at load by :func:`check_held_until`) has
+finished, across any gate (see ``docs/locks.md``).
+
 The TTL rules every claim follows (a lock, the run's lease) live here too, so
 a TTL is refused where it is set: a holder that cannot renew stops what the
 claim guards a *safety margin* before the TTL lapses
@@ -19,7 +23,7 @@ claim guards a *safety margin* before the TTL lapses
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -89,6 +93,8 @@ class LockSpec:
     key: str
     ttl_ms: int
     render: Callable[[LockHolder], str] | None
+    #: ``held_until(target)``: the run keeps the lock until this target has finished
+    until: str | None = None
 
     def guidance(self, holder: LockHolder) -> str:
         if self.render is None:
@@ -105,6 +111,7 @@ class LockSettings:
         self._key: str | None = None
         self._ttl_ms: int | None = None
         self._render: Callable[[LockHolder], str] | None = None
+        self._until: str | None = None
         #: the error a setting raised (as opposed to one from the build's own code)
         self.failure: BaseException | None = None
 
@@ -167,15 +174,55 @@ class LockSettings:
         self._render = render
         return self
 
+    def held_until(self, target: object) -> LockSettings:
+        """Keep the lock after this target's body, until ``target`` has finished (success or
+        failure), across any gate between: the run holds it, also while suspended."""
+        name = target if isinstance(target, str) else getattr(target, "name", None)
+        if not isinstance(name, str) or not name:
+            raise self._fail(
+                f"held_until() needs a target of this build (self.<target>), got {target!r}"
+            )
+        self._until = name
+        return self
+
     def freeze(self) -> LockSpec:
         if self._key is None:
             raise self._fail("the lock sets no key; call s.lock_key(...) or s.key(...)")
         if self._ttl_ms is None:
             raise self._fail('the lock sets no TTL; call s.with_ttl("30m")')
-        return LockSpec(key=self._key, ttl_ms=self._ttl_ms, render=self._render)
+        return LockSpec(key=self._key, ttl_ms=self._ttl_ms, render=self._render, until=self._until)
 
 
-def check_lock(target: str, configure: Callable[[LockSettings], Any], secrets: Redactor) -> None:
+def check_held_until(target: str, until: str, deps: Mapping[str, Sequence[str]]) -> None:
+    """``held_until`` names a target downstream of ``target`` (one that depends on it, maybe
+    through others): the only kind that finishes after it, so the lock is released then."""
+    if until not in deps:
+        raise BuildDefinitionError(
+            f"target {target!r}: held_until({until!r}) names no target of this build"
+        )
+    seen: set[str] = set()
+    stack = [until]
+    while stack:
+        name = stack.pop()
+        if name == target and name != until:
+            return
+        if name in seen:
+            continue
+        seen.add(name)
+        stack.extend(deps.get(name, ()))
+    raise BuildDefinitionError(
+        f"target {target!r}: held_until({until!r}) must name a target that runs after "
+        f"{target!r} (one that depends on it, directly or through others); {until!r} does not, "
+        "so the lock could outlive nothing or be released before it was taken"
+    )
+
+
+def check_lock(
+    target: str,
+    configure: Callable[[LockSettings], Any],
+    secrets: Redactor,
+    deps: Mapping[str, Sequence[str]] | None = None,
+) -> None:
     """Run ``configure`` against a probe when the build loads.
 
     An error a setting raises (a bad key or TTL, a missing one, a key holding
@@ -190,4 +237,6 @@ def check_lock(target: str, configure: Callable[[LockSettings], Any], secrets: R
         if exc is probe.failure:
             raise
         return
-    probe.freeze()
+    spec = probe.freeze()
+    if spec.until is not None and deps is not None:
+        check_held_until(target, spec.until, deps)

@@ -158,9 +158,9 @@ def test_a_build_file_that_calls_sys_exit_at_import_says_so(
     write_build: BuildWriter, cli: CliRunner
 ) -> None:
     write_build("import sys\nsys.exit(5)\n")
-    for argv in (["--list"], ["runs", "list"]):
+    for argv in (["--list"], ["runs", "list"]):  # `runs list` needs no build: a warning
         result = cli(*argv)
-        assert result.code == 2
+        assert result.code == (0 if argv[0] == "runs" else 2)
         assert "loading build.py failed (line 2): it called sys.exit(5)" in one_zuke_line(
             result.err
         )

@@ -297,13 +297,15 @@ def test_the_sweep_json_lists_each_run_and_the_counts(
     assert result.code == 1  # a run timed out into failure
     report = json.loads(result.out)
     runs = {r["id"]: r for r in report["runs"]}
-    assert set(runs[waiting]) == {"id", "build", "gate", "action", "result", "detail", "error"}
+    assert set(runs[waiting]) == {
+        "id", "build", "gate", "action", "result", "detail", "error", "rechecked", "last_checked",
+    }  # fmt: skip
     assert (runs[waiting]["action"], runs[waiting]["result"]) == ("still-waiting", "suspended")
     assert runs[waiting]["build"] == "Release" and runs[waiting]["gate"] == "approve"
     assert (runs[expired]["action"], runs[expired]["result"]) == ("timed-out", "failed")
     assert report["counts"] == {
         "checked": 2, "resumed": 0, "still_waiting": 1, "timed_out": 1, "deferred": 0,
-        "failed": 1, "reaped": 0, "skipped": 0, "errors": 0,
+        "failed": 1, "reaped": 0, "skipped": 0, "errors": 0, "not_checked": 0,
     }  # fmt: skip
     assert report["ok"] is False
 

@@ -13,7 +13,7 @@ def test_mcp_help_names_the_flags_and_needs_no_build(cli: CliRunner) -> None:
     result = cli("mcp", "--help")
     assert result.code == 0
     assert "Usage: zuke mcp [--no-run] [--no-cancel]" in result.out
-    assert "--no-cancel    no cancel_run" in result.out
+    assert "--no-cancel      no cancel_run" in result.out
 
 
 def test_an_unknown_mcp_option_is_one_usage_line(cli: CliRunner) -> None:

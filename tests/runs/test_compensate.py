@@ -129,7 +129,7 @@ def test_without_a_build_owed_compensations_are_never_skipped_silently() -> None
     store = MemoryStateStore(clock=clock)
     dead_run(store, clock)
     before = store.get_run("run-1")
-    with pytest.raises(RunError, match=r"may owe compensations .*--skip-compensations"):
+    with pytest.raises(RunError, match=r"may owe compensations .*--no-compensations"):
         cancel_run(store, "run-1", actor="ops", clock=clock)
     assert store.get_run("run-1") == before and store.list_locks() == []
     result = cancel_run(store, "run-1", actor="ops", clock=clock, compensations="skip")

@@ -218,7 +218,7 @@ def test_counts_add_up() -> None:
     counts = h.sweep().counts()
     assert counts == {
         "checked": 2, "resumed": 0, "still_waiting": 2, "timed_out": 0, "deferred": 0,
-        "failed": 0, "reaped": 0, "skipped": 0, "errors": 0,
+        "failed": 0, "reaped": 0, "skipped": 0, "errors": 0, "not_checked": 0,
     }  # fmt: skip
 
 

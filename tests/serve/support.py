@@ -70,7 +70,7 @@ class ServerProcess:
         return code
 
 
-def serve_command(db: Path, *args: str) -> list[str]:
+def serve_command(db: Path | str, *args: str) -> list[str]:
     return [sys.executable, "-m", "zuke._serve", "--host", "127.0.0.1", "--db", str(db), *args]
 
 
@@ -84,7 +84,7 @@ def child_env(token: str | None) -> dict[str, str]:
 def start_server(
     workdir: Path,
     *,
-    db: Path | None = None,
+    db: Path | str | None = None,
     token: str | None = TOKEN,
     args: Sequence[str] = (),
 ) -> ServerProcess:
@@ -114,7 +114,7 @@ def start_server(
 def running_server(
     workdir: Path,
     *,
-    db: Path | None = None,
+    db: Path | str | None = None,
     token: str | None = TOKEN,
     args: Sequence[str] = (),
 ) -> Iterator[ServerProcess]:
@@ -131,11 +131,14 @@ def running_server(
 
 
 @contextmanager
-def in_process(workdir: Path, **kwargs: Any) -> Iterator[tuple[StateServer, httpx.Client]]:
-    """A :class:`StateServer` on a thread and a raw client that sends the token."""
+def in_process(
+    workdir: Path, *, db: str | Path | None = None, **kwargs: Any
+) -> Iterator[tuple[StateServer, httpx.Client]]:
+    """A :class:`StateServer` on a thread (``db``: default a SQLite file in ``workdir``)
+    and a raw client that sends the token."""
     headers = {"Authorization": f"Bearer {TOKEN}", "x-zuke-state-protocol": "1"}
     with (
-        StateServer(db_path=workdir / "state.db", token=TOKEN, **kwargs) as server,
+        StateServer(db_path=db or workdir / "state.db", token=TOKEN, **kwargs) as server,
         httpx.Client(base_url=server.url, headers=headers) as client,
     ):
         yield server, client

@@ -1,7 +1,8 @@
 """The builds the simulation runs: one shape, its features switched on per seed.
 
 ``deploy → gates (signals, a GitHub-like workflow) → promote → release``, with
-``lint`` an independent branch of ``release``. ``deploy`` may hold a lock, run an
+``lint`` an independent branch of ``release``. ``deploy`` may hold a lock (or keep it
+until ``promote``, across the gates: ``held_until``), run an
 effect and have a compensation; a gate may time out into ``fail``, ``cancel-run``
 or a ``rollback`` target. Every body reports to :class:`~tests.sim.invariants.Invariants`
 and spends simulated time (``asyncio.sleep`` on the actor's loop), so other actors
@@ -41,6 +42,8 @@ class Shape:
     #: how long a dispatched workflow runs before it completes (sim ms)
     workflow_ms: int = 20_000
     lock_ttl: str | None = None
+    #: the lock is the run's (``held_until(promote)``): kept across the gates
+    held: bool = False
     deploy_s: float = 5.0
     effect: bool = False
     compensate: bool = False
@@ -140,7 +143,10 @@ def sim_build(shape: Shape, store: StateStore, inv: Invariants) -> type[Build]:
         t = t.executes(deploy_body)
         if shape.lock_ttl is not None:
             ttl = shape.lock_ttl
-            t = t.lock(lambda s: s.key(LOCK_KEY).with_ttl(ttl))
+            if shape.held:
+                t = t.lock(lambda s: s.key(LOCK_KEY).with_ttl(ttl).held_until(self.promote))  # type: ignore[attr-defined]
+            else:
+                t = t.lock(lambda s: s.key(LOCK_KEY).with_ttl(ttl))
         if shape.effect:
             t = t.effect("notify", notify)
         if shape.compensate:
@@ -153,9 +159,14 @@ def sim_build(shape: Shape, store: StateStore, inv: Invariants) -> type[Build]:
     def lint(self: Build, t: TargetBuilder) -> TargetBuilder:
         return t.executes(simple("lint"))
 
+    async def promote_body(ctx: Any) -> None:
+        if shape.held:  # the run still keeps the key its deploy took
+            inv.held_enter(ctx.run_id, LOCK_KEY)
+        await simple("promote")(ctx)
+
     def promote(self: Build, t: TargetBuilder) -> TargetBuilder:
         gates = [getattr(self, name) for name in shape.gates()]
-        return t.depends_on(*gates).executes(simple("promote"))
+        return t.depends_on(*gates).executes(promote_body)
 
     def release(self: Build, t: TargetBuilder) -> TargetBuilder:
         return t.depends_on(self.promote, self.lint)  # type: ignore[attr-defined]

@@ -46,6 +46,12 @@ deadline-credit           a resumed run's ``deadlineAt`` is earlier than its fir
 signal-known              the record holds a signal no gate of the build waits for
 secret-never-stored       a record holds the secret parameter's value
 no-engine-error           an actor dies of an exception that is not a ``ZukeError``
+held-exclusive            a run's ``promote`` runs while the key its ``deploy`` kept
+                          (``held_until``) is not its own, or after another run's
+                          ``deploy`` entered with that key since (by an actor that never
+                          faulted: a stalled one is fenced)
+finished-holds-nothing    a run that ended keeps a lock in its record (``heldLocks``), or,
+                          with no fault in the seed, in the store
 ========================  ==============================================================
 """
 
@@ -58,6 +64,7 @@ from typing import Any
 
 from tests.sim.runtime import Actor, Crash, current_actor
 from zuke._clock import parse_iso
+from zuke.state._protocol import lease_key
 from zuke.state.memory import MemoryStateStore
 from zuke.state.records import TERMINAL_STATUSES, RunRecord
 
@@ -78,6 +85,8 @@ INVARIANTS = (
     "signal-known",
     "secret-never-stored",
     "no-engine-error",
+    "held-exclusive",
+    "finished-holds-nothing",
 )
 #: a resume credits the time parked up to when it looked, not when its write landed
 CREDIT_SLACK_MS = 30_000
@@ -145,6 +154,10 @@ class Invariants:
         self._first_deadline: dict[str, int | None] = {}
         self._parked: dict[str, int] = {}  # run id -> ms spent suspended so far
         self._suspended_at: dict[str, int] = {}
+        #: (run id, key) of every lock a run was seen keeping (``heldLocks``)
+        self.kept: set[tuple[str, str]] = set()
+        #: per key, the run whose deploy entered with it last
+        self.last_entry: dict[str, str] = {}
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -199,7 +212,25 @@ class Invariants:
                               f"(fence {lock.fence}) while {other.actor.name} was still inside "
                               f"{other.target} with it (fence {other.fence})")  # fmt: skip
             self.holding.setdefault(lock.key, []).append(run)
+            self.last_entry[lock.key] = run_id
         return run
+
+    def held_enter(self, run_id: str, key: str) -> None:
+        """``promote`` of a run that kept ``key`` since its deploy starts: the key is still
+        the run's, and no other run deployed with it meanwhile."""
+        actor = self.actor()
+        if actor.faulted:
+            return  # a stalled holder that wakes is fenced at its next act
+        claim = self.store._claims.get(key)
+        now = self.store.clock.now_ms()
+        holder = claim.holder.run_id if claim is not None and claim.holder else None
+        if claim is None or not claim.is_live(now) or holder != run_id:
+            self.fail("held-exclusive", f"{actor.name} ran promote of run {run_id}, whose {key} "
+                      f"is not its own (held by {holder or 'nobody'})")  # fmt: skip
+        last = self.last_entry.get(key)
+        if last is not None and last != run_id:
+            self.fail("held-exclusive", f"{actor.name} ran promote of run {run_id} after run "
+                      f"{last} deployed with {key}")  # fmt: skip
 
     def act(self, run: Exec) -> bool:
         """The body's external action (a deploy), made against a resource that refuses a
@@ -230,10 +261,24 @@ class Invariants:
         if token is not None and token != state.token:
             return  # a stale token: the release changes nothing
         owner = self.token_owner.get(state.token, "?")
-        if owner != actor.name:
+        if owner != actor.name and not self._holds_run(key, state, actor, now):
             left = (state.expires_at or now) - now
             self.fail("claims-respected", f"{actor.name} {how} {key}, held by {owner} for "
                       f"{left // 1000} s more (fence {state.fence})")  # fmt: skip
+
+    def _holds_run(self, key: str, state: Any, actor: Actor, now: int) -> bool:
+        """A lock the run keeps (``held_until``) is the run's: whoever holds its lease may
+        give it back."""
+        run_id = state.holder.run_id if state.holder is not None else None
+        if run_id is None or (run_id, key) not in self.kept:
+            return False
+        lease = self.store._claims.get(lease_key(run_id))
+        return (
+            lease is not None
+            and lease.token is not None
+            and lease.is_live(now)
+            and self.token_owner.get(lease.token) == actor.name
+        )
 
     # -- effects, dispatches, compensations, hooks ------------------------------------------
 
@@ -333,6 +378,10 @@ class Invariants:
                 self.fail("terminal-once", f"run {run_id} went from {before} to {record.status}")
             self._status[run_id] = record.status
             self._deadline(record, before)
+            self.kept.update((run_id, key) for key in record.held)
+            if record.status in TERMINAL_STATUSES and record.held:
+                self.fail("finished-holds-nothing", f"run {run_id} ended {record.status} "
+                          f"keeping {sorted(record.held)} in its record")  # fmt: skip
             succeeded = self._succeeded.setdefault(run_id, set())
             for name in sorted(succeeded):
                 row = record.targets.get(name)
@@ -377,7 +426,22 @@ class Invariants:
 
     def settle(self, compensated_targets: dict[str, str]) -> None:
         """At the end: a run that ended cancelled compensated every target it succeeded
-        (``compensated_targets``: target -> its compensation)."""
+        (``compensated_targets``: target -> its compensation); with no fault in the seed, a
+        run that ended keeps no lock in the store."""
+        now = self.store.clock.now_ms()
+        if not any(a.faulted for a in self.actors.values()):
+            for run_id, key in sorted(self.kept):
+                claim = self.store._claims.get(key)
+                if (
+                    self._status.get(run_id) in TERMINAL_STATUSES
+                    and claim is not None
+                    and claim.is_live(now)
+                    and claim.holder is not None
+                    and claim.holder.run_id == run_id
+                ):
+                    status = self._status[run_id]
+                    self.fail("finished-holds-nothing", f"run {run_id} ended {status} and "
+                              f"still holds {key} in the store")  # fmt: skip
         for run_id in sorted(self._status):
             record = self.record(run_id)
             if record is None or record.status != "cancelled":

@@ -142,7 +142,7 @@ def make_scenario(seed: int) -> Scenario:
     elif family == "locks":
         lock_ms = rng.choice((30_000, 120_000))
         shape = Shape(signals=("a",), lock_ttl=f"{lock_ms}ms", deploy_s=40,
-                      effect=rng.random() < 0.5)  # fmt: skip
+                      effect=rng.random() < 0.5, held=rng.random() < 0.5)  # fmt: skip
         actors += [ActorSpec("owner2", "owner", at(0, 120), faultable=rng.random() < 0.5),
                    resumer("a", 30, 150)]  # fmt: skip
         actors += sweepers(1, 2, 40, 200)

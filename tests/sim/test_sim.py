@@ -174,3 +174,55 @@ def test_a_stale_fence_is_refused_not_acted_on() -> None:
     assert inv.act(runs[0]) is False
     assert inv.act(runs[1]) is True
     assert inv.fenced == 1
+
+
+def test_a_promote_after_another_run_deployed_with_the_kept_key_is_named() -> None:
+    """held-exclusive: a run's promote must run under the key its deploy kept."""
+    clock = ManualClock()
+    store = MemoryStateStore(clock=clock)
+    inv = Invariants(store)
+    taken = store.acquire_lock("prod", LockHolder("a", "run-1", "t0"), 30_000)
+    assert isinstance(taken, LockAcquired)
+    _as("a", lambda: inv.exit(inv.enter("run-1", "deploy", LockInfo("prod", taken.fence))))
+    _as("a", lambda: inv.held_enter("run-1", "prod"))  # still its own: fine
+    assert inv.violations == []
+    store.break_lock("prod")
+    again = store.acquire_lock("prod", LockHolder("b", "run-2", "t1"), 30_000)
+    assert isinstance(again, LockAcquired)
+    _as("b", lambda: inv.exit(inv.enter("run-2", "deploy", LockInfo("prod", again.fence))))
+    _as("c", lambda: inv.held_enter("run-1", "prod"))
+    assert [v.invariant for v in inv.violations] == ["held-exclusive", "held-exclusive"]
+
+
+def test_a_finished_run_that_keeps_a_lock_is_named_and_its_lease_holder_may_free_it() -> None:
+    """finished-holds-nothing, and claims-respected for a lock the run keeps: whoever holds
+    the run's lease may give it back."""
+    from zuke.state._protocol import lease_key
+    from zuke.state.records import HeldLock
+
+    clock = ManualClock()
+    store = MemoryStateStore(clock=clock)
+    inv = Invariants(store)
+    kept = store.acquire_lock("prod", LockHolder("a", "run-1", "t0"), 30_000)
+    lease = store.acquire_lock(lease_key("run-1"), LockHolder("s", "run-1", "t0"), 30_000)
+    assert isinstance(kept, LockAcquired) and isinstance(lease, LockAcquired)
+    inv.granted("prod", kept.token, Actor("owner"))
+    inv.granted(lease_key("run-1"), lease.token, Actor("sweeper"))
+    row = HeldLock("deploy", "promote", 30_000, kept.fence)
+    record = RunRecord(id="run-1", build="B", root_target="t", status="suspended", actor="a",
+                       created_at="2024-01-01T00:00:00.000Z",
+                       updated_at="2024-01-01T00:00:00.000Z", locks={"prod": kept.token},
+                       held={"prod": row})  # fmt: skip
+    written = store.create_run(record)
+    assert isinstance(written, Written)
+    inv.observe()
+    inv.freeing("prod", kept.token, "released", Actor("sweeper"))  # holds the run's lease
+    assert inv.violations == []
+    inv.freeing("prod", kept.token, "released", Actor("stranger"))
+    assert [v.invariant for v in inv.violations] == ["claims-respected"]
+    store.put_run(replace(record, status="succeeded"), expected_version=written.version)
+    inv.observe()
+    assert [v.invariant for v in inv.violations][-1] == "finished-holds-nothing"
+    inv.settle({})
+    assert [v.invariant for v in inv.violations][-1] == "finished-holds-nothing"
+    assert "still holds prod in the store" in inv.violations[-1].detail

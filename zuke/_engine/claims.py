@@ -158,6 +158,8 @@ class Claim:
         #: (the scheduler's ``interrupt_from_thread``: the lease of a run whose body
         #: may run on the loop's thread)
         self.tell: Callable[[], None] | None = None
+        #: set when the heartbeat loop has returned (no renewal of its own is in flight)
+        self._exited = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
 
@@ -171,6 +173,12 @@ class Claim:
 
     def beat(self) -> None:
         """The heartbeat loop (the thread's body; tests call it directly)."""
+        try:
+            self._beat()
+        finally:
+            self._exited.set()
+
+    def _beat(self) -> None:
         wait = self.wait or self._stopped.wait
         assert self.since_ms is not None
         since, failures = self.since_ms, 0
@@ -289,6 +297,13 @@ class Claim:
         """
         self._stopped.set()
 
+    async def halt(self) -> None:
+        """Stop the heartbeat and wait (a renewal's bound at most) until it has returned, so
+        that no renewal of its own lands after the caller's (a suspension's longer TTL)."""
+        await self.stop()
+        if self._thread is not None and not self._exited.is_set():
+            await asyncio.to_thread(self._exited.wait, self.ttl_ms / 1000)
+
     async def release(self) -> None:
         """Stop the heartbeat and give the claim back; errors are reported, not raised."""
         lost = self.lost.is_set()
@@ -324,11 +339,16 @@ async def acquire_lease(
         except StoreRefusedError:
             raise  # its message says what to do; asking again changes nothing
         except StateError as exc:
-            if delay is None:
+            if delay is None:  # one line: what was tried, the store's own words, what to check
+                tried = f"{len(delays) + 1} attempts over {sum(delays):.1f}s"
+                said = str(exc).rstrip(".")
+                advice = "" if "Check " in said else (
+                    ". Check that it is reachable, or unset the state configuration to run "
+                    "without durable state"
+                )  # fmt: skip
                 raise StateError(
-                    f"Could not claim run {run_id}: the state store did not answer ({exc}). "
-                    "Check that it is reachable, or unset the state configuration to run "
-                    "without durable state."
+                    f"Could not claim run {run_id}: the state store did not answer "
+                    f"({tried}): {said}{advice}."
                 ) from exc
             await asyncio.sleep(delay)
     raise AssertionError("unreachable")

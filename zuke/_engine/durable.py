@@ -31,18 +31,20 @@ from zuke._clock import SYSTEM_CLOCK, Clock, iso
 from zuke._duration import parse_duration
 from zuke._engine import children
 from zuke._engine.cancel_watch import CancelWatch, poll_interval_s
-from zuke._engine.claims import LEASE_TTL_MS, Claim, acquire, acquire_lease, guarding, lease_key
-from zuke._engine.context import Context, LockInfo, RunState
+from zuke._engine.claims import LEASE_TTL_MS, Claim, acquire_lease, guarding, lease_key
+from zuke._engine.context import Context, RunState
 from zuke._engine.executor import BODIES
 from zuke._engine.gates import EffectDriver, GateKeeper
+from zuke._engine.held import RunHeldLocks
 from zuke._engine.hooks import EffectRunner, GateCheck, Held
 from zuke._engine.plan import Plan, TargetSpec, requires_state
 from zuke._engine.record import ci_run_url, deadline_at, new_record
 from zuke._engine.result import RunVerdict
+from zuke._engine.target_locks import TargetLocks
 from zuke._engine.walk import WalkResult, walk
 from zuke._engine.writer import RunStateWriter
-from zuke._errors import LockConflictError, StateError
-from zuke._lock_settings import LockSettings, check_claim_ttl
+from zuke._errors import StateError
+from zuke._lock_settings import check_claim_ttl
 from zuke.state._protocol import LockAcquired, LockHeld, LockHolder, StateStore, StoredRun
 from zuke.state.records import RunStatus, WaitingFor
 from zuke.state.resolve import resolve_store
@@ -87,39 +89,6 @@ class Hooks:
     effects: EffectRunner
 
 
-class TargetLock:
-    """A target's lock while its body runs (:class:`~zuke._engine.hooks.Held`)."""
-
-    def __init__(self, claim: Claim, writer: RunStateWriter, reopen: Callable[[], None]) -> None:
-        self.claim = claim
-        self.writer = writer
-        self.lost = claim.lost
-        self._reopen = reopen
-
-    def loss_message(self) -> str:
-        if self.claim.lapsed is not None:
-            when = (
-                "another process may hold it already"
-                if self.claim.late
-                else "the target was stopped before the store could give it to another process"
-            )
-            return (
-                f'lock "{self.claim.key}" was lost while this target ran: it could not be '
-                f"renewed ({self.claim.lapsed}); {when}"
-            )
-        return (
-            f'lock "{self.claim.key}" was lost while this target ran: the store refused its '
-            "renewal (another process released or took it over); the run stops so that two "
-            "holders never overlap"
-        )
-
-    async def release(self) -> None:
-        await self.claim.release()
-        self._reopen()
-        if not self.claim.lost.is_set():
-            self.writer.note_lock(self.claim.key, None)
-
-
 class DurableRun:
     """Record, lease and locks of one run."""
 
@@ -150,6 +119,15 @@ class DurableRun:
         self.walked: WalkResult | None = None
         #: processes that existed before the run: a claim that lapses never ends them
         self.existing = frozenset(children.descendants())
+        #: the locks the run keeps past their target (``held_until``)
+        self.held = RunHeldLocks(
+            store, writer, warn=warn, on_lost=self._stop,
+            guards=lambda: guarding(state.run_id, None, self.end_process),
+        )  # fmt: skip
+        self.locks = TargetLocks(
+            store, writer, state, env=env, clock=clock, warn=warn, held=self.held,
+            end_process=self.end_process,
+        )  # fmt: skip
 
     @classmethod
     async def open(
@@ -244,6 +222,7 @@ class DurableRun:
         writer.note_lock(lease_key(state.run_id), lease.token)  # the record lists the new lease
         run = cls._with_lease(store, writer, lease, ttl, state=state, env=env, clock=clock,
                               warn=warn, since_ms=since_ms)  # fmt: skip
+        run.held.adopt(found.record)  # renewed with their tokens before any target runs
         run._start(poll_interval_s(env))
         return run
 
@@ -304,6 +283,15 @@ class DurableRun:
             if row.status == "waiting" and row.waiting_for is not None
         }
 
+    def _parked_gates(self) -> dict[str, WaitingFor]:
+        """The gates parked now, from the writer's rows (its record may lag a write)."""
+        rows = {name: self.writer.row(name) for name in self.writer.record.targets}
+        return {
+            name: row.waiting_for
+            for name, row in rows.items()
+            if row.status == "waiting" and row.waiting_for is not None
+        }
+
     def _gate_cancelled(self, reason: str) -> None:
         if self.scheduler is not None:
             self.scheduler.cancel(reason=reason)
@@ -312,6 +300,7 @@ class DurableRun:
         self.scheduler = scheduler
         # What stops the run from another thread also reaches a body on the loop's thread.
         self.lease.tell = scheduler.interrupt_from_thread
+        self.held.tell = scheduler.interrupt_from_thread
         if self.watch is not None:
             self.watch.tell = scheduler.interrupt_from_thread
         if self.cancelled_by is not None:  # asked before the scheduler existed
@@ -365,37 +354,8 @@ class DurableRun:
         self._stop(f"Run {self.state.run_id} was {status} by another process; stopping.")
 
     async def guard(self, spec: TargetSpec, ctx: Context) -> Held | None:
-        """Take the target's lock, if it declares one."""
-        if spec.lock is None:
-            return None
-        settings = LockSettings(spec.name, secrets=self.state.redactor)
-        spec.lock(settings)
-        lock = settings.freeze()
-        holder = LockHolder(
-            actor=self.state.actor,
-            run_id=self.state.run_id,
-            since=iso(self.clock.now_ms()),
-            run_url=ci_run_url(self.env),
-        )
-        since = SYSTEM_CLOCK.now_ms()  # the store's expiry is at least this plus the TTL
-        taken = await acquire(self.store, lock.key, holder, lock.ttl_ms)
-        if isinstance(taken, LockHeld):
-            raise LockConflictError(taken.holder, lock.guidance(taken.holder))
-        run_id, scope = self.state.run_id, spec.name
-        guards = guarding(run_id, scope, self.end_process)
-        claim = Claim(self.store, lock.key, taken.token, taken.fence, lock.ttl_ms,
-                      on_lost=lambda claim: None, warn=self.warn, since_ms=since,
-                      guards=guards).start()  # fmt: skip
-        held = TargetLock(claim, self.writer, reopen=lambda: BODIES.reopen(run_id, scope))
-        # The record lists the claim before the body runs, so `zuke cancel` can release it.
-        self.writer.note_lock(lock.key, taken.token)
-        try:
-            await self.writer.flush()
-        except BaseException:
-            await held.release()
-            raise
-        ctx.lock = LockInfo(key=lock.key, fence=taken.fence)
-        return held
+        """Take the target's lock, if it declares one (:mod:`zuke._engine.target_locks`)."""
+        return await self.locks.guard(spec, ctx)
 
     @property
     def record_error(self) -> str | None:
@@ -420,7 +380,7 @@ class DurableRun:
         if self.lease.lost.is_set() or self.stopped_because is not None:
             await self.close("cancelled")
             return "cancelled"
-        await self.writer.persist()
+        await self.writer.persist()  # the walk settles the record: the kept locks leave it
         self.writer.disown()  # the walk writes the record from here
         try:
             result = await walk(
@@ -434,13 +394,16 @@ class DurableRun:
                 f"the run is left cancelling: `zuke resume --check {self.state.run_id}` "
                 "finishes it"
             )
+            await self.held.stop()  # the sweep that finishes the walk releases them
             await self.lease.release()
             return "cancelled"
         self.walked = result
         if result.stopped is not None:
             self._stop(f"Run {self.state.run_id} stopped: {result.stopped}")
+            await self.held.stop()
             await self.lease.stop()
             return "failed"
+        await self.held.release()  # after the compensations: the run no longer needs them
         await self.lease.release()
         done = len(result.compensated)
         line = f"Run {self.state.run_id} {result.status} — {done} compensation(s) ran"
@@ -457,8 +420,13 @@ class DurableRun:
             await self.watch.stop()
         BODIES.reopen(self.state.run_id, None)  # a lapsed lease shut the run's bodies
         if self.lease.lost.is_set():
+            await self.held.stop()  # the run's new holder adopts them, or they lapse
             await self.lease.stop()
             return
+        if verdict == "suspended":  # nobody heartbeats a suspended run: they outlast its gates
+            await self.held.suspend(self._parked_gates(), self.clock.now_ms())
+        else:
+            await self.held.release()
         self.writer.note_lock(self.lease.key, None)
         try:
             await self.writer.finish(verdict)

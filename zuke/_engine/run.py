@@ -10,31 +10,27 @@ from __future__ import annotations
 
 import asyncio
 import difflib
-import functools
 import os
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from zuke._build import Build, define_targets, parameters
+from zuke._build import Build, parameters
 from zuke._clock import SYSTEM_CLOCK, Clock
 from zuke._duration import parse_duration
 from zuke._engine.context import RunState
 from zuke._engine.drive import drive
 from zuke._engine.durable import DurableRun
-from zuke._engine.fan_out import SpecIndex, with_secrets
+from zuke._engine.loading import LoadedBuild as LoadedBuild  # callers import it from here
+from zuke._engine.loading import load as load
 from zuke._engine.observer import Observer
 from zuke._engine.plan import BuildGraph, make_plan
 from zuke._engine.preflight import preflight
 from zuke._engine.result import RunResult
-from zuke._errors import BuildDefinitionError, ParameterError, UsageError, ZukeError
-from zuke._lock_settings import check_lock
-from zuke._params import Resolution, bind, resolve
+from zuke._errors import BuildDefinitionError, UsageError, ZukeError
 from zuke._provenance import resolve_actor
-from zuke._redact import Redactor
 from zuke._target import Target
 
 
@@ -62,69 +58,6 @@ class RunOptions:
     on_warning: Callable[[str], None] = lambda message: None
     #: the directory ``.zuke/runs`` is relative to
     cwd: Path | None = None
-
-
-@dataclass
-class LoadedBuild:
-    """A build instance with its parameters bound and its graph validated."""
-
-    build: Build
-    graph: BuildGraph
-    resolution: Resolution
-
-    @functools.cached_property
-    def redactor(self) -> Redactor:
-        return Redactor(self.resolution.secrets)
-
-    @functools.cached_property
-    def index(self) -> SpecIndex:
-        """Finds any target's spec by name, a fan-out's sub-targets included."""
-        return SpecIndex(self.graph.specs)
-
-    @functools.cached_property
-    def public_params(self) -> dict[str, Any]:
-        """Every parameter's value, defaults included, but no secret (what a trigger reads)."""
-        hidden = {p.name for p in parameters(type(self.build)) if p.is_secret}
-        return {k: v for k, v in self.resolution.values.items() if k not in hidden}
-
-
-def load(
-    build_cls: type[Build],
-    params: Mapping[str, Sequence[str]],
-    env: Mapping[str, str],
-    *,
-    lenient: bool = False,
-) -> LoadedBuild:
-    """Resolve parameters, instantiate, define targets, validate the graph."""
-    if not (isinstance(build_cls, type) and issubclass(build_cls, Build)):
-        raise BuildDefinitionError(f"expected a Build subclass, got {build_cls!r}")
-    declared = parameters(build_cls)
-    known = {p.name for p in declared}
-    unknown = [name for name in params if name not in known]
-    if unknown:
-        flags = ", ".join("--" + n.replace("_", "-") for n in unknown)
-        raise UsageError(f"Unknown parameter {flags}. Run --help to see the available flags.")
-    resolution = resolve(declared, params, env, lenient=lenient)
-    if resolution.errors:
-        raise ParameterError(resolution.problem())
-    loaded_redactor = Redactor(resolution.secrets)
-    with preflight(loaded_redactor):  # from here on, an error may quote a secret
-        build = build_cls()
-        bind(build, declared, resolution)
-        try:
-            builders = define_targets(build)
-        except ZukeError:
-            raise
-        except Exception as exc:
-            raise BuildDefinitionError(
-                f"defining the targets of {build_cls.__name__} failed: {exc}"
-            ) from exc
-        # a secret never names a fan-out item, in this process or any that resumes the run
-        graph = with_secrets(BuildGraph.from_builders(builders), loaded_redactor)
-        for spec in graph.specs.values():
-            if spec.lock is not None:
-                check_lock(spec.name, spec.lock, loaded_redactor)
-    return LoadedBuild(build=build, graph=graph, resolution=resolution)
 
 
 def check_targets(graph: BuildGraph, names: Sequence[str], what: str = "target") -> None:

@@ -422,7 +422,7 @@ class Scheduler:
             if spec.body is None:  # an aggregate: its dependencies are the work
                 return await self._settle(name, "succeeded", duration_ms=elapsed())
             started_body = True
-            if inline:
+            if inline and held is None:  # a held claim races the body: keep its thread
                 await self._body_inline(spec, ctx)
                 return await self._settle(name, "succeeded", duration_ms=elapsed())
             body = asyncio.ensure_future(

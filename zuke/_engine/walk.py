@@ -95,6 +95,9 @@ class WalkResult:
     notes: list[str] = field(default_factory=list)
     #: the claims the record listed when it was settled (key -> token), lease excluded
     claims: dict[str, str] = field(default_factory=dict)
+    #: which of ``claims`` the run kept past their target (``held_until``): the run's, so
+    #: whoever holds its lease gives them back, live or not
+    held: frozenset[str] = frozenset()
     #: why the walk stopped before settling the run (None: it settled it, or found it settled)
     stopped: str | None = None
 
@@ -396,11 +399,13 @@ async def _settle(w: _Walk, result: WalkResult, status: RunStatus) -> WalkResult
         if fresh.status != "cancelling" or not w.ours(fresh):
             return None
         result.claims = {k: v for k, v in fresh.locks.items() if k != lease_key(w.run_id)}
+        result.held = frozenset(fresh.held)
         return RunDelta(
             updated_at=event.at,
             status=status,
             events=(event,),
             locks=dict.fromkeys(fresh.locks),
+            held=dict.fromkeys(fresh.held),
             targets=unreached_rows(fresh, event.at),
         )
 

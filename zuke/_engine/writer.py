@@ -56,6 +56,7 @@ from zuke._redact import Redactor
 from zuke.state._protocol import Conflict, StateStore, StoredRun
 from zuke.state.records import (
     EffectRecord,
+    HeldLock,
     RunDelta,
     RunEvent,
     RunRecord,
@@ -286,6 +287,10 @@ class RunStateWriter(Observer):
     def note_lock(self, key: str, token: str | None) -> None:
         """Record that the run holds (``token``) or gave back (``None``) the claim on ``key``."""
         self._queue(RunDelta(updated_at=self._now(), locks={key: token}))
+
+    def note_held(self, key: str, held: HeldLock | None) -> None:
+        """Record that the run keeps the lock on ``key`` past its target (``held_until``)."""
+        self._queue(RunDelta(updated_at=self._now(), held={key: held}))
 
     def disown(self) -> None:
         """Write nothing more: the run belongs to someone else now (its lease was lost)."""

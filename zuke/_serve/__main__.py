@@ -22,7 +22,8 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="zuke serve",
         description=(
-            "Serve the Zuke state HTTP API from a SQLite file. Clients must send "
+            "Serve the Zuke state HTTP API from a SQLite file, or from a Postgres "
+            "database that several replicas may share. Clients must send "
             f"the bearer token from {TOKEN_ENV}."
         ),
     )
@@ -31,7 +32,12 @@ def _parser() -> argparse.ArgumentParser:
         "--port", type=int, default=8780, help="port to bind; 0 picks a free one (default 8780)"
     )
     parser.add_argument(
-        "--db", default=".zuke/state.db", help="SQLite file (default .zuke/state.db)"
+        "--db",
+        default=".zuke/state.db",
+        metavar="FILE|URL",
+        help="a SQLite file (default .zuke/state.db), or postgresql://USER@HOST:PORT/DB"
+        "[?sslmode=require] (needs zuke[postgres]; put the password in PGPASSWORD or "
+        "~/.pgpass rather than the URL)",
     )
     parser.add_argument(
         "--no-auth",

@@ -45,10 +45,10 @@ from zuke._serve.answers import (
     token,
     ttl,
 )
-from zuke._serve.db import StateDb
+from zuke._serve.backend import ServeDb
 from zuke._serve.jsontext import dumps, encode
-from zuke.state import lock_rules
 from zuke.state._http_wire import PROTOCOL_HEADER, PROTOCOL_VERSION
+from zuke.state._protocol import LockHeld
 from zuke.state.records import RUN_STATUSES
 from zuke.state.wire import holder_to_json, parse_delta, parse_holder, parse_record
 
@@ -94,9 +94,9 @@ def token_matches(expected: str, authorization: str | None) -> bool:
 
 
 class StateApp:
-    """Answers state API requests from a :class:`StateDb`."""
+    """Answers state API requests from a :class:`~zuke._serve.backend.ServeDb`."""
 
-    def __init__(self, db: StateDb, *, token: str | None) -> None:
+    def __init__(self, db: ServeDb, *, token: str | None) -> None:
         self._db = db
         self._token = token
         self._items: dict[str, dict[str, _Handler]] = {
@@ -239,10 +239,9 @@ class StateApp:
         except CorruptRecordError:
             raise refuse(400, "holder must be {actor, runId, since, runUrl?} of strings") from None
         decision = self._db.locks.acquire(ns, key, holder, ttl(body))
-        if isinstance(decision, lock_rules.Refused):
+        if isinstance(decision, LockHeld):
             return Response(409, encode(holder_to_json(decision.holder)), (JSON_TYPE,))
-        state = decision.state
-        return json_response(201, {"token": state.token, "fence": state.fence})
+        return json_response(201, {"token": decision.token, "fence": decision.fence})
 
     def _renew_lock(self, ns: str, key: str, request: Request) -> Response:
         body = object_body(request)

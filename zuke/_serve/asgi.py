@@ -27,6 +27,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from concurrent.futures import Executor
 from typing import Any, TextIO
 
+from zuke._errors import StoreUnavailableError
 from zuke._serve.answers import COMMON_HEADERS, UNAUTHORIZED, Request, Response, error_response
 from zuke._serve.app import StateApp
 from zuke._serve.sqlite import DbClosedError, WouldWait
@@ -122,6 +123,9 @@ class StateAsgi:
         except Exception as exc:  # one bad request must not take the service down
             if isinstance(exc, DbClosedError) or self._stopping():
                 return error_response(503, "shutting down"), True
+            if isinstance(exc, StoreUnavailableError):  # the database, not the request
+                self._log.line(f"{method} {shown_path(target)}: {exc}")  # no password in it
+                return error_response(503, "the state database is unavailable"), True
             self._log.line(f"error {type(exc).__name__} handling {method} {shown_path(target)}")
             return error_response(500, "internal error"), True
 

@@ -30,12 +30,11 @@ from zuke._serve.answers import (
     refuse,
     since_ms,
 )
-from zuke._serve.db import new_etag
-from zuke._serve.db_builds import BuildTable, Descriptor
+from zuke._serve.backend import BuildBackend, Descriptor
 from zuke._serve.schema import created_ms
 
 
-def get(table: BuildTable, ns: str, build_id: str) -> Response:
+def get(table: BuildBackend, ns: str, build_id: str) -> Response:
     stored = table.get(ns, build_id)
     if stored is None:
         raise refuse(404, "no such build")
@@ -43,32 +42,32 @@ def get(table: BuildTable, ns: str, build_id: str) -> Response:
     return Response(200, text.encode(), (JSON_TYPE, ("ETag", etag)))
 
 
-def put(table: BuildTable, ns: str, build_id: str, request: Request) -> Response:
+def put(table: BuildBackend, ns: str, build_id: str, request: Request) -> Response:
     build = _descriptor(json_body(request), build_id)
     if_none_match = request.headers.get("if-none-match")
     if_match = request.headers.get("if-match")
-    etag = new_etag()
     if if_none_match is not None:
         if if_none_match.strip() != "*":
             raise refuse(400, "If-None-Match must be * (create)")
-        if table.put(ns, build, etag=etag, if_match=None) != "written":
+        outcome, etag = table.put(ns, build, if_match=None)
+        if outcome != "written":
             raise refuse(412, "build exists")
         return json_response(201, {"version": etag}, ("ETag", etag))
     if if_match is None:
         raise refuse(428, "send If-None-Match: * to create or If-Match: <etag> to update")
-    outcome = table.put(ns, build, etag=etag, if_match=if_match.strip())
+    outcome, etag = table.put(ns, build, if_match=if_match.strip())
     if outcome != "written":
         raise refuse(412, f"precondition failed: build {outcome}")
     return json_response(200, {"version": etag}, ("ETag", etag))
 
 
-def delete(table: BuildTable, ns: str, build_id: str) -> Response:
+def delete(table: BuildBackend, ns: str, build_id: str) -> Response:
     if not table.delete(ns, build_id):
         raise refuse(404, "no such build")
     return json_response(200, {"deleted": build_id})
 
 
-def listing(table: BuildTable, ns: str, params: Mapping[str, str]) -> Response:
+def listing(table: BuildBackend, ns: str, params: Mapping[str, str]) -> Response:
     return json_response(200, table.list(ns, name=params.get("name"), since_ms=since_ms(params)))
 
 

@@ -26,12 +26,11 @@ import os
 import sqlite3
 import uuid
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 from zuke._clock import Clock
 from zuke._errors import StateError
+from zuke._serve.backend import StoredText, SummaryRow, WriteOutcome
 from zuke._serve.db_builds import BuildTable
 from zuke._serve.db_locks import LockTable
 from zuke._serve.jsontext import dumps, from_sql, loads, sql_text
@@ -41,18 +40,6 @@ from zuke.state.records import RunDelta, RunRecord, apply_deltas
 from zuke.state.wire import delta_to_json, parse_delta, parse_record, record_to_json
 
 COMPACT_MIN_BYTES = 64 * 1024
-
-
-@dataclass(frozen=True)
-class StoredText:
-    """A stored JSON text and its version."""
-
-    text: str
-    etag: str
-
-
-WriteOutcome = Literal["written", "mismatch", "missing"]
-SummaryRow = tuple[str, str, str, str, str, str, str]
 
 
 def new_etag() -> str:

@@ -12,26 +12,11 @@ re-registering a build refreshes ``updatedAt`` without moving it in a
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass
-from typing import Any, Literal
+import uuid
 
+from zuke._serve.backend import BuildOutcome, Descriptor
 from zuke._serve.jsontext import dumps, from_sql, sql_text
 from zuke._serve.sqlite import Pool
-
-BuildOutcome = Literal["written", "mismatch", "missing", "exists"]
-
-
-@dataclass(frozen=True)
-class Descriptor:
-    """What the app validated: the descriptor JSON and the fields the catalog indexes."""
-
-    id: str
-    raw: dict[str, Any]
-    name: str
-    actor: str
-    created_at: str
-    created_ms: int
-    updated_at: str
 
 
 class BuildTable:
@@ -48,8 +33,9 @@ class BuildTable:
             ).fetchone()
         return None if row is None else (row[0], row[1])
 
-    def put(self, ns: str, build: Descriptor, *, etag: str, if_match: str | None) -> BuildOutcome:
-        """Create (``if_match`` ``None``) or update at ``if_match`` (``*``: any) with ``etag``."""
+    def put(self, ns: str, build: Descriptor, *, if_match: str | None) -> tuple[BuildOutcome, str]:
+        """Create (``if_match`` ``None``) or update at ``if_match`` (``*``: any); outcome, etag."""
+        etag = f'"{uuid.uuid4().hex}"'
         with self._pool.write() as conn:
             row = conn.execute(
                 "SELECT etag, created_at, created_ms FROM builds WHERE ns = ? AND id = ?",
@@ -57,15 +43,15 @@ class BuildTable:
             ).fetchone()
             if if_match is None:
                 if row is not None:
-                    return "exists"
+                    return "exists", ""
                 _insert(conn, ns, build, etag, build.created_at, build.created_ms)
-                return "written"
+                return "written", etag
             if row is None:
-                return "missing"
+                return "missing", ""
             if if_match != "*" and row[0] != if_match:
-                return "mismatch"
+                return "mismatch", ""
             _insert(conn, ns, build, etag, from_sql(row[1]), int(row[2]))
-            return "written"
+            return "written", etag
 
     def delete(self, ns: str, build_id: str) -> bool:
         with self._pool.write() as conn:
@@ -91,7 +77,7 @@ class BuildTable:
 def _insert(
     conn: sqlite3.Connection, ns: str, build: Descriptor, etag: str, created_at: str, ms: int
 ) -> None:
-    raw = build.raw if build.created_at == created_at else {**build.raw, "createdAt": created_at}
+    raw = build.with_created_at(created_at)
     conn.execute(
         "INSERT OR REPLACE INTO builds (ns, id, etag, descriptor, name, actor, created_at,"
         " created_ms, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -100,4 +86,4 @@ def _insert(
     )  # fmt: skip
 
 
-__all__ = ["BuildOutcome", "BuildTable", "Descriptor"]
+__all__ = ["BuildTable"]

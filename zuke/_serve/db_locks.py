@@ -15,25 +15,15 @@ from __future__ import annotations
 
 import sqlite3
 import uuid
-from dataclasses import dataclass
 
 from zuke._clock import Clock
 from zuke._serve.jsontext import dumps, loads, sql_text
 from zuke._serve.sqlite import Pool
 from zuke.state import lock_rules
+from zuke.state._protocol import LockAcquired, LockEntry, LockHeld
 from zuke.state.lock_rules import ClaimState
 from zuke.state.records import LockHolder
 from zuke.state.wire import holder_to_json, parse_holder
-
-
-@dataclass(frozen=True)
-class ListedClaim:
-    """One unreleased claim, as ``GET /locks`` reports it."""
-
-    key: str
-    holder: LockHolder
-    expires_at: int
-    fence: int
 
 
 class LockTable:
@@ -45,16 +35,17 @@ class LockTable:
 
     def acquire(
         self, ns: str, key: str, holder: LockHolder, ttl_ms: int
-    ) -> lock_rules.Granted | lock_rules.Refused:
+    ) -> LockAcquired | LockHeld:
         """Take ``key`` if free, released or expired by this server's clock."""
         with self._pool.write() as conn:
             decision = lock_rules.acquire(
                 _read(conn, ns, key), holder, ttl_ms,
                 now_ms=self._clock.now_ms(), token=str(uuid.uuid4()),
             )  # fmt: skip
-            if isinstance(decision, lock_rules.Granted):
-                _write(conn, ns, key, decision.state)
-            return decision
+            if isinstance(decision, lock_rules.Refused):
+                return LockHeld(holder=decision.holder)
+            _write(conn, ns, key, decision.state)
+            return LockAcquired(token=str(decision.state.token), fence=decision.state.fence)
 
     def renew(self, ns: str, key: str, token: str, ttl_ms: int) -> bool | None:
         """``True`` renewed; ``False`` the key is held under another token; ``None`` unclaimed."""
@@ -89,7 +80,7 @@ class LockTable:
             _write(conn, ns, key, broken)
             return current.holder
 
-    def list(self, ns: str, *, run_id: str | None = None) -> list[ListedClaim]:
+    def list(self, ns: str, *, run_id: str | None = None) -> list[LockEntry]:
         """Every claim not released (live or expired), optionally of one run, by key."""
         sql = "SELECT key, holder, expires_at, fence FROM locks WHERE ns = ? AND token IS NOT NULL"
         args: tuple[str, ...] = (ns,)
@@ -98,7 +89,7 @@ class LockTable:
         with self._pool.conn() as conn:
             rows = conn.execute(sql + " ORDER BY key", args).fetchall()
         return [
-            ListedClaim(key=key, holder=parse_holder(loads(holder)), expires_at=exp, fence=fence)
+            LockEntry(key=key, holder=parse_holder(loads(holder)), expires_at=exp, fence=fence)
             for key, holder, exp, fence in rows
         ]
 
@@ -140,4 +131,4 @@ def _write(conn: sqlite3.Connection, ns: str, key: str, state: ClaimState) -> No
     )  # fmt: skip
 
 
-__all__ = ["ListedClaim", "LockTable"]
+__all__ = ["LockTable"]

@@ -1,7 +1,8 @@
 """Running ``zuke serve``: uvicorn on a bound socket, on a thread, until stopped.
 
 This module owns the service's lifecycle. :class:`StateServer` opens the
-database, binds the listening socket itself (so the port is known, and a
+database (:func:`open_db`: a SQLite file, or Postgres for ``postgresql://``),
+binds the listening socket itself (so the port is known, and a
 taken port fails before anything else starts, with the listen backlog
 configured), and runs uvicorn with :class:`~zuke._serve.protocol.StateProtocol`
 on a background thread; :func:`serve` runs one in the foreground until
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import signal
 import socket
 import sys
@@ -40,6 +42,7 @@ from zuke._clock import SYSTEM_CLOCK, Clock
 from zuke._errors import UsageError
 from zuke._serve.app import StateApp
 from zuke._serve.asgi import LineLog, StateAsgi
+from zuke._serve.backend import ServeDb, is_postgres, shown_db
 from zuke._serve.db import StateDb
 from zuke._serve.protocol import ServeConfig, StateProtocol, line_logger
 from zuke.state._http_wire import is_loopback_host
@@ -49,6 +52,35 @@ TOKEN_ENV = "ZUKE_SERVE_TOKEN"
 START_TIMEOUT_S = 30.0
 #: Worker threads for the app (SQLite calls block; writers queue on one lock anyway).
 WORKERS = 8
+#: Worker threads (and pooled connections) on Postgres, whose calls wait on the network.
+PG_WORKERS = 16
+
+
+def check_db(spec: str | os.PathLike[str]) -> str | Path:
+    """``--db`` as :func:`open_db` takes it: a Postgres URL (a string), else a file's path.
+
+    Any other ``scheme://`` is a :class:`UsageError`: it is no file name anyone meant
+    (and as a path, ``//`` would fold into a directory named after the scheme).
+    """
+    if is_postgres(spec):
+        return str(spec)
+    text = os.fspath(spec)
+    if "://" in text:
+        scheme = "".join(c if c.isprintable() else "?" for c in text.split("://", 1)[0][:20])
+        raise UsageError(f"--db {scheme}://… is neither a SQLite file nor a postgresql:// URL")
+    return Path(text)
+
+
+def open_db(spec: str | Path, *, clock: Clock, wait_s: float) -> ServeDb:
+    """The database :func:`check_db` accepted: Postgres for a URL, else a SQLite file.
+
+    ``wait_s``: on Postgres, the longest a request waits for a pooled connection.
+    """
+    if isinstance(spec, str):
+        from zuke._serve.pg import PgServeDb  # psycopg only when Postgres is asked for
+
+        return PgServeDb(spec, connections=PG_WORKERS, wait_s=wait_s)
+    return StateDb(spec, clock=clock)
 
 
 @dataclass(frozen=True)
@@ -117,7 +149,7 @@ def _bind(host: str, port: int, backlog: int) -> socket.socket:
     return sock
 
 
-_Running = tuple[StateDb, socket.socket, "_Uvicorn", threading.Thread, ThreadPoolExecutor]
+_Running = tuple[ServeDb, socket.socket, "_Uvicorn", threading.Thread, ThreadPoolExecutor]
 
 
 class StateServer:
@@ -137,7 +169,7 @@ class StateServer:
         log: TextIO | None = None,
     ) -> None:
         self._token = check_auth_config(host=host, token=token, no_auth=no_auth)
-        self._db_path = Path(db_path)
+        self._db_spec = check_db(db_path)
         self._host = host
         self._port = port
         self._max_body_bytes = max_body_bytes
@@ -148,7 +180,8 @@ class StateServer:
         self._running: _Running | None = None
 
     def __repr__(self) -> str:
-        return f"StateServer(host={self._host!r}, port={self._port}, db={str(self._db_path)!r})"
+        db = shown_db(self._db_spec)
+        return f"StateServer(host={self._host!r}, port={self._port}, db={db!r})"
 
     @property
     def port(self) -> int:
@@ -166,13 +199,14 @@ class StateServer:
         """Open the database, bind, and serve on a background thread."""
         if self._running is not None:
             raise RuntimeError("StateServer already started")
-        db = StateDb(self._db_path, clock=self._clock)
+        db = open_db(self._db_spec, clock=self._clock, wait_s=self._limits.request_timeout_s)
+        workers = PG_WORKERS if is_postgres(self._db_spec) else WORKERS
         try:
             sock = _bind(self._host, self._port, self._limits.backlog)
         except BaseException:
             db.close()
             raise
-        executor = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="zuke-serve")
+        executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="zuke-serve")
         self._stopping.clear()
         server = _Uvicorn(self._config(db, executor))
         thread = threading.Thread(
@@ -186,7 +220,7 @@ class StateServer:
                 self.stop()
                 raise RuntimeError("zuke serve: the HTTP server failed to start")
 
-    def _config(self, db: StateDb, executor: ThreadPoolExecutor) -> ServeConfig:
+    def _config(self, db: ServeDb, executor: ThreadPoolExecutor) -> ServeConfig:
         limits = self._limits
         app = StateAsgi(
             StateApp(db, token=self._token),

@@ -21,6 +21,7 @@ import os
 import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from zuke._errors import (
@@ -67,8 +68,14 @@ def main(
     env: Mapping[str, str] | None = None,
     out: TextIO | None = None,
     err: TextIO | None = None,
+    home: Path | None = None,
 ) -> int:
-    """Run the CLI; returns the exit code."""
+    """Run the CLI; returns the exit code.
+
+    ``home`` is the directory of the build's file when the caller knows it (``python
+    build.py``): a relative store path (``.zuke/runs``) is resolved there. Otherwise it is
+    the build file's directory found from ``--file``/``ZUKE_FILE``/``./build.py``.
+    """
     argv = list(sys.argv[1:] if argv is None else argv)
     env = dict(os.environ) if env is None else env
     out = out or sys.stdout
@@ -82,16 +89,16 @@ def main(
         if argv and argv[0] == "resume":  # takes the build's parameter flags: not click
             from zuke.cli.resume_cmd import run_resume
 
-            return run_resume(argv, build=build, env=env, out=out, err=err)
+            return run_resume(argv, build=build, env=env, out=out, err=err, home=home)
         if argv and argv[0] == "mcp":  # the MCP server (an optional extra): not click
             from zuke.cli.mcp_cmd import run_mcp
 
-            return run_mcp(argv, build=build, env=env, out=out)
+            return run_mcp(argv, build=build, env=env, out=out, home=home)
         if argv and argv[0] in cli_args.MANAGEMENT_COMMANDS:
             from zuke.cli.manage import run_command  # click: imported only here
 
-            return run_command(argv, build=build, env=env, out=out, err=err)
-        return _build_command(argv, build=build, env=env, out=out, err=err)
+            return run_command(argv, build=build, env=env, out=out, err=err, home=home)
+        return _build_command(argv, build=build, env=env, out=out, err=err, home=home)
     except BaseException as exc:
         if isinstance(exc, SystemExit):
             raise
@@ -113,16 +120,19 @@ def _build_command(
     env: Mapping[str, str],
     out: TextIO,
     err: TextIO,
+    home: Path | None,
 ) -> int:
     # A build is loaded (and maybe run) from here on: the engine is needed now.
     from zuke._build import parameters
-    from zuke._engine.run import load
-    from zuke._loader import find_build_file, load_build_class
+    from zuke._engine.loading import load  # no asyncio, no scheduler
+    from zuke._loader import build_home, find_build_file, load_build_class
     from zuke.cli import listing
 
     file, _ = cli_args.prescan(argv)
     if build is None:
         build = load_build_class(find_build_file(file, env))
+    if home is None or file is not None:
+        home = build_home(file, env)
     params = parameters(build)
     parsed = cli_args.parse(argv, params)
     is_graph = bool(parsed.targets) and parsed.targets[0] == "graph"
@@ -148,7 +158,7 @@ def _build_command(
             out.write(listing.help_text(loaded.graph, params) + "\n")
             return EXIT_OK
         targets = ["default"]
-    return run_targets(build, targets, parsed, env=env, out=out, err=err)
+    return run_targets(build, targets, parsed, env=env, out=out, err=err, home=home)
 
 
 def run_targets(
@@ -159,6 +169,7 @@ def run_targets(
     env: Mapping[str, str],
     out: TextIO,
     err: TextIO,
+    home: Path | None = None,
 ) -> int:
     import asyncio
 
@@ -189,11 +200,14 @@ def run_targets(
         on_interrupt=on_interrupt,
         on_warning=on_interrupt,
         state=parsed.state,
+        cwd=home,
     )
     try:
         result = asyncio.run(execute_async(build, options))
         if result.status == "suspended" and result.record_error is None:
             result = _continue_if_due(build, result, options)
+    except UsageError as exc:  # `--parallel 4`: say why "4" was taken for a target
+        raise _with_hint(exc, parsed) from None
     except Exception as exc:  # the engine scrubs its own; this covers what it did not raise
         clean = scrub(exc, reporter.redactor)
         if clean is exc:
@@ -212,6 +226,14 @@ def run_targets(
     return EXIT_OK if result.ok else EXIT_FAILED
 
 
+def _with_hint(exc: UsageError, parsed: cli_args.RunArgs) -> UsageError:
+    for word in parsed.stray:
+        hint = parsed.unknown_target_hint(word)
+        if hint and str(exc).startswith(f"Unknown target: {word}."):
+            return UsageError(f"Unknown target: {word}. {hint}.")
+    return exc
+
+
 def _continue_if_due(build: type[Build], result: RunResult, options: RunOptions) -> RunResult:
     """A run that suspended while a signal its gate waits for was stored (delivered while
     it ran) continues at once, in this process: the signal is not left for the next sweep."""
@@ -221,7 +243,7 @@ def _continue_if_due(build: type[Build], result: RunResult, options: RunOptions)
     from zuke.runs.continuation import continue_due
     from zuke.runs.store import open_store
 
-    store = open_store(options.env, build=build)
+    store = open_store(options.env, build=build, cwd=options.cwd)
     actor = resolve_actor(options.actor, options.env)
     outcome = asyncio.run(continue_due(build, store, result.run_id, options, actor=actor))
     return outcome.result if outcome is not None and outcome.result is not None else result
@@ -246,8 +268,12 @@ def _exit(run_main: Callable[[], int]) -> None:
 
 
 def run(build: type[Build], argv: Sequence[str] | None = None) -> None:
-    """``python build.py ...``: the same CLI for this build class, then exit."""
-    _exit(lambda: main(argv, build=build))
+    """``python build.py ...``: the same CLI for this build class, then exit; its store is
+    beside the script, as for ``zuke --file``."""
+    script = getattr(sys.modules.get("__main__"), "__file__", None)  # the file python ran
+    file = script or getattr(sys.modules.get(build.__module__), "__file__", None)
+    home = Path(file).resolve().parent if isinstance(file, str) else None
+    _exit(lambda: main(argv, build=build, home=home))
 
 
 __all__ = ["EXIT_CODES", "entrypoint", "exit_code_for", "main", "run"]

@@ -9,7 +9,6 @@ the one rule for ``--help`` that :func:`zuke.cli.main` applies to every command.
 
 from __future__ import annotations
 
-import difflib
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -46,6 +45,17 @@ class RunArgs:
     actor: str | None = None
     file: str | None = None
     format: str = "text"
+    #: a bare word right after a flag that takes its value only as ``--flag=value``
+    #: (``--parallel 4``, ``--dry-run false``): the word, and the flag, for the hint
+    stray: dict[str, str] = field(default_factory=dict)
+
+    def unknown_target_hint(self, word: str) -> str | None:
+        """Why ``word`` is taken for a target: it follows an ``=``-only flag."""
+        flag = self.stray.get(word)
+        if flag is None:
+            return None
+        what = "its number" if flag == "--parallel" else "a value"
+        return f"{flag} takes {what} only as {flag}={word}: a bare word after it is a target"
 
 
 def prescan(argv: Sequence[str]) -> tuple[str | None, bool]:
@@ -158,10 +168,12 @@ def parse(argv: Sequence[str], params: Sequence[Parameter[Any]]) -> RunArgs:
             continue
         if flag == "--parallel":
             out.parallel = _parallel(inline if has_inline else None)
+            _note_stray(out, flag, tokens, i, bool(has_inline))
             continue
         param = by_flag.get(flag)
         if param is not None and param.kind == "boolean" and not param.is_array and not has_inline:
             out.params.setdefault(param.name, []).append("true")
+            _note_stray(out, flag, tokens, i, bool(has_inline))
             continue
         if flag in _VALUE_FLAGS or param is not None:
             if has_inline:
@@ -186,7 +198,14 @@ def parse(argv: Sequence[str], params: Sequence[Parameter[Any]]) -> RunArgs:
     return out
 
 
+def _note_stray(out: RunArgs, flag: str, tokens: Sequence[str], i: int, inline: bool) -> None:
+    if not inline and i < len(tokens) and not tokens[i].startswith("-"):
+        out.stray.setdefault(tokens[i], flag)
+
+
 def _unknown_flag(flag: str, known: Sequence[str]) -> str:
+    import difflib  # only for a typo: not a cost of every command
+
     close = difflib.get_close_matches(flag, [k for k in known if k.startswith("--")], n=1)
     if close:
         return f'Unknown flag "{flag}". Did you mean "{close[0]}"?'

@@ -10,7 +10,6 @@ help, not an error.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, TextIO
 
@@ -39,10 +38,7 @@ def show_help(
 
         out.write(mcp_usage)
     elif command == "serve":
-        from zuke._serve.__main__ import main as serve_main
-
-        with contextlib.redirect_stdout(out):  # argparse prints its help, then stops
-            serve_main(["--help"])
+        out.write(serve_help())
     elif command in cli_args.MANAGEMENT_COMMANDS:
         from zuke.cli.manage import command_help
 
@@ -53,10 +49,44 @@ def show_help(
     return 0
 
 
+def serve_help() -> str:
+    """``zuke serve --help`` in the style of every other zuke help (its parser is argparse)."""
+    import argparse
+    import textwrap
+
+    from zuke._serve.__main__ import _parser
+
+    parser = _parser()
+    rows: list[tuple[str, str]] = []
+    for action in parser._actions:  # argparse has no public walk of its options
+        if isinstance(action, argparse._HelpAction):
+            continue  # last, in the words of every zuke help
+        flags = ", ".join(action.option_strings)
+        if action.nargs != 0:  # a number is N, as in `zuke runs list --limit N`
+            flags += f" {action.metavar or ('N' if action.type is int else action.dest.upper())}"
+        rows.append((flags, action.help or ""))
+    rows.append(("-h, --help", "show this help"))
+    width = min(max(len(flag) for flag, _ in rows), 26) + 2
+    lines = ["Usage: zuke serve [OPTIONS]", ""]
+    lines += textwrap.wrap(parser.description or "", 78, initial_indent="  ",
+                           subsequent_indent="  ")  # fmt: skip
+    lines += ["", "Options:"]
+    for flag, text in rows:
+        wrapped = textwrap.wrap(text, 78 - width - 2) or [""]
+        if len(flag) + 2 > width:  # a long flag: its text starts on the next line
+            lines.append(f"  {flag}")
+            wrapped_first = wrapped
+        else:
+            lines.append(f"  {flag.ljust(width)}{wrapped[0]}")
+            wrapped_first = wrapped[1:]
+        lines += [" " * (width + 2) + more for more in wrapped_first]
+    return "\n".join(lines) + "\n"
+
+
 def _build_help(argv: Sequence[str], build: type[Build] | None, env: Mapping[str, str]) -> str:
     """The usage with this build's targets and parameters; a build that cannot load, a note."""
     from zuke._build import parameters
-    from zuke._engine.run import load
+    from zuke._engine.loading import load  # no asyncio, no scheduler
     from zuke._loader import find_build_file, load_build_class
     from zuke.cli import listing
 

@@ -120,26 +120,61 @@ def graph_text(graph: BuildGraph, fmt: str) -> str:
 
 
 USAGE = """\
-Usage:
-  zuke [TARGET ...] [--PARAM VALUE ...] [--skip TARGET ...] [--parallel[=N]] [--state]
-       [--actor NAME]
-  zuke --list [--json]
-  zuke graph [--format text|mermaid|dot|json]
-  zuke runs list|show|prune ...
-  zuke resume RUN_ID [--signal NAME [--data JSON]] | zuke resume --check [RUN_ID] [--json]
-  zuke cancel RUN_ID [--actor NAME] [--wait 1m]
-  zuke locks list [--json] | zuke locks break KEY --reason TEXT [--force] [--actor NAME]
-  zuke mcp [--no-run] [--no-cancel]
-  zuke serve [--host 127.0.0.1] [--port 8780] [--db PATH]
+Usage: zuke [TARGET ...] [--PARAM VALUE ...] [OPTIONS]
+       zuke COMMAND [ARGS ...]
+
+  Run the targets of the build (build.py, --file or ZUKE_FILE), or look after
+  its runs. `zuke COMMAND --help` shows a command's options.
+
+Commands:
+  --list [--json]        the targets (descriptions, dependencies) and parameters
+  graph [--format text|mermaid|dot|json]
+  runs list [--status STATUS] [--target TARGET] [--build BUILD] [--since ISO]
+            [--limit N] [--counts] [--json]
+  runs show RUN_ID [--json]
+  runs prune (--keep DURATION | --keep-last N) [--dry-run]
+  resume RUN_ID [--signal NAME [--data JSON] [--signal-id ID]] [--force-graph]
+         [--resume-degraded] [--actor NAME] [--PARAM VALUE ...]
+  resume --check [RUN_ID] [--json] [--watch [--every DURATION]]
+  cancel RUN_ID [--actor NAME] [--wait DURATION] [--no-compensations]
+  locks list [--json]
+  locks break KEY --reason TEXT [--force] [--actor NAME]
+  state init [--force]
+  mcp [--no-run] [--no-cancel] [--actor NAME]
+  serve [--host HOST] [--port PORT] [--db FILE|URL] [--no-auth] [--max-body-bytes N]
+        [--request-timeout SECONDS] [--keep-alive SECONDS] [--shutdown-grace SECONDS]
+        [--backlog N]
 
 Options:
   -f, --file PATH     the build file (default build.py, or ZUKE_FILE)
   -l, --list          list targets and parameters (--json for machine-readable)
   --skip TARGET       treat TARGET as done (repeatable, or comma-separated)
-  --parallel[=N]      run up to N independent targets at once (default: CPU count)
-  --state             record the run in the state store (.zuke/runs by default)
+  --parallel[=N]      run up to N independent targets at once (default: CPU count);
+                      the number only with '=': in --parallel 4, 4 is a target
+  --state             record the run in the state store (.zuke/runs beside the build file)
   --actor NAME        who is running this (recorded on the run)
   -h, --help          show this help
+
+Environment:
+  ZUKE_FILE                  the build file, as --file
+  ZUKE_STATE                 a store: postgresql://…, github://OWNER/REPO?branch=…, or off
+  ZUKE_STATE_URL             the HTTP state service (zuke serve); ZUKE_STATE_TOKEN its token
+  ZUKE_STATE_DIR             a filesystem store (a relative path: beside the build file)
+  ZUKE_STATE_FSYNC           always: fsync every journal append (default: checkpoints)
+  ZUKE_ALLOW_INSECURE_URL=1  allow a plaintext http:// state URL off loopback
+  ZUKE_ACTOR                 who runs, as --actor (else GITHUB_ACTOR, else the login)
+  ZUKE_BUILD_ID              the build's origin, recorded on its runs
+  ZUKE_RUN_LEASE_TTL         a run lease's time to live (e.g. 30s)
+  ZUKE_CANCEL_POLL           how often a live run looks for `zuke cancel`
+  ZUKE_SERVE_TOKEN           the bearer token `zuke serve` requires
+  NO_COLOR                   plain output on a terminal too
+
+Exit codes:
+  0    succeeded, or suspended (not failed); help; a sweep with no run failed
+  1    a target failed, a lock conflict, a failed sweep, a run record not written
+  2    a usage or definition error: nothing ran, no record moved
+  3    a lock or the run's lease could not be renewed while a body ran: stopped itself
+  130  cancelled: Ctrl-C, SIGTERM or `zuke cancel`
 """
 
 

@@ -14,23 +14,24 @@ which costs about 40 ms of each command's start-up (docs/benchmarks.md).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 import click
 
 from zuke._clock import SYSTEM_CLOCK, iso, parse_iso
 from zuke._duration import parse_duration
-from zuke._errors import UsageError, ZukeError
-from zuke._loader import find_build_file, load_build_class
+from zuke._errors import RunNotFoundError, UsageError, ZukeError
+from zuke._loader import build_home
 from zuke.cli import runs_view
+from zuke.cli.click_base import HELP_SETTINGS as _HELP
+from zuke.cli.click_base import Group
+from zuke.cli.invocation import Invocation, naming_store, needs_build, store_where
 from zuke.cli.state_cmd import state_app
 from zuke.runs import (
     count_runs,
     list_runs,
-    open_store,
     parse_query,
     prune_runs,
     show_run,
@@ -40,51 +41,7 @@ if TYPE_CHECKING:
     from zuke._build import Build
 
 
-@dataclass
-class Invocation:
-    env: Mapping[str, str]
-    out: TextIO
-    err: TextIO
-    build: type[Build] | None
-
-    def print(self, text: str) -> None:
-        self.out.write(text + "\n")
-
-
-_HELP = {"help_option_names": ["-h", "--help"]}
-
-
-@contextmanager
-def _naming(ctx: click.Context) -> Iterator[None]:
-    """Tie a parse error to its command, so the message names ``zuke runs list --help``."""
-    try:
-        yield
-    except click.UsageError as exc:
-        exc.ctx = exc.ctx or ctx  # click's parser raises "requires an argument" without it
-        raise
-
-
-class _Command(click.Command):
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        with _naming(ctx):
-            return super().parse_args(ctx, args)
-
-
-class _Group(click.Group):
-    """Lists its commands in the order they are defined; its commands are :class:`_Command`."""
-
-    command_class = _Command
-    group_class = type  # subgroups are _Group too
-
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return list(self.commands)
-
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        with _naming(ctx):
-            return super().parse_args(ctx, args)
-
-
-@click.group(cls=_Group, context_settings=_HELP)
+@click.group(cls=Group, context_settings=_HELP)
 def app() -> None:
     """Run-management commands."""
 
@@ -126,11 +83,11 @@ def _instant(flag: str, text: str | None) -> str | None:
 
 
 @runs_app.command("list", context_settings=_HELP)
-@click.option("--status", help="only runs with this status")
-@click.option("--target", help="only runs that plan this target")
-@click.option("--build", help="only runs of this build (class name)")
-@click.option("--since", help="only runs created at or after (ISO)")
-@click.option("--limit", help="at most this many runs")
+@click.option("--status", metavar="STATUS", help="only runs with this status")
+@click.option("--target", metavar="TARGET", help="only runs that plan this target")
+@click.option("--build", metavar="BUILD", help="only runs of this build (class name)")
+@click.option("--since", metavar="ISO", help="only runs created at or after (ISO)")
+@click.option("--limit", metavar="N", help="at most this many runs")
 @click.option("--counts", is_flag=True, help="count runs by status")
 @click.option("--json", is_flag=True, help="machine-readable output")
 def runs_list(
@@ -151,13 +108,14 @@ def runs_list(
         limit=_whole_number("--limit", limit),
         build=build,
     )
-    store = open_store(inv.env, build=inv.build)
+    store = inv.store()
+    where = store_where(store)
     if counts:
         tally = count_runs(store, query)
-        inv.print(runs_view.counts_json(tally) if json else runs_view.counts_text(tally))
+        inv.print(runs_view.counts_json(tally) if json else runs_view.counts_text(tally, where))
         return
     found = list_runs(store, query)
-    inv.print(runs_view.runs_json(found) if json else runs_view.runs_table(found))
+    inv.print(runs_view.runs_json(found) if json else runs_view.runs_table(found, where))
 
 
 @runs_app.command("show", context_settings=_HELP)
@@ -169,7 +127,7 @@ def runs_show(run_id: str, json: bool) -> None:
     RUN_ID is the run's id.
     """
     inv = _inv()
-    store = open_store(inv.env, build=inv.build)
+    store = inv.store()
     record = show_run(store, run_id)
     if json:
         inv.print(runs_view.record_json(record))
@@ -184,8 +142,8 @@ def runs_show(run_id: str, json: bool) -> None:
 
 
 @runs_app.command("prune", context_settings=_HELP)
-@click.option("--keep", help="keep runs younger than this (e.g. 90d)")
-@click.option("--keep-last", help="keep the newest N finished runs")
+@click.option("--keep", metavar="DURATION", help="keep runs younger than this (e.g. 90d)")
+@click.option("--keep-last", metavar="N", help="keep the newest N finished runs")
 @click.option("--dry-run", is_flag=True, help="only say what would go")
 def runs_prune(keep: str | None, keep_last: str | None, dry_run: bool) -> None:
     """Delete finished runs; a running or suspended run is never pruned."""
@@ -194,7 +152,7 @@ def runs_prune(keep: str | None, keep_last: str | None, dry_run: bool) -> None:
         raise UsageError(f"--keep-last {keep_last}: expected a whole number >= 0")
     keep_ms = None if keep is None else parse_duration(keep, what="--keep")
     ids = prune_runs(
-        open_store(inv.env, build=inv.build),
+        inv.store(),
         keep_ms=keep_ms,
         keep_last=None if keep_last is None else int(keep_last),
         now_ms=SYSTEM_CLOCK.now_ms(),
@@ -206,37 +164,49 @@ def runs_prune(keep: str | None, keep_last: str | None, dry_run: bool) -> None:
 
 @app.command("cancel", context_settings=_HELP)
 @click.argument("run_id")
-@click.option("--actor", help="who is cancelling (recorded)")
+@click.option("--actor", metavar="NAME", help="who is cancelling (recorded)")
 @click.option(
-    "--wait", default="1m", show_default=True,
+    "--wait", default="1m", show_default=True, metavar="DURATION",
     help="how long to wait for a live owner to stop the run",
 )  # fmt: skip
 @click.option(
-    "--skip-compensations", is_flag=True,
-    help="settle a run whose owner is gone without its on_cancel compensations "
-    "(needed where the build file is not)",
+    "--no-compensations", is_flag=True,
+    help="settle a run whose owner is gone without its on_cancel compensations, "
+    "recorded on the run as your choice (where the build file is missing or broken)",
 )  # fmt: skip
-def cancel(run_id: str, actor: str | None, wait: str, skip_compensations: bool) -> None:
+@click.option("--skip-compensations", is_flag=True, hidden=True)  # the earlier spelling
+def cancel(
+    run_id: str, actor: str | None, wait: str, no_compensations: bool, skip_compensations: bool
+) -> None:
     """Cancel a run from any process.
 
     A live owner is asked to stop (it releases its own locks); a run whose owner
     is gone is settled here, its compensations walked, and its claims released.
-    RUN_ID is the run to cancel.
+    Without a build that loads, a run that may owe compensations is refused
+    unless --no-compensations. RUN_ID is the run to cancel.
     """
     from zuke._provenance import build_origin, resolve_actor
     from zuke.runs import cancel_run  # loaded only here: a listing never needs it
 
     inv = _inv()
+    store = inv.store()
+    build = inv.load_build()
+    unloaded = None
+    if inv.problem is not None:
+        unloaded = str(
+            needs_build(inv.problem, f"zuke cancel {run_id}", "to run its compensations")
+        )
     result = cancel_run(
-        open_store(inv.env, build=inv.build),
+        store,
         run_id,
         actor=resolve_actor(actor, inv.env),
         origin=build_origin(inv.env),
-        build_name=inv.build.__name__ if inv.build else None,
+        build_name=build.__name__ if build else None,
         wait_ms=parse_duration(wait, what="--wait"),
-        build=inv.build,
+        build=build,
         env=inv.env,
-        compensations="skip" if skip_compensations else "run",
+        compensations="skip" if no_compensations or skip_compensations else "run",
+        no_build_reason=unloaded,
     )
     inv.print(result.summary())
     for warning in result.warnings:
@@ -264,17 +234,21 @@ def locks_list(json: bool = False) -> None:
     from zuke.runs.locks import list_locks
 
     inv = _inv()
-    found = list_locks(open_store(inv.env, build=inv.build), clock=SYSTEM_CLOCK)
+    store = inv.store()
+    found = list_locks(store, clock=SYSTEM_CLOCK)
     from zuke.cli import locks_view
 
+    if not found and not json:  # say where nothing was found
+        inv.print(f"No locks held in {runs_view.safe(store_where(store))}.")
+        return
     inv.print(locks_view.locks_json(found) if json else locks_view.locks_table(found))
 
 
 @locks_app.command("break", context_settings=_HELP)
 @click.argument("key")
-@click.option("--reason", required=True, help="why (recorded on the holder's run)")
+@click.option("--reason", required=True, metavar="TEXT", help="why (recorded on the holder's run)")
 @click.option("--force", is_flag=True, help="break even while the holder's run is alive")
-@click.option("--actor", help="who is breaking it (recorded)")
+@click.option("--actor", metavar="NAME", help="who is breaking it (recorded)")
 def locks_break(key: str, reason: str, force: bool, actor: str | None) -> None:
     """Remove a claim without its token; refused while its holder's run is alive.
 
@@ -285,7 +259,7 @@ def locks_break(key: str, reason: str, force: bool, actor: str | None) -> None:
 
     inv = _inv()
     result = break_lock(
-        open_store(inv.env, build=inv.build),
+        inv.store(),
         key,
         reason=reason,
         actor=resolve_actor(actor, inv.env),
@@ -295,20 +269,6 @@ def locks_break(key: str, reason: str, force: bool, actor: str | None) -> None:
     inv.print(runs_view.safe(result.summary()))
     for warning in result.warnings:
         inv.err.write(f"zuke: {runs_view.safe(warning)}\n")
-
-
-def _build_if_present(file: str | None, env: Mapping[str, str]) -> type[Build] | None:
-    """The build named by ``--file``, else the working directory's, if there is one.
-
-    Management commands use it for ownership checks and its ``state_store()``.
-    """
-    try:
-        path = find_build_file(file, env)
-    except UsageError:
-        if file is not None:
-            raise
-        return None
-    return load_build_class(path)
 
 
 def _take_file_flag(argv: Sequence[str]) -> tuple[str | None, list[str]]:
@@ -359,14 +319,17 @@ def run_command(
     env: Mapping[str, str],
     out: TextIO,
     err: TextIO,
+    home: Path | None = None,
 ) -> int:
-    """Run a management command; returns the exit code."""
+    """Run a management command; returns the exit code (``home``: the build file's directory,
+    when the caller knows it: ``python build.py``)."""
     if argv[0] == "serve":
         from zuke._serve.__main__ import main as serve_main
 
         return serve_main(list(argv[1:]))
     file, argv = _take_file_flag(argv)
-    inv = Invocation(env=env, out=out, err=err, build=build or _build_if_present(file, env))
+    home = build_home(file, env) if home is None or file is not None else home
+    inv = Invocation(env=env, out=out, err=err, build=build, file=file, home=home)
     # Not standalone: click's usage errors come back as exceptions and become one
     # zuke line; --help comes back as its exit code; zuke's errors propagate to main().
     try:
@@ -377,6 +340,8 @@ def run_command(
         return exc.exit_code
     except click.ClickException as exc:  # UsageError and its kin (NoSuchOption, BadParameter, …)
         raise UsageError(_one_line(exc)) from None
+    except RunNotFoundError as exc:  # say which store it was looked for in
+        raise naming_store(exc, inv.opened) from None
     return code if isinstance(code, int) else 0
 
 

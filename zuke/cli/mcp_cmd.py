@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any, TextIO
 from zuke._errors import UsageError
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from zuke._build import Build
     from zuke._engine.plan import BuildGraph
     from zuke._params import Parameter
@@ -22,14 +24,14 @@ if TYPE_CHECKING:
 USAGE = """\
 Usage: zuke mcp [--no-run] [--no-cancel] [--file PATH] [--actor NAME]
 
-Serve this build over the Model Context Protocol on stdin/stdout (docs/mcp.md).
+  Serve this build over the Model Context Protocol on stdin/stdout (docs/mcp.md).
 
 Options:
-  --no-run       no run_target, resume_run or resume_check: read and cancel only
-  --no-cancel    no cancel_run
-  -f, --file     the build file (default build.py, or ZUKE_FILE)
-  --actor NAME   who the calls are recorded as (default ZUKE_ACTOR, GITHUB_ACTOR, login)
-  -h, --help     show this help
+  --no-run         no run_target, resume_run or resume_check: read and cancel only
+  --no-cancel      no cancel_run
+  -f, --file PATH  the build file (default build.py, or ZUKE_FILE)
+  --actor NAME     who the calls are recorded as (default ZUKE_ACTOR, GITHUB_ACTOR, login)
+  -h, --help       show this help
 """
 NO_SDK = "zuke mcp needs the MCP SDK: pip install 'zuke[mcp]'"
 
@@ -68,8 +70,10 @@ def run_mcp(
     build: type[Build] | None,
     env: Mapping[str, str],
     out: TextIO,
+    home: Path | None = None,
 ) -> int:
-    """``zuke mcp ...``; returns the exit code when the client closes the channel."""
+    """``zuke mcp ...``; returns the exit code when the client closes the channel (``home``:
+    the build file's directory, where ``.zuke/runs`` lives)."""
     opts = parse(argv[1:])
     if opts["help"]:
         out.write(USAGE)
@@ -80,12 +84,14 @@ def run_mcp(
         if exc.name and exc.name.split(".")[0] in ("mcp", "mcp_types"):
             raise UsageError(NO_SDK) from None
         raise
-    from zuke._loader import find_build_file, load_build_class
+    from zuke._loader import build_home, find_build_file, load_build_class
     from zuke._provenance import resolve_actor
     from zuke.mcp.tools import BuildTools
 
     if build is None:
         build = load_build_class(find_build_file(opts["file"], env))
+    if home is None or opts["file"] is not None:
+        home = build_home(opts["file"], env)
     tools = BuildTools(
         build=build,
         env=env,
@@ -93,6 +99,7 @@ def run_mcp(
         describe=describe,
         allow_run=opts["run"],
         allow_cancel=opts["cancel"],
+        home=home,
     )
     asyncio.run(serve_stdio(tools))
     return 0

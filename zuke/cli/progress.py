@@ -1,10 +1,12 @@
-"""Live progress of fan-outs on a terminal (rich), and plain lines when output is piped.
+"""Live progress on a terminal (rich): fan-outs, and a sweep over many runs; plain when piped.
 
 On a terminal, each running fan-out is one live line — items done, failed,
 running and waiting, and the slowest item in flight — drawn by ``rich``,
 which is imported only then. Piped, a fan-out prints a line when it starts
 and one when it ends, and every stage prints its own lines as any target
-does, so a log reads top to bottom.
+does, so a log reads top to bottom. A sweep (``zuke resume --check``) on a
+terminal shows ``Sweeping … 12/300 runs checked`` while it works, gone before
+its report prints; piped, or with ``--json``, it prints only the report.
 """
 
 from __future__ import annotations
@@ -12,10 +14,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, TextIO
 
 from zuke._duration import format_duration
-from zuke._engine.observer import FanOutProgress
+from zuke._engine.observer import FanOutProgress, Observer
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+
+    from zuke._engine.plan import Plan
 
 
 def start_line(p: FanOutProgress) -> str:
@@ -100,3 +104,59 @@ class LiveFanOuts:
         if self._live:
             self._progress.stop()
             self._live = False
+
+
+def on_terminal(stream: TextIO, force: bool | None = None) -> bool:
+    """Whether live progress may be drawn on ``stream``: a terminal (``force`` decides instead,
+    for tests and callers that know better); never when it is a pipe or a file."""
+    if force is not None:
+        return force
+    return bool(getattr(stream, "isatty", lambda: False)())
+
+
+class SweepProgress:
+    """One live line while a sweep goes through many runs: ``12/300 runs checked`` (rich, a
+    terminal only). It steps aside while a run it resumed runs (:meth:`pause`, called by
+    :class:`PauseOnRun`), so the run's own lines print as they do anywhere."""
+
+    def __init__(self, out: TextIO) -> None:
+        self._out = out
+        self._progress: Any = None
+        self._task: Any = None
+
+    def update(self, done: int, total: int) -> None:
+        if total == 0:
+            return
+        if self._progress is None:
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+            self._progress = Progress(
+                TextColumn("Sweeping"), BarColumn(), MofNCompleteColumn(),
+                TextColumn("runs checked"), console=Console(file=self._out), transient=True,
+            )  # fmt: skip
+            self._task = self._progress.add_task("sweep", total=total)
+            self._progress.start()
+        self._progress.update(self._task, completed=done, total=total)
+        if done >= total:
+            self.pause()
+
+    @property
+    def active(self) -> bool:
+        """Whether the live line is drawn now."""
+        return self._progress is not None
+
+    def pause(self) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None
+
+
+class PauseOnRun(Observer):
+    """Stops the sweep's live line when a run it resumed starts, before its first line."""
+
+    def __init__(self, progress: SweepProgress) -> None:
+        self._progress = progress
+
+    async def run_started(self, run_id: str, plan: Plan) -> None:
+        self._progress.pause()

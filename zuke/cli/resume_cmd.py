@@ -19,11 +19,13 @@ import asyncio
 import json
 import threading
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from zuke._errors import UsageError
+from zuke._errors import BuildDefinitionError, RunNotFoundError, UsageError
 from zuke._jsondepth import check_json_text_depth
 from zuke.cli import args as cli_args
+from zuke.cli.invocation import naming_store, needs_build
 
 if TYPE_CHECKING:
     from zuke._build import Build
@@ -33,9 +35,10 @@ USAGE = """\
 Usage: zuke resume RUN_ID [--signal NAME [--data JSON] [--signal-id ID]]
                    [--force-graph] [--resume-degraded] [--actor NAME] [--PARAM VALUE ...]
        zuke resume --check [RUN_ID] [--json] [--force-graph] [--resume-degraded] [--actor NAME]
+       zuke resume --check --watch [--every DURATION] [--json]
 
-Deliver a signal to a suspended run and resume it; or, with --check, re-check
-the gates of this build's suspended runs (a sweep). See docs/orchestration.md.
+  Deliver a signal to a suspended run and resume it; or, with --check, re-check
+  the gates of this build's suspended runs (a sweep). See docs/orchestration.md.
 
 Options:
   --signal NAME       the signal to deliver (a gate's external_signal name)
@@ -46,13 +49,16 @@ Options:
   --actor NAME        who is resuming (recorded on the run)
   --PARAM VALUE       override a non-secret parameter of the build (zuke --help lists them)
   --check             sweep: every suspended run of this build, or just RUN_ID
-  --json              with --check: the sweep's report as JSON
+  --json              with --check: the sweep's report as JSON (--watch: a line per sweep)
+  --watch             with --check: sweep now, then every --every, until SIGTERM or Ctrl-C
+                      (on Postgres also within a second of a signal); see docs/operations.md
+  --every DURATION    with --watch: the interval (default 5m)
   -f, --file PATH     the build file (default build.py, or ZUKE_FILE)
   -h, --help          show this help
 """
 
-_VALUE = {"--signal", "--data", "--signal-id"}
-_SWITCH = {"--force-graph", "--resume-degraded", "--check", "--json"}
+_VALUE = {"--signal", "--data", "--signal-id", "--every"}
+_SWITCH = {"--force-graph", "--resume-degraded", "--check", "--json", "--watch"}
 
 
 def _split(argv: list[str]) -> tuple[dict[str, str], set[str], list[str]]:
@@ -118,20 +124,50 @@ def run_resume(
     env: Mapping[str, str],
     out: TextIO,
     err: TextIO,
+    home: Path | None = None,
+    live: bool | None = None,
+) -> int:
+    """``zuke resume …``; ``live`` forces live progress on or off (default: ``out`` is a
+    terminal)."""
+    from zuke._loader import build_home, find_build_file, load_build_class
+
+    values, switches, rest = _split(argv[1:])
+    file, _ = cli_args.prescan(rest)
+    if home is None or file is not None:
+        home = build_home(file, env)
+    if build is None:
+        path = find_build_file(file, env)
+        try:
+            build = load_build_class(path)
+        except BuildDefinitionError as exc:
+            if "--check" not in switches:
+                raise needs_build(exc, "zuke resume RUN", "to continue the run") from None
+            return _check_without_build(exc, rest, switches, env=env, out=out, err=err,
+                                        home=home)  # fmt: skip
+    return _resume(build, values, switches, rest, env=env, out=out, err=err, home=home, live=live)
+
+
+def _resume(
+    build: type[Build],
+    values: dict[str, str],
+    switches: set[str],
+    rest: list[str],
+    *,
+    env: Mapping[str, str],
+    out: TextIO,
+    err: TextIO,
+    home: Path,
+    live: bool | None,
 ) -> int:
     from zuke._build import parameters
     from zuke._engine.run import RunOptions
-    from zuke._loader import find_build_file, load_build_class
     from zuke.cli import gha
     from zuke.cli.console import ConsoleReporter
+    from zuke.cli.progress import PauseOnRun, SweepProgress, on_terminal
     from zuke.runs.resume import ResumeOptions, SignalDelivery, resume_run_async
     from zuke.runs.store import open_store
     from zuke.runs.sweep import resume_check_async
 
-    values, switches, rest = _split(argv[1:])
-    file, _ = cli_args.prescan(rest)
-    if build is None:
-        build = load_build_class(find_build_file(file, env))
     parsed = cli_args.parse(rest, parameters(build))
     if parsed.skip or parsed.list or parsed.targets[1:]:
         raise UsageError(
@@ -146,6 +182,15 @@ def run_resume(
         raise UsageError("--data and --signal-id go with --signal NAME")
     if check and "--signal" in values:
         raise UsageError("--check sweeps; deliver a signal with zuke resume RUN_ID --signal NAME")
+    watching, every_ms = "--watch" in switches, 0
+    if "--every" in values and not watching:
+        raise UsageError("--every goes with --watch: zuke resume --check --watch --every 5m")
+    if watching:
+        from zuke.cli.watch_cmd import parse_every
+
+        if not check or run_id is not None:
+            raise UsageError("--watch sweeps every suspended run: zuke resume --check --watch")
+        every_ms = parse_every(values.get("--every"))
     signal = None
     if "--signal" in values:
         data = parse_data(values.get("--data"))
@@ -158,7 +203,11 @@ def run_resume(
         params=parsed.params,
     )
     as_json = "--json" in switches
-    reporter = ConsoleReporter(out=err if as_json else out, err=err)
+    reporter = ConsoleReporter(out=err if as_json else out, err=err, live=live)
+    # A sweep on a terminal: "12/300 runs checked" while it works; never piped, never --json.
+    sweeping = None
+    if check and not watching and not as_json and on_terminal(out, live):
+        sweeping = SweepProgress(out)
 
     def warn(message: str) -> None:
         err.write(reporter.redactor.text(message) + "\n")
@@ -170,20 +219,42 @@ def run_resume(
         actor=parsed.actor,
         on_warning=warn,
         on_interrupt=warn,
-        observers=[] if as_json else [reporter],
+        observers=[] if as_json else [*([PauseOnRun(sweeping)] if sweeping else []), reporter],
         handle_signals=threading.current_thread() is threading.main_thread(),
+        cwd=home,
     )
-    store = open_store(env, build=build)
+    store = open_store(env, build=build, cwd=home)
+    if watching:
+        from zuke.cli.watch_cmd import run_watch
+
+        return run_watch(build, store, resume=resume, options=options, every_ms=every_ms,
+                         as_json=as_json, out=out, err=err, redact=reporter.redactor.text,
+                         render=sweep_text)  # fmt: skip
     if check:
-        report = asyncio.run(
-            resume_check_async(build, store, run_id=run_id, resume=resume, run=options)
-        )
+        try:
+            report = asyncio.run(
+                resume_check_async(build, store, run_id=run_id, resume=resume, run=options,
+                                   progress=sweeping.update if sweeping else None)
+            )  # fmt: skip
+        except RunNotFoundError as exc:
+            raise naming_store(exc, store) from None
+        except BuildDefinitionError as exc:  # its definitions raise: checked before any move
+            return _check_without_build(exc, rest, switches, env=env, out=out, err=err,
+                                        home=home)  # fmt: skip
+        finally:
+            if sweeping is not None:
+                sweeping.pause()
         text = json.dumps(report.as_json(), indent=2) if as_json else sweep_text(report)
         out.write(text + "\n")
         out.flush()  # the report first: a warning about the outputs comes after it
         gha.publish(gha.sweep_report(report, run_id), env, err, reporter.redactor.text)
         return 0 if report.ok else 1
-    outcome = asyncio.run(resume_run_async(build, store, run_id or "", resume, options))
+    try:
+        outcome = asyncio.run(resume_run_async(build, store, run_id or "", resume, options))
+    except RunNotFoundError as exc:
+        raise naming_store(exc, store) from None
+    except BuildDefinitionError as exc:  # its definitions raise: before the run is taken
+        raise needs_build(exc, "zuke resume RUN", "to continue the run") from None
     gha.publish(gha.resume_report(outcome, build.__name__), env, err, reporter.redactor.text)
     for note in outcome.notes:
         warn(f"zuke: {note}")
@@ -195,6 +266,41 @@ def run_resume(
     if outcome.action == "resumed" and outcome.status == "cancelled":
         return 130  # the continued run was cancelled (Ctrl-C, zuke cancel), as for a fresh run
     return 0 if outcome.ok else 1
+
+
+def _check_without_build(
+    problem: BuildDefinitionError,
+    rest: list[str],
+    switches: set[str],
+    *,
+    env: Mapping[str, str],
+    out: TextIO,
+    err: TextIO,
+    home: Path,
+) -> int:
+    """``resume --check`` with a build that fails to load: nothing is moved (reaping, a
+    timeout's disposition and a resume may all run the build's code), every run that needed
+    a check is reported not checked, with the reason, and the exit is 1."""
+    from zuke.runs.store import open_store
+    from zuke.runs.sweep_report import unchecked_report
+
+    try:  # the build's parameter flags are unknown without it: then every run is listed
+        operands = cli_args.parse(rest, []).targets
+    except UsageError:
+        operands = []
+    run_id = operands[0] if operands else None
+    store = open_store(env, cwd=home)
+    reason = str(needs_build(problem, "zuke resume --check", "to check the run's gates"))
+    try:
+        report = unchecked_report(store, run_id, reason)
+    except RunNotFoundError as exc:
+        raise naming_store(exc, store) from None
+    as_json = "--json" in switches
+    out.write((json.dumps(report.as_json(), indent=2) if as_json else sweep_text(report)) + "\n")
+    out.flush()
+    err.write(f"zuke: {reason}\n")
+    err.flush()
+    return 1
 
 
 def sweep_text(report: SweepReport) -> str:
@@ -209,6 +315,7 @@ def sweep_text(report: SweepReport) -> str:
         f"Checked {c['checked']} suspended run(s): {c['resumed']} resumed, "
         f"{c['still_waiting']} still waiting, {c['timed_out']} timed out, "
         f"{c['deferred']} deferred, {c['failed']} failed"
-        f"; reaped {c['reaped']}, skipped {c['skipped']}, {c['errors']} check error(s)."
+        f"; reaped {c['reaped']}, skipped {c['skipped']}, {c['errors']} check error(s)"
+        + (f"; {c['not_checked']} not checked." if c["not_checked"] else ".")
     )
     return "\n".join(lines)

@@ -19,7 +19,7 @@ from zuke.cli.hints import resume_commands
 from zuke.runs import RunCounts
 from zuke.state._protocol import LockEntry
 from zuke.state.records import RunRecord, RunSummary
-from zuke.state.wire import record_to_json, summary_to_json
+from zuke.state.wire import shown_record_json, summary_to_json
 
 _GLYPHS = {
     "pending": "·",
@@ -57,9 +57,14 @@ def _json_safe(text: str) -> str:
     return _UNSAFE_IN_JSON.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
-def runs_table(runs: Sequence[RunSummary]) -> str:
+def _none_found(where: str | None) -> str:
+    return f"No runs found in {safe(where)}." if where else "No runs found."
+
+
+def runs_table(runs: Sequence[RunSummary], where: str | None = None) -> str:
+    """The runs as a table; none found names the store looked in (``where``)."""
     if not runs:
-        return "No runs found."
+        return _none_found(where)
     rows = [("ID", "STATUS", "TARGET", "ACTOR", "CREATED")]
     rows += [
         (safe(r.id), safe(r.status), safe(r.root_target), safe(r.actor), safe(r.created_at))
@@ -76,9 +81,9 @@ def runs_json(runs: Sequence[RunSummary]) -> str:
     return json.dumps([summary_to_json(r) for r in runs], indent=2)
 
 
-def counts_text(counts: RunCounts) -> str:
+def counts_text(counts: RunCounts, where: str | None = None) -> str:
     if counts.total == 0:
-        return "No runs found."
+        return _none_found(where)
     return "\n".join(
         [f"Total: {counts.total}"] + [f"{s}: {n}" for s, n in counts.by_status.items()]
     )
@@ -89,7 +94,8 @@ def counts_json(counts: RunCounts) -> str:
 
 
 def record_json(record: RunRecord) -> str:
-    return _json_safe(json.dumps(record_to_json(record), indent=2, ensure_ascii=False))
+    out = shown_record_json(record)  # a claim's token never: it renews and releases it
+    return _json_safe(json.dumps(out, indent=2, ensure_ascii=False))
 
 
 def _duration(started: str | None, ended: str | None) -> str:

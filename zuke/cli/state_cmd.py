@@ -12,20 +12,20 @@ from __future__ import annotations
 
 import click
 
-from zuke.runs import open_store
+from zuke.cli.click_base import HELP_SETTINGS, Group
 
 
-@click.group("state", context_settings={"help_option_names": ["-h", "--help"]})
+@click.group("state", cls=Group, context_settings=HELP_SETTINGS)
 def state_app() -> None:
     """Create the state store, or start it afresh."""
 
 
-@state_app.command("init", context_settings={"help_option_names": ["-h", "--help"]})
+@state_app.command("init", context_settings=HELP_SETTINGS)
 @click.option("--force", is_flag=True, help="start afresh over a deleted state branch")
 def state_init(force: bool) -> None:
     """Create the state store now (the GitHub branch store: its branch and marker)."""
     inv = click.get_current_context().find_root().obj
-    store = open_store(inv.env, build=inv.build)
+    store = inv.store()
     initialize = getattr(store, "initialize", None)
     if initialize is None:
         inv.print(f"state: {store!r} needs no init: it is made on first use")

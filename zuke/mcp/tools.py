@@ -25,9 +25,11 @@ from zuke._redact import Redactor
 from zuke.mcp.audit import record_call, redacted_args
 from zuke.state._ids import check_id
 from zuke.state.records import EventOutcome
-from zuke.state.wire import record_to_json, summary_to_json
+from zuke.state.wire import shown_record_json, summary_to_json
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from zuke._build import Build
     from zuke._engine.plan import BuildGraph
     from zuke._engine.result import RunResult
@@ -82,6 +84,8 @@ class BuildTools:
     clock: Clock = SYSTEM_CLOCK
     warn: Callable[[str], None] = _stderr
     store: StateStore | None = None
+    #: where ``.zuke/runs`` lives: the build file's directory (None: the working directory)
+    home: Path | None = None
     _redactor: Redactor = field(default_factory=Redactor, init=False)
 
     def __post_init__(self) -> None:
@@ -104,7 +108,7 @@ class BuildTools:
         if self.store is None:
             from zuke.runs.store import open_store
 
-            self.store = open_store(self.env, build=self.build)
+            self.store = open_store(self.env, build=self.build, cwd=self.home)
         return self.store
 
     # -- the calls that concern no run -----------------------------------------------
@@ -286,7 +290,7 @@ class BuildTools:
         self, tool: str, run_id: str, args: Mapping[str, Any], call: Callable[[], Any]
     ) -> dict[str, Any]:
         async def run() -> dict[str, Any]:
-            return record_to_json(call())
+            return shown_record_json(call())  # never a claim's token
 
         return await self._audited_async(tool, run_id, args, run)
 
@@ -373,6 +377,7 @@ class BuildTools:
             "on_warning": self._warn_redacted,
             "on_interrupt": self._warn_redacted,
             "state": True,  # a run started here always has a record (and an id to return)
+            "cwd": self.home,
         }
         return RunOptions(**(base | overrides))
 

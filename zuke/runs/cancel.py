@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from zuke._clock import SYSTEM_CLOCK, Clock, iso
-from zuke._errors import ForeignRunError, RunError, RunNotFoundError, StateError
+from zuke._errors import ForeignRunError, RunError, RunNotFoundError, StateError, ZukeError
 from zuke.runs.ownership import check_ownership, run_lease_ttl_ms, take_sync
 from zuke.state._ids import check_id
 from zuke.state._protocol import LockAcquired, StateStore, lease_key
@@ -130,6 +130,7 @@ def cancel_run(
     build: type[Build] | None = None,
     env: Mapping[str, str] | None = None,
     compensations: Compensations = "run",
+    no_build_reason: str | None = None,
 ) -> CancelResult:
     """Cancel ``run_id``; a run that already ended is a no-op.
 
@@ -137,7 +138,9 @@ def cancel_run(
     compensations included). With the owner gone, this call walks the run's
     compensations itself — with ``build`` (loaded with the run's recorded
     parameters; ``env`` supplies secrets). Without a build, a run that may owe
-    compensations is refused unless ``compensations="skip"``.
+    compensations is refused unless ``compensations="skip"`` (recorded on the
+    run as the operator's choice); ``no_build_reason`` is the refusal's words
+    when the build file exists but failed to load.
     """
     check_id(run_id)
     found = store.get_run(run_id)
@@ -161,7 +164,8 @@ def cancel_run(
                 return run_sync(_settle_held(store, run_id, taken, actor=actor, clock=clock,
                                              asked=owner, build=build, env=environ,
                                              compensations=compensations,
-                                             since_ms=asked))  # fmt: skip
+                                             since_ms=asked,
+                                             no_build_reason=no_build_reason))  # fmt: skip
             finally:
                 store.release_lock(lease_key(run_id), taken.token)
         status = _mark_cancelling(store, run_id, owner=taken.holder.actor, actor=actor,
@@ -232,6 +236,7 @@ async def _settle_held(
     env: Mapping[str, str],
     compensations: Compensations,
     since_ms: int,
+    no_build_reason: str | None = None,
 ) -> CancelResult:
     """Nobody holds the run and we hold its lease: walk its compensations, settle it,
     free its claims (:mod:`zuke.runs.compensate`).
@@ -250,22 +255,30 @@ async def _settle_held(
             return CancelResult(run_id=run_id, status=record.status, noop=asked is None,
                                 owner=asked)  # fmt: skip
         owed = sorted(n for n, row in record.targets.items() if row.status == "succeeded")
+        if build is not None and compensations == "run" and owed:
+            no_build_reason = _unloadable(build, record, env, run_id)
+            build = None if no_build_reason is not None else build
         if build is None and compensations == "run" and owed:
+            if no_build_reason is not None:
+                raise RunError(
+                    f"{no_build_reason} (its targets {', '.join(owed)} succeeded); fix the "
+                    f"build, or cancel without them: zuke cancel {run_id} --no-compensations",
+                    run_id=run_id,
+                )
             raise RunError(
                 f"run {run_id} may owe compensations (its targets {', '.join(owed)} succeeded) "
                 "and there is no build here to run them; cancel it where its build file is, "
-                "or skip them deliberately (zuke cancel --skip-compensations)",
+                "or skip them deliberately (zuke cancel --no-compensations)",
                 run_id=run_id,
             )
         now = iso(clock.now_ms())
         held = sorted(k for k in record.locks if k != lease_key(run_id))
-        event = RunEvent(
-            at=now,
-            tool="cancel",
-            actor=actor,
-            detail=f"cancelled by {actor}; its owner was gone",
-            args={"released": ",".join(held)},
-        )
+        args = {"released": ",".join(held)}
+        detail = f"cancelled by {actor}; its owner was gone"
+        if compensations == "skip" and owed:  # the operator's choice, on the audit trail
+            args["compensations"] = "skipped"
+            detail += f"; compensations skipped by {actor} (--no-compensations)"
+        event = RunEvent(at=now, tool="cancel", actor=actor, detail=detail, args=args)
         result, released, warnings = await walk_taken(
             hold, build=build if compensations == "run" else None, env=env, actor=actor,
             intended="cancelled", reason=f"cancelled by {actor}", first=(event,),
@@ -289,6 +302,21 @@ async def _settle_held(
         notes=result.notes,
         interrupted=result.interrupted,
     )
+
+
+def _unloadable(
+    build: type[Build], record: RunRecord, env: Mapping[str, str], run_id: str
+) -> str | None:
+    """Why the build cannot be loaded for the run's compensations (a definition that
+    raises), or ``None``: owed compensations are refused then, never skipped silently."""
+    from zuke._engine.run import RunOptions
+    from zuke.runs.lifecycle import load_for
+
+    try:
+        load_for(build, record, RunOptions(env=env))
+    except ZukeError as exc:
+        return f"{exc}; 'zuke cancel {run_id}' needs the build to run its compensations"
+    return None
 
 
 def _untracked_claims(

@@ -103,13 +103,19 @@ async def walk_taken(
         clock=hold.clock, redactor=redactor, reason=reason, first=first, notes=tuple(notes),
         notify=warn,
     )  # fmt: skip
-    return result, *await settle_claims(hold, result.claims)
+    return result, *await settle_claims(hold, result.claims, held=result.held)
 
 
-async def settle_claims(hold: Hold, claims: Mapping[str, str]) -> tuple[list[str], list[str]]:
+async def settle_claims(
+    hold: Hold, claims: Mapping[str, str], *, held: frozenset[str] = frozenset()
+) -> tuple[list[str], list[str]]:
     """Give back the gone holder's claims that lapsed; leave the live ones to lapse at their
-    TTL (:func:`~zuke.runs.lifecycle.live_claims`). The keys given back, and warnings."""
+    TTL (:func:`~zuke.runs.lifecycle.live_claims`). The keys given back, and warnings.
+
+    A run-held lock (``held``) is the run's, not a body's: whoever holds the run's lease
+    gives it back, live or not (a suspended run keeps it for as long as its gates wait)."""
     live = await live_claims(hold.store, hold.run_id, claims, now_ms=hold.clock.now_ms())
+    live = {k: v for k, v in live.items() if k not in held}
     released: list[str] = []
     warnings: list[str] = []
     for key, token in sorted(claims.items()):

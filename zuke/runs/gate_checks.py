@@ -54,6 +54,8 @@ class GateAnswer:
     timed: bool = False
     #: past its deadline: this was its final check (``ctx.as_of_ms``), whatever its interval
     expired: bool = False
+    #: the trigger's ``interval`` (0: none); with ``due`` false, why it was not asked now
+    interval_ms: int = 0
 
 
 class Basis(Protocol):
@@ -114,7 +116,7 @@ async def check_gates(
             continue
         trigger = spec.wait.trigger
         check = GateAnswer(name, row, NotYet(), dict(row.meta), timed=bool(trigger.interval_ms),
-                           expired=late)  # fmt: skip
+                           expired=late, interval_ms=trigger.interval_ms or 0)  # fmt: skip
         checks.append(check)
         if row.waiting_for is not None and row.waiting_for.failed is not None:
             check.result = WaitFailed(row.waiting_for.failed)  # decided: never asked again

@@ -4,13 +4,18 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from zuke._clock import parse_iso
 from zuke._errors import RunNotFoundError, UsageError
 from zuke.state._ids import check_id
 from zuke.state._protocol import RunQuery, StateStore
 from zuke.state.records import RUN_STATUSES, TERMINAL_STATUSES, RunRecord, RunSummary
+
+if TYPE_CHECKING:
+    from dataclasses import dataclass
+else:  # a frozen dataclass without compiling its methods at import
+    from zuke.state._frozen import dataclass
 
 _EVERY_RUN = RunQuery()
 

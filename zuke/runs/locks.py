@@ -7,6 +7,10 @@ override of the lock's one-holder rule, so it is guarded:
 * refused while the holder's run lease (``zuke-run-<run id>``) is live —
   that process is still running and would overlap with the next holder —
   unless ``force``;
+* refused while the holder's run keeps the claim (``held_until``) and has not
+  ended — a suspended run has no live lease, yet still needs the lock —
+  unless ``force`` (the key stays in the run's ``heldLocks``, so its resume
+  finds the lock gone and fails rather than go on unguarded);
 * the reason is recorded in the holder run's audit trail (a ``locks-break``
   event naming the actor, the key and the reason) and the key leaves the
   run's ``locks``, so a later ``zuke cancel`` does not try to release it;
@@ -27,8 +31,9 @@ from typing import cast
 from zuke._clock import SYSTEM_CLOCK, Clock, iso
 from zuke._errors import LockError, RunNotFoundError, StateError, UnsafeIdError, UsageError
 from zuke.state._ids import check_id
+from zuke.state._protocol import RESERVED_LOCK_PREFIXES as RESERVED
 from zuke.state._protocol import LockEntry, StateStore, lease_key
-from zuke.state.records import LockHolder, RunDelta, RunEvent, RunRecord
+from zuke.state.records import TERMINAL_STATUSES, LockHolder, RunDelta, RunEvent, RunRecord
 from zuke.state.update import GaveUp, update_run
 
 
@@ -37,11 +42,50 @@ class LockHolderLiveError(LockError):
 
 
 @dataclass(frozen=True)
+class RunHeld:
+    """A claim its run keeps past its target (``held_until``), and where that run is."""
+
+    run_status: str
+    #: the gates the run waits at, when it is suspended
+    gates: tuple[str, ...]
+    #: the target after which the run gives it back
+    until: str
+    #: since when the run is suspended (``None``: it is not)
+    parked_at: str | None = None
+
+    @property
+    def suspended(self) -> bool:
+        return self.run_status == "suspended"
+
+    def describe(self) -> str:
+        if self.suspended:
+            gates = ", ".join(f"`{g}`" for g in self.gates) or "a gate"
+            return f"suspended at gate {gates} since {self.parked_at}, until `{self.until}`"
+        return f"{self.run_status}, until `{self.until}`"
+
+
+@dataclass(frozen=True)
 class ListedLock:
     """One unreleased claim and whether it has lapsed by the caller's clock."""
 
     entry: LockEntry
     lapsed: bool
+    #: set when the holder's run keeps the claim (``held_until``)
+    held: RunHeld | None = None
+
+
+def run_held(store: StateStore, key: str, run_id: str) -> RunHeld | None:
+    """Whether run ``run_id`` keeps ``key`` (``held_until``), read from its record."""
+    try:
+        found = store.get_run(run_id)
+    except (StateError, UnsafeIdError):
+        return None
+    if found is None or key not in found.record.held:
+        return None
+    record = found.record
+    gates = tuple(sorted(n for n, row in record.targets.items() if row.status == "waiting"))
+    parked = (record.parked_at or record.updated_at) if record.status == "suspended" else None
+    return RunHeld(record.status, gates, record.held[key].until, parked)
 
 
 @dataclass(frozen=True)
@@ -67,7 +111,14 @@ class BreakResult:
 def list_locks(store: StateStore, *, clock: Clock = SYSTEM_CLOCK) -> list[ListedLock]:
     """Every claim not released, sorted by key, each marked lapsed or not."""
     now = clock.now_ms()
-    return [ListedLock(entry=e, lapsed=e.expires_at <= now) for e in store.list_locks()]
+    return [
+        ListedLock(
+            entry=e,
+            lapsed=e.expires_at <= now,
+            held=None if e.key.startswith(RESERVED) else run_held(store, e.key, e.holder.run_id),
+        )
+        for e in store.list_locks()
+    ]
 
 
 def break_lock(
@@ -93,6 +144,14 @@ def break_lock(
     claim = entries.get(key)
     if claim is None:
         return BreakResult(key=key, holder=None)
+    kept = None if key.startswith(RESERVED) else run_held(store, key, claim.holder.run_id)
+    if not force and kept is not None and kept.run_status not in TERMINAL_STATUSES:
+        raise LockHolderLiveError(
+            f'lock "{key}" is kept by run {claim.holder.run_id} ({kept.describe()}): the run '
+            "still needs it, and breaking it lets another run change what it guards before "
+            f"then (the run then fails when it resumes); cancel that run instead (zuke cancel "
+            f"{claim.holder.run_id}), or pass --force"
+        )
     lease = entries.get(lease_key(claim.holder.run_id))
     if not force and lease is not None and lease.expires_at > clock.now_ms():
         raise LockHolderLiveError(
@@ -134,4 +193,12 @@ def _record(
     return True, []
 
 
-__all__ = ["BreakResult", "ListedLock", "LockHolderLiveError", "break_lock", "list_locks"]
+__all__ = [
+    "BreakResult",
+    "ListedLock",
+    "LockHolderLiveError",
+    "RunHeld",
+    "break_lock",
+    "list_locks",
+    "run_held",
+]

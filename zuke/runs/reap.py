@@ -29,10 +29,14 @@ is loaded with the run's recorded parameters to run them).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from zuke._clock import iso, parse_iso
+from zuke._engine.held import rekey
 from zuke._engine.resumed import plan_of
 from zuke._engine.run import RunOptions
 from zuke._errors import AlreadyResumedError, ZukeError
@@ -91,7 +95,9 @@ async def reap_run(
         return Reaped(run_id, "live", status, str(exc))
     try:
         now_ms = run.clock.now_ms()
-        live = await live_claims(store, run_id, hold.record.locks, now_ms=now_ms)
+        # A run-held lock (held_until) is the run's, not a body's: the reaper adopts it.
+        owned = {k: t for k, t in hold.record.locks.items() if k not in hold.record.held}
+        live = await live_claims(store, run_id, owned, now_ms=now_ms)
         if live:
             keys = ", ".join(f"{k} (until {iso(t)})" for k, t in sorted(live.items()))
             return Reaped(
@@ -153,17 +159,39 @@ async def _return_to_suspended(hold: Hold, *, actor: str, now_ms: int) -> Reaped
     now = iso(now_ms)
     why = "returned to suspended: its lease had lapsed (its process is gone)"
 
+    # The run keeps its run-held locks (held_until), with a new token and fence each.
+    rekeyed = await asyncio.to_thread(rekey, hold.store, hold.record, now_ms)
+    fresh = {k: v for k, v in rekeyed.items() if v is not None}
+
     def change(record: RunRecord) -> RunDelta | None:
         if record.status != "running":  # e.g. marked cancelling meanwhile: the next sweep
             return None
+        locks: dict[str, str | None] = dict.fromkeys(k for k in record.locks if k not in fresh)
+        locks.update({k: token for k, (_, token) in fresh.items()})
+        for key in record.held:  # a lock it could not keep: the old token, for the resume
+            if key not in fresh and key in record.locks:
+                locks.pop(key, None)
         return RunDelta(
             updated_at=now,
             status="suspended",
-            locks=dict.fromkeys(record.locks),
+            locks=locks,
+            held={k: row for k, (row, _) in fresh.items()},
             events=(RunEvent(at=now, tool="reap", actor=actor, detail=why),),
         )
 
-    result = await hold.write(change)
+    try:
+        result = await hold.write(change)
+    except BaseException:
+        await _give_back(hold.store, fresh)
+        raise
     if not isinstance(result, Updated):
+        await _give_back(hold.store, fresh)
         return Reaped(run_id, "unchanged", result.record.status, "no longer running")
     return Reaped(run_id, "returned", "suspended", why)
+
+
+async def _give_back(store: StateStore, fresh: Mapping[str, tuple[object, str]]) -> None:
+    """The locks :func:`~zuke._engine.held.rekey` took, when the record could not say so."""
+    for key, (_, token) in fresh.items():
+        with contextlib.suppress(Exception):
+            await asyncio.to_thread(store.release_lock, key, token)

@@ -32,7 +32,7 @@ the next sweep takes it up. So no run is left half resumed for want of budget.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -50,7 +50,7 @@ from zuke.runs.gate_checks import GateAnswer, check_gates, passed_rows, record_c
 from zuke.runs.gate_failures import settle_failed_gate
 from zuke.runs.lifecycle import LazyHold, check_settings, load_for, ownership_problem
 from zuke.runs.reap import reap_run
-from zuke.runs.sweep_report import SweepEntry, SweepReport
+from zuke.runs.sweep_report import SweepEntry, SweepReport, check_detail, last_checked
 from zuke.runs.timeouts import settle_timeout
 from zuke.state._protocol import RunQuery, StateStore, StoredRun
 from zuke.state.records import RunDelta, RunEvent, RunRecord, RunStatus
@@ -66,8 +66,15 @@ async def resume_check_async(
     run_id: str | None = None,
     resume: ResumeOptions | None = None,
     run: RunOptions,
+    stop: Callable[[], bool] | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> SweepReport:
-    """One sweep over this build's runs (or one run)."""
+    """One sweep over this build's runs (or one run); ``stop`` (the watcher's SIGTERM) is
+    asked between runs, never inside one: a run taken in hand is finished first.
+    ``progress(done, total)`` is told before each run and at the end (a terminal's live line);
+    the total grows when the suspended runs are listed, after reaping."""
+    halt = stop or (lambda: False)
+    tell = progress or (lambda done, total: None)
     resume = resume or ResumeOptions()
     check_settings(run.env, store)
     actor = resolve_actor(resume.actor, run.env)
@@ -81,14 +88,26 @@ async def resume_check_async(
     if run_id is not None and store.get_run(run_id) is None:
         raise RunNotFoundError(f'resume --check: no run "{run_id}" in the store', run_id=run_id)
     entries: list[SweepEntry] = []
-    for status in ("running", "cancelling"):
-        for summary in _runs(store, name, status, run_id):
-            entry = await _reap_one(build_cls, store, summary, status, run, actor, specs,
-                                    one=run_id is not None)  # fmt: skip
-            if entry is not None:
-                entries.append(entry)
+    unsettled: tuple[RunStatus, ...] = ("running", "cancelling")
+    reaping = [(s, status) for status in unsettled for s in _runs(store, name, status, run_id)]
+    done, total = 0, len(reaping)
+    for summary, status in reaping:
+        tell(done, total)
+        done += 1
+        if halt():
+            return SweepReport(entries)
+        entry = await _reap_one(build_cls, store, summary, status, run, actor, specs,
+                                one=run_id is not None)  # fmt: skip
+        if entry is not None:
+            entries.append(entry)
     shared: dict[str, Any] = {}
-    for summary in _runs(store, name, "suspended", run_id):
+    suspended = _runs(store, name, "suspended", run_id)
+    total += len(suspended)
+    for summary in suspended:
+        tell(done, total)
+        done += 1
+        if halt():
+            break
         entries.append(
             await _check_one(
                 build_cls,
@@ -101,6 +120,7 @@ async def resume_check_async(
                 specs_names=None if specs is None else set(specs),
             )
         )
+    tell(done, total)
     return SweepReport(entries)
 
 
@@ -285,7 +305,9 @@ async def _sweep_checked(
     if traits.reserve_writes(lazy.store, stamping):
         await record_checks(lazy, checks, now)
     first = checks[0]
-    detail = "; ".join(c.detail for c in checks if c.detail) or None
+    # A gate inside its interval was not asked: its last answer is not passed off as current.
+    detail = "; ".join(d for c in checks if (d := check_detail(c))) or None
+    idle = all(not c.due for c in checks)
     return SweepEntry(
         record.id,
         name,
@@ -294,6 +316,8 @@ async def _sweep_checked(
         gate=first.gate,
         detail=detail,
         errored=any(c.errored for c in checks),
+        rechecked=not idle,
+        last_checked=last_checked(first) if idle else None,
     )
 
 

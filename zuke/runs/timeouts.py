@@ -24,7 +24,8 @@ disposition on the same paths (:func:`apply_disposition`, from
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 from zuke._clock import iso, parse_iso
@@ -35,6 +36,7 @@ from zuke._errors import AlreadyResumedError, RunError
 from zuke.runs.compensate import walk_taken
 from zuke.runs.gate_checks import timeout_hook
 from zuke.runs.lifecycle import Hold, ResumeAction, ResumeOutcome, lease_key
+from zuke.state._protocol import StateStore
 from zuke.state.records import RunDelta, RunEvent, RunRecord, RunStatus, TargetRecord
 from zuke.state.update import GaveUp, Unchanged
 
@@ -108,6 +110,18 @@ async def unfinished_rollback(loaded: LoadedBuild, record: RunRecord) -> Plan | 
         )
     edges = await ordering_edges(loaded.build, loaded.graph)
     return make_plan(loaded.graph, [rollback], ordering=edges)
+
+
+async def release_kept(store: StateStore, kept: Mapping[str, str]) -> list[str]:
+    """Give back the run-held locks of a run that just ended (its lease is ours); notes."""
+    notes: list[str] = []
+    for key, token in sorted(kept.items()):
+        try:
+            await asyncio.to_thread(store.release_lock, key, token)
+            notes.append(f'released lock "{key}", which the run kept (held_until)')
+        except Exception as exc:
+            notes.append(f"could not release {key} ({exc}); it lapses after its TTL")
+    return notes
 
 
 def timed_out_error(record: RunRecord, gate: str) -> str:
@@ -223,21 +237,27 @@ async def apply_disposition(
     now = s.event.at
     final: RunStatus = "failed"
 
+    kept: dict[str, str] = {}
+
     def settle(fresh: RunRecord) -> RunDelta | None:
         if not s.still(fresh):
             return None
+        kept.clear()  # the run-held locks (held_until) the run gives back as it ends
+        kept.update({k: t for k, t in fresh.locks.items() if k in fresh.held})
         return RunDelta(
             updated_at=now,
             status=final,
             targets=settled_rows(fresh, s.gate, now, s.error),
             events=(s.event,),
             intended_terminal=final,
-            locks={lease_key(record.id): None},
+            locks={lease_key(record.id): None, **dict.fromkeys(kept)},
+            held=dict.fromkeys(fresh.held),
         )
 
     outcome = await hold.write(settle)
     if isinstance(outcome, (Unchanged, GaveUp)):
         raise changed_under_us(record.id, outcome)
+    notes = [*notes, *await release_kept(hold.store, kept)]
     return ResumeOutcome(
         record.id, s.action, final, notes=[*notes, f"run {record.id}: {s.event.detail}; "
                                            f"the run is {final}"],

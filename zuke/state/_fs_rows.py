@@ -14,13 +14,17 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zuke.state._journal import Seen
 from zuke.state._protocol import RunQuery
 from zuke.state._query import created_ms, since_ms
 from zuke.state.records import RunRecord, RunStatus, RunSummary
+
+if TYPE_CHECKING:
+    from dataclasses import dataclass
+else:  # a frozen dataclass without compiling its methods at import (zuke.state._frozen)
+    from zuke.state._frozen import dataclass
 
 UNREADABLE = "unreadable"  #: the ``gen`` :meth:`RunIndex.apply` takes for an unreadable journal
 _COLUMNS = (

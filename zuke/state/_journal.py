@@ -30,12 +30,16 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zuke._errors import CorruptRecordError
 from zuke.state.records import RunDelta, RunRecord, apply_deltas
 from zuke.state.wire import delta_to_json, parse_delta, parse_record, record_to_json
+
+if TYPE_CHECKING:
+    from dataclasses import dataclass
+else:  # a frozen dataclass without compiling its methods at import (zuke.state._frozen)
+    from zuke.state._frozen import dataclass
 
 KIND = "run-journal"
 FORMAT_VERSION = 1

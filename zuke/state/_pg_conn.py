@@ -15,6 +15,24 @@ session state (no advisory lock, no ``SET``) outlives one, so the store works
 behind a transaction pooler (PgBouncer) too. The first connection is made
 directly, to say why it failed (a refused connection, a bad password) rather
 than the pool's "timed out", and to migrate the schema.
+
+**A connection that breaks** (a server restart or failover, a dropped link)
+is not a failed call: :meth:`PgDatabase.call` drops the pool's idle
+connections that broke with it (``pool.check()``) and runs the call again on a
+fresh one, which the pool waits for while the server comes back (up to its
+timeout). Checking every connection as it leaves the pool would cost a round
+trip per statement; a broken one is found by its first statement instead, at
+no cost until it happens. A *write* whose connection broke may have been
+committed with only its answer lost: it is never simply sent again. Its
+``landed`` check reads, on the fresh connection, whether it was applied — a
+compare-and-swap carries a version drawn beforehand from the database's
+sequence (:meth:`PgDatabase.version`), which no other write can carry, and an
+acquisition its own token — so a write is applied once, whatever was lost.
+
+When no connection comes, the message says why and what to check: the
+server's own refusal (not running, a bad password, a missing database,
+``max_connections`` reached) from a direct attempt, or a pool whose
+connections all stayed busy (its size: ``ZUKE_PG_POOL_SIZE``).
 """
 
 from __future__ import annotations
@@ -23,9 +41,9 @@ import logging
 import re
 import threading
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from zuke._errors import StateError, StoreUnavailableError
@@ -36,12 +54,48 @@ if TYPE_CHECKING:
 
     Conn = psycopg.Connection[tuple[Any, ...]]
 
+T = TypeVar("T")
+
 CONNECT_TIMEOUT_S = 10
 POOL_TIMEOUT_S = 30.0
 DEFAULT_MAX_CONNECTIONS = 10
+#: the environment variable that sizes a zuke process's pool (``ZUKE_STATE=postgresql://``)
+POOL_SIZE_ENV = "ZUKE_PG_POOL_SIZE"
+#: fresh connections one call tries after its connection broke (a restart breaks them all)
+RECONNECTS = 3
+#: versions drawn from the sequence in one round trip, for the writes that follow
+VERSION_BLOCK = 32
 CHECK = (
     "check that the server is up and reachable, and the user, password and database in ZUKE_STATE"
 )
+#: SQLSTATEs that end a connection the server will take again: admin/crash shutdown, starting up
+_GONE_STATES = frozenset({"57P01", "57P02", "57P03"})
+#: (what libpq said, what to check) — the first that matches a refusal names its advice
+_ADVICE: tuple[tuple[str, str], ...] = (
+    ("password authentication failed", "check the user and password in {setting} (or "
+     "PGPASSWORD, ~/.pgpass)"),
+    ("no password supplied", "give the password in {setting} (or PGPASSWORD, ~/.pgpass)"),
+    ("does not exist", "check the user and database names in {setting}, or create the database"),
+    ("too many clients", "the server's max_connections is reached: lower {pool} (now {size}) "
+     "in each zuke process, or raise max_connections on the server"),
+    ("remaining connection slots", "the server's max_connections is reached: lower {pool} "
+     "(now {size}) in each zuke process, or raise max_connections on the server"),
+    ("starting up", "the server is starting: retry in a moment"),
+    ("shutting down", "the server is shutting down: check why, and start it"),
+    ("recovery", "the server is recovering: retry in a moment"),
+    ("connection refused", "check that the server is up and listening at {where} "
+     "(pg_isready -h {host} -p {port}), and the host and port in {setting}"),
+    ("timeout expired", "check that the server is up and reachable from here at {where} (a "
+     "firewall?), and the host and port in {setting}"),
+)  # fmt: skip
+
+
+def lost_connection(exc: BaseException, conn: object | None) -> bool:
+    """Whether ``exc`` ended the connection (a restart, a dropped link), not the statement."""
+    if conn is not None and (getattr(conn, "broken", False) or getattr(conn, "closed", False)):
+        return True
+    state = getattr(exc, "sqlstate", None) or ""
+    return state in _GONE_STATES or state.startswith("08")
 
 
 def _secrets_of(url: str) -> list[str]:
@@ -79,8 +133,14 @@ class PgDatabase:
         *,
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
         pool_timeout_s: float = POOL_TIMEOUT_S,
+        setting: str = "ZUKE_STATE",
+        pool_setting: str = POOL_SIZE_ENV,
     ) -> None:
         self.shown = shown_url(url)
+        #: where the URL came from, for messages (``zuke serve`` says ``--db``)
+        self.setting = setting
+        #: what sizes the pool, for messages
+        self.pool_setting = pool_setting
         self._secrets = _secrets_of(url)
         self._url = url
         self._max = max_connections
@@ -89,9 +149,31 @@ class PgDatabase:
         self._finalizer: weakref.finalize[[], PgDatabase] | None = None
         self._lock = threading.Lock()
         self._closed = False
+        self._versions: list[int] = []
+        self._versions_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"PgDatabase({self.shown})"
+
+    @property
+    def _check(self) -> str:
+        return CHECK.replace("ZUKE_STATE", self.setting)
+
+    def advice(self, said: str) -> str:
+        """What to check after the server (or libpq) said ``said``."""
+        lowered = said.lower()
+        try:
+            parts = urlsplit(self._url)
+            host, port = parts.hostname or "localhost", str(parts.port or 5432)
+        except ValueError:
+            host, port = "HOST", "PORT"
+        for clue, advice in _ADVICE:
+            if clue in lowered:
+                return advice.format(
+                    setting=self.setting, pool=self.pool_setting, size=self._max,
+                    where=f"{host}:{port}", host=host, port=port,
+                )  # fmt: skip
+        return self._check
 
     def scrub(self, text: str) -> str:
         """``text`` on one line, without the password."""
@@ -106,7 +188,8 @@ class PgDatabase:
             given = conninfo_to_dict(self._url)
         except Exception as exc:  # psycopg.ProgrammingError: libpq could not parse it
             raise StateError(
-                f"state: ZUKE_STATE is not a Postgres URL libpq accepts ({self.scrub(str(exc))})"
+                f"state: {self.setting} is not a Postgres URL libpq accepts "
+                f"({self.scrub(str(exc))})"
             ) from None
         extra: dict[str, str | int] = {
             "connect_timeout": CONNECT_TIMEOUT_S,
@@ -130,8 +213,9 @@ class PgDatabase:
                 with psycopg.connect(conninfo, autocommit=True) as first:
                     prepare(first, self.shown)
             except psycopg.Error as exc:
+                said = self.scrub(str(exc))
                 raise StoreUnavailableError(
-                    f"state: cannot use Postgres at {self.shown}: {self.scrub(str(exc))}; {CHECK}"
+                    f"state: cannot use Postgres at {self.shown}: {said}; {self.advice(said)}"
                 ) from None
             # psycopg_pool logs reconnections as warnings; keep them off a bare stderr.
             logging.getLogger("psycopg").addHandler(logging.NullHandler())
@@ -152,7 +236,10 @@ class PgDatabase:
 
     @contextmanager
     def connection(self) -> Iterator[Conn]:
-        """A pooled autocommit connection; psycopg's errors become one redacted ``zuke:`` line."""
+        """A pooled autocommit connection; psycopg's errors become one redacted ``zuke:`` line.
+
+        Used as it is, nothing is retried: the store's calls go through :meth:`call`.
+        """
         import psycopg
         from psycopg_pool import PoolTimeout
 
@@ -161,15 +248,99 @@ class PgDatabase:
             with pool.connection() as conn:
                 yield conn
         except PoolTimeout:
-            raise StoreUnavailableError(
-                f"state: no connection to Postgres at {self.shown} within "
-                f"{self._pool_timeout_s:g}s ({self._max} in use, or the server stopped "
-                f"answering); {CHECK}, or allow more connections"
-            ) from None
+            raise self._no_connection(pool) from None
         except psycopg.Error as exc:
-            raise StoreUnavailableError(
-                f"state: Postgres at {self.shown} failed: {self.scrub(str(exc))}"
-            ) from None
+            raise self._failed(exc) from None
+
+    def call(
+        self,
+        work: Callable[[Conn], T],
+        *,
+        landed: Callable[[Conn], T | None] | None = None,
+        resend: bool = True,
+    ) -> T:
+        """``work(conn)`` on a pooled connection, again on a fresh one if the connection broke.
+
+        ``landed(conn)``, for a write: after a broken connection, whether the
+        write was applied (its outcome) or not (``None``: ``work`` runs again).
+        ``resend=False``: a write that cannot tell is not sent again; the
+        error says it may have landed.
+        """
+        import psycopg
+        from psycopg_pool import PoolTimeout
+
+        pool = self._open()
+        unsure = False  # a write was sent on a connection that broke: did it land?
+        for attempt in range(RECONNECTS + 1):
+            conn: Conn | None = None
+            try:
+                with pool.connection() as conn:
+                    if unsure and landed is not None:
+                        outcome = landed(conn)
+                        if outcome is not None:
+                            return outcome
+                        unsure = False
+                    return work(conn)
+            except PoolTimeout:
+                raise self._no_connection(pool) from None
+            except psycopg.Error as exc:
+                if not lost_connection(exc, conn):
+                    raise self._failed(exc) from None
+                if not resend or attempt == RECONNECTS:
+                    raise self._failed(exc, lost=attempt + 1, unsure=not resend) from None
+                unsure = True
+                pool.check()  # its other idle connections broke too (a restart)
+        raise AssertionError("unreachable")
+
+    def version(self) -> int:
+        """A version no other write carries: drawn from the database's sequence, in blocks."""
+        with self._versions_lock:
+            if not self._versions:
+                rows = self.call(lambda conn: conn.execute(
+                    "SELECT nextval('zuke_run_versions') FROM generate_series(1, %s)",
+                    (VERSION_BLOCK,),
+                ).fetchall())  # fmt: skip
+                self._versions = sorted((int(v) for (v,) in rows), reverse=True)
+            return self._versions.pop()
+
+    def _failed(
+        self, exc: BaseException, *, lost: int = 0, unsure: bool = False
+    ) -> StoreUnavailableError:
+        said = self.scrub(str(exc))
+        if not lost:
+            return StoreUnavailableError(f"state: Postgres at {self.shown} failed: {said}")
+        if unsure:
+            return StoreUnavailableError(
+                f"state: the connection to Postgres at {self.shown} broke mid-call ({said}); "
+                "the change may or may not have been applied: look before you retry"
+            )
+        return StoreUnavailableError(
+            f"state: the connection to Postgres at {self.shown} broke {lost} times in a row "
+            f"({said}); {self._check}"
+        )
+
+    def _no_connection(self, pool: ConnectionPool[Conn]) -> StoreUnavailableError:
+        """Why the pool gave no connection in time: every one busy, or the server's refusal."""
+        stats = pool.get_stats()
+        waited = f"{self._pool_timeout_s:g}s"
+        if stats.get("pool_size", 0) >= self._max and not stats.get("pool_available", 0):
+            return StoreUnavailableError(
+                f"state: all {self._max} connections of this process's pool to Postgres at "
+                f"{self.shown} stayed in use for {waited}; raise {self.pool_setting} (now "
+                f"{self._max}), keeping every process's together under the server's "
+                "max_connections"
+            )
+        import psycopg
+
+        try:  # the pool keeps the server's refusal to itself: ask once more, directly
+            with psycopg.connect(self._conninfo(), autocommit=True):
+                said = "the server accepted a connection only now"
+        except psycopg.Error as exc:
+            said = self.scrub(str(exc))
+        return StoreUnavailableError(
+            f"state: no connection to Postgres at {self.shown} within {waited}: {said}; "
+            f"{self.advice(said)}"
+        )
 
     def close(self) -> None:
         with self._lock:
@@ -179,4 +350,4 @@ class PgDatabase:
             finalizer()
 
 
-__all__ = ["PgDatabase", "shown_url"]
+__all__ = ["POOL_SIZE_ENV", "PgDatabase", "lost_connection", "shown_url"]

@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from zuke.state._pg_runs import dumps
 from zuke.state._pg_schema import to_db
@@ -54,10 +55,12 @@ def ensure_floor(conn: Conn, ns: str) -> None:
 
 
 def acquire(
-    conn: Conn, ns: str, key: str, holder: LockHolder, ttl_ms: int
+    conn: Conn, ns: str, key: str, holder: LockHolder, ttl_ms: int, *, token: str | None = None
 ) -> LockAcquired | LockHeld:
+    """Take ``key`` if it is free, released or expired; ``token``: the claim's, if chosen
+    beforehand (so that a lost answer can be told from a refusal: :func:`held_by`)."""
+    token = uuid.uuid4().hex if token is None else token
     for _ in range(ACQUIRE_ATTEMPTS):
-        token = uuid.uuid4().hex
         row = conn.execute(
             "INSERT INTO zuke_locks AS l (ns, key, token_sha256, holder, run_id, expires_at, fence)"
             f" VALUES (%(ns)s, %(key)s, %(sha)s, %(holder)s, %(run)s,"
@@ -87,6 +90,16 @@ def acquire(
     raise AssertionError(f"lock {key!r} was released and taken {ACQUIRE_ATTEMPTS} times in a row")
 
 
+def held_by(conn: Conn, ns: str, key: str, token: str) -> LockAcquired | None:
+    """The claim of ``token`` on ``key``, if it holds it (an acquisition whose answer was lost
+    landed), else ``None``."""
+    row = conn.execute(
+        "SELECT fence FROM zuke_locks WHERE ns = %s AND key = %s AND token_sha256 = %s",
+        (ns, key, token_hash(token)),
+    ).fetchone()
+    return None if row is None else LockAcquired(token=token, fence=int(row[0]))
+
+
 def renew(conn: Conn, ns: str, key: str, token: str, ttl_ms: int) -> bool:
     row = conn.execute(
         f"UPDATE zuke_locks SET expires_at = {_NOW} + %s * interval '1 millisecond'"
@@ -96,11 +109,13 @@ def renew(conn: Conn, ns: str, key: str, token: str, ttl_ms: int) -> bool:
     return row is not None
 
 
-def release(conn: Conn, ns: str, key: str, token: str) -> None:
-    conn.execute(
+def release(conn: Conn, ns: str, key: str, token: str) -> bool:
+    """Give the claim of ``token`` back (the fence stays); whether it held the key."""
+    cursor = conn.execute(
         f"UPDATE zuke_locks SET {_RELEASED} WHERE ns = %s AND key = %s AND token_sha256 = %s",
         (ns, key, token_hash(token)),
     )
+    return cursor.rowcount > 0
 
 
 def break_claim(conn: Conn, ns: str, key: str) -> LockHolder | None:
@@ -115,6 +130,12 @@ def break_claim(conn: Conn, ns: str, key: str) -> LockHolder | None:
 
 
 def listing(conn: Conn, ns: str, run_id: str | None) -> list[LockEntry]:
+    sql, args = listing_sql(ns, run_id)
+    return entries(conn.execute(sql, args).fetchall())
+
+
+def listing_sql(ns: str, run_id: str | None) -> tuple[bytes, list[str]]:
+    """:func:`listing`'s statement and arguments (the light path reads the same one)."""
     sql = (
         "SELECT key, holder, floor(extract(epoch FROM expires_at) * 1000)::bigint, fence"
         " FROM zuke_locks WHERE ns = %s AND token_sha256 IS NOT NULL"
@@ -122,7 +143,11 @@ def listing(conn: Conn, ns: str, run_id: str | None) -> list[LockEntry]:
     args = [ns]
     if run_id is not None:
         sql, args = sql + " AND run_id = %s", [ns, to_db(run_id)]
-    rows = conn.execute((sql + " ORDER BY key").encode(), args).fetchall()
+    return (sql + " ORDER BY key").encode(), args
+
+
+def entries(rows: Iterable[Sequence[Any]]) -> list[LockEntry]:
+    """:func:`listing_sql`'s rows as entries."""
     return [
         LockEntry(key=key, holder=_holder(holder, key), expires_at=int(exp), fence=int(fence))
         for key, holder, exp, fence in rows
@@ -147,4 +172,7 @@ def _holder(text: str, key: str) -> LockHolder:
     return parse_holder(json.loads(text), where=f"holder of lock {key!r}")
 
 
-__all__ = ["acquire", "break_claim", "ensure_floor", "forget_lease", "listing", "release", "renew"]
+__all__ = [
+    "acquire", "break_claim", "ensure_floor", "entries", "forget_lease", "held_by", "listing",
+    "listing_sql", "release", "renew",
+]  # fmt: skip

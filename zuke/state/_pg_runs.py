@@ -5,7 +5,9 @@ autocommit mode and costs one round trip:
 
 * a **version** is drawn from the sequence ``zuke_run_versions``, so a run
   deleted and re-created never reuses one (no ABA), and a write lands only
-  ``WHERE version = expected``: the row lock of that ``UPDATE`` decides a race;
+  ``WHERE version = expected``: the row lock of that ``UPDATE`` decides a race.
+  The store draws it before the write (in blocks), so a write whose answer
+  was lost with its connection is known by it (:func:`version_of`);
 * an **append** bumps the version, keeps the listing's columns current and
   inserts the delta in the same statement; reads fold the deltas over the
   record. Once the deltas outweigh the record (and 64 KiB of them gathered)
@@ -16,6 +18,7 @@ autocommit mode and costs one round trip:
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from zuke._errors import CorruptRecordError
@@ -62,24 +65,59 @@ def _columns(record: RunRecord, text: str) -> dict[str, Any]:
     }
 
 
+#: ``(record text, version, delta texts)`` of a run (ns, id), in one snapshot; also read by
+#: the light path (:mod:`._pg_light`), so both read the same statement
+ROW_SQL = (
+    "SELECT r.record, r.version, ARRAY(SELECT d.delta FROM zuke_run_deltas d"
+    " WHERE d.ns = r.ns AND d.run_id = r.id ORDER BY d.seq)"
+    " FROM zuke_runs r WHERE r.ns = %s AND r.id = %s"
+)
+
+
+def _row(conn: Conn, ns: str, run_id: str) -> tuple[str, int, list[str]] | None:
+    return conn.execute(ROW_SQL, (ns, run_id)).fetchone()
+
+
 def get(conn: Conn, ns: str, run_id: str) -> StoredRun | None:
-    row = conn.execute(
-        "SELECT r.record, r.version, ARRAY(SELECT d.delta FROM zuke_run_deltas d"
-        " WHERE d.ns = r.ns AND d.run_id = r.id ORDER BY d.seq)"
-        " FROM zuke_runs r WHERE r.ns = %s AND r.id = %s",
-        (ns, run_id),
-    ).fetchone()
+    return stored(run_id, _row(conn, ns, run_id))
+
+
+def stored(run_id: str, row: tuple[str, int | str, list[str]] | None) -> StoredRun | None:
+    """The run :data:`ROW_SQL`'s row stands for (``None``: no row)."""
     if row is None:
         return None
     return StoredRun(record=_fold(run_id, row[0], row[2]), version=str(row[1]))
 
 
-def create(conn: Conn, ns: str, record: RunRecord) -> Written | Conflict:
-    values = {"ns": ns, "id": record.id, **_columns(record, dumps(record_to_json(record)))}
+def get_text(conn: Conn, ns: str, run_id: str) -> tuple[str, int] | None:
+    """The record's text as written (folded with its journal, if any) and its version.
+
+    For ``zuke serve``, which returns a record as it was sent.
+    """
+    row = _row(conn, ns, run_id)
+    if row is None:
+        return None
+    text, version, deltas = row
+    if deltas:
+        text = dumps(record_to_json(_fold(run_id, text, deltas)))
+    return text, int(version)
+
+
+def create(
+    conn: Conn, ns: str, record: RunRecord, text: str | None = None, *, version: int | None = None
+) -> Written | Conflict:
+    """Insert a new run; ``text``, when given, is stored as the record (``zuke serve``).
+
+    ``version``: one drawn beforehand (:meth:`PgDatabase.version`), so that a lost answer
+    can be told from a write that did not land (:func:`version_of`); else drawn here.
+    """
+    text = dumps(record_to_json(record)) if text is None else text
+    values = {"ns": ns, "id": record.id, "version": version, **_columns(record, text)}
     row = conn.execute(
         "WITH r AS (INSERT INTO zuke_runs (ns, id, version, record, build, root_target, status,"
         " actor, created_at, updated_at, created_ms, base_bytes) VALUES (%(ns)s, %(id)s,"
-        " nextval('zuke_run_versions'), %(record)s, %(build)s, %(root)s, %(status)s, %(actor)s,"
+        " COALESCE(%(version)s::bigint, nextval('zuke_run_versions')), %(record)s, %(build)s,"
+        " %(root)s, %(status)s, %(actor)s,"
         " %(created_at)s, %(updated_at)s, %(created_ms)s, %(bytes)s)"
         " ON CONFLICT DO NOTHING RETURNING ns, id, version),"
         " t AS (INSERT INTO zuke_run_targets (ns, run_id, name)"
@@ -90,11 +128,21 @@ def create(conn: Conn, ns: str, record: RunRecord) -> Written | Conflict:
     return Conflict() if row is None else Written(version=str(row[0]))
 
 
-def put(conn: Conn, ns: str, record: RunRecord, expected: int) -> Written | Conflict:
-    values = {"ns": ns, "id": record.id, "expected": expected}
-    values.update(_columns(record, dumps(record_to_json(record))))
+def put(
+    conn: Conn,
+    ns: str,
+    record: RunRecord,
+    expected: int,
+    text: str | None = None,
+    *,
+    version: int | None = None,
+) -> Written | Conflict:
+    text = dumps(record_to_json(record)) if text is None else text
+    values = {"ns": ns, "id": record.id, "expected": expected, "version": version}
+    values.update(_columns(record, text))
     row = conn.execute(
-        "WITH u AS (UPDATE zuke_runs SET version = nextval('zuke_run_versions'),"
+        "WITH u AS (UPDATE zuke_runs"
+        " SET version = COALESCE(%(version)s::bigint, nextval('zuke_run_versions')),"
         " record = %(record)s, build = %(build)s, root_target = %(root)s, status = %(status)s,"
         " actor = %(actor)s, created_at = %(created_at)s, updated_at = %(updated_at)s,"
         " created_ms = %(created_ms)s, base_bytes = %(bytes)s, journal_bytes = 0"
@@ -111,10 +159,19 @@ def put(conn: Conn, ns: str, record: RunRecord, expected: int) -> Written | Conf
     return Conflict() if row is None else Written(version=str(row[0]))
 
 
-def append(conn: Conn, ns: str, run_id: str, delta: RunDelta, expected: int) -> Written | Conflict:
+def append(
+    conn: Conn,
+    ns: str,
+    run_id: str,
+    delta: RunDelta,
+    expected: int,
+    *,
+    version: int | None = None,
+) -> Written | Conflict:
     line = dumps(delta_to_json(delta))
     row = conn.execute(
-        "WITH u AS (UPDATE zuke_runs SET version = nextval('zuke_run_versions'),"
+        "WITH u AS (UPDATE zuke_runs"
+        " SET version = COALESCE(%(version)s::bigint, nextval('zuke_run_versions')),"
         " updated_at = %(updated_at)s, status = COALESCE(%(status)s, status),"
         " actor = COALESCE(%(actor)s, actor), journal_bytes = journal_bytes + %(bytes)s,"
         " last_seq = last_seq + 1"
@@ -124,7 +181,8 @@ def append(conn: Conn, ns: str, run_id: str, delta: RunDelta, expected: int) -> 
         " SELECT ns, id, last_seq, %(delta)s FROM u)"
         " SELECT version, journal_bytes > GREATEST(base_bytes, %(compact)s) FROM u",
         {
-            "ns": ns, "id": run_id, "expected": expected, "delta": line, "bytes": len(line),
+            "ns": ns, "id": run_id, "expected": expected, "version": version, "delta": line,
+            "bytes": len(line),
             "updated_at": to_db(delta.updated_at), "status": delta.status,
             "actor": None if delta.actor is None else to_db(delta.actor),
             "compact": COMPACT_MIN_BYTES,
@@ -135,6 +193,15 @@ def append(conn: Conn, ns: str, run_id: str, delta: RunDelta, expected: int) -> 
     if row[1]:
         _compact(conn, ns, run_id)
     return Written(version=str(row[0]))
+
+
+def version_of(conn: Conn, ns: str, run_id: str) -> int | None:
+    """The run's version now (``None``: no such run): whether a write whose answer was lost
+    landed (its drawn version) or not (still the expected one)."""
+    row = conn.execute(
+        "SELECT version FROM zuke_runs WHERE ns = %s AND id = %s", (ns, run_id)
+    ).fetchone()
+    return None if row is None else int(row[0])
 
 
 def _compact(conn: Conn, ns: str, run_id: str) -> None:
@@ -158,13 +225,20 @@ def _compact(conn: Conn, ns: str, run_id: str) -> None:
         )
 
 
-def delete(conn: Conn, ns: str, run_id: str) -> None:
-    """Remove the run (its targets and deltas go with it: ``ON DELETE CASCADE``)."""
-    conn.execute("DELETE FROM zuke_runs WHERE ns = %s AND id = %s", (ns, run_id))
+def delete(conn: Conn, ns: str, run_id: str) -> bool:
+    """Remove the run (its targets and deltas go with it: ``ON DELETE CASCADE``); whether it was."""
+    cursor = conn.execute("DELETE FROM zuke_runs WHERE ns = %s AND id = %s", (ns, run_id))
+    return cursor.rowcount > 0
 
 
 def listing(conn: Conn, ns: str, query: RunQuery) -> list[RunSummary]:
     """Summaries newest first (``createdAt`` as a time, then id), every filter from an index."""
+    sql, args = listing_sql(ns, query)
+    return summaries(conn.execute(sql, args).fetchall())
+
+
+def listing_sql(ns: str, query: RunQuery) -> tuple[bytes, list[str | int]]:
+    """:func:`listing`'s statement and arguments (the light path reads the same one)."""
     sql = [
         "SELECT id, build, root_target, status, actor, created_at, updated_at",
         "FROM zuke_runs r WHERE r.ns = %s",
@@ -189,7 +263,11 @@ def listing(conn: Conn, ns: str, query: RunQuery) -> list[RunSummary]:
     if limit is not None:
         sql.append("LIMIT %s")
         args.append(limit)
-    rows = conn.execute(" ".join(sql).encode(), args).fetchall()
+    return " ".join(sql).encode(), args
+
+
+def summaries(rows: Iterable[Sequence[Any]]) -> list[RunSummary]:
+    """:func:`listing_sql`'s rows as summaries."""
     return [
         RunSummary(
             id=row[0], build=from_db(row[1]), root_target=from_db(row[2]),
@@ -212,4 +290,7 @@ def _fold(run_id: str, text: str, deltas: list[str]) -> RunRecord:
     return apply_deltas(record, parsed)
 
 
-__all__ = ["append", "create", "delete", "dumps", "get", "listing", "parse_version", "put"]
+__all__ = [
+    "ROW_SQL", "append", "create", "delete", "dumps", "get", "get_text", "listing", "listing_sql",
+    "parse_version", "put", "stored", "summaries", "version_of",
+]  # fmt: skip

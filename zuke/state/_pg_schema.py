@@ -15,6 +15,9 @@ postgresql://``, not used by the direct store yet). Identifiers are
 ``COLLATE "C"``, so ``ORDER BY`` is code-point order (what Python's ``sorted``
 gives) and the indexes serve it. Every table is prefixed ``zuke_``: the
 database may be shared with other applications.
+
+Version 2 adds the triggers that ``NOTIFY zuke_runs`` when a run parks or a
+signal is appended, so a watching sweeper (:mod:`._pg_listen`) wakes at once.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from zuke._errors import StateError
 if TYPE_CHECKING:
     from zuke.state._pg_conn import Conn
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 #: ``pg_advisory_xact_lock`` key of a migration ("zuke" in ASCII)
 MIGRATION_LOCK = 0x7A756B65
 
@@ -37,8 +40,12 @@ CREATE TABLE IF NOT EXISTS zuke_schema_version (
 )
 """
 
-#: version -> the statements that bring a database from the version before to it
-MIGRATIONS: dict[int, str] = {
+#: the channel :mod:`._pg_listen` listens on (``zuke resume --check --watch``)
+WAKE_CHANNEL = "zuke_runs"
+
+#: version -> the statements that bring a database from the version before to it: one text
+#: split at ``;``, or a tuple of statements (a function body has ``;`` of its own)
+MIGRATIONS: dict[int, str | tuple[str, ...]] = {
     1: """
 CREATE SEQUENCE zuke_run_versions;
 CREATE TABLE zuke_runs (
@@ -107,7 +114,46 @@ CREATE TABLE zuke_builds (
 CREATE INDEX zuke_builds_by_time ON zuke_builds (ns, created_ms DESC, id DESC);
 CREATE INDEX zuke_builds_by_name ON zuke_builds (ns, name, created_ms DESC, id DESC)
 """,
+    # A sweep's wake-up call (NOTIFY): a run parked (its status became suspended) or a
+    # signal appended to a run. The payload is the run's namespace, id and status, never
+    # record data; NOTIFY refuses payloads of 8000 bytes or more, so an outsized one (a
+    # very long namespace) becomes "{}", which still wakes a sweep. A sweep's own check
+    # stamps neither park a run nor carry a signal, so they wake nobody. The signal test
+    # reads the compact JSON text; a "signals" key inside a target's data may wake a sweep
+    # for nothing, which costs one sweep.
+    2: (
+        """
+CREATE FUNCTION zuke_notify_run() RETURNS trigger LANGUAGE plpgsql AS $zuke$
+DECLARE
+    run_status text;
+    payload text;
+BEGIN
+    IF TG_TABLE_NAME = 'zuke_run_deltas' THEN
+        SELECT status INTO run_status FROM zuke_runs WHERE ns = NEW.ns AND id = NEW.run_id;
+        payload := json_build_object('ns', NEW.ns, 'id', NEW.run_id, 'status', run_status)::text;
+    ELSE
+        payload := json_build_object('ns', NEW.ns, 'id', NEW.id, 'status', NEW.status)::text;
+    END IF;
+    IF octet_length(payload) >= 7900 THEN
+        payload := '{}';
+    END IF;
+    PERFORM pg_notify('zuke_runs', payload);
+    RETURN NULL;
+END
+$zuke$""",
+        "CREATE TRIGGER zuke_runs_created_parked AFTER INSERT ON zuke_runs FOR EACH ROW"
+        " WHEN (NEW.status = 'suspended') EXECUTE FUNCTION zuke_notify_run()",
+        "CREATE TRIGGER zuke_runs_parked AFTER UPDATE OF status ON zuke_runs FOR EACH ROW"
+        " WHEN (NEW.status = 'suspended' AND OLD.status IS DISTINCT FROM NEW.status)"
+        " EXECUTE FUNCTION zuke_notify_run()",
+        "CREATE TRIGGER zuke_run_signalled AFTER INSERT ON zuke_run_deltas FOR EACH ROW"
+        """ WHEN (strpos(NEW.delta, '"signals":{') > 0) EXECUTE FUNCTION zuke_notify_run()""",
+    ),
 }
+
+
+def _statements(step: str | tuple[str, ...]) -> list[str]:
+    return list(step) if isinstance(step, tuple) else list(filter(str.strip, step.split(";")))
 
 
 def schema_version(conn: Conn) -> int:
@@ -135,7 +181,7 @@ def prepare(conn: Conn, where: str) -> None:
         version = int(row[0]) if row is not None and row[0] is not None else 0
         _refuse_newer(version, where)
         for step in range(version + 1, SCHEMA_VERSION + 1):
-            for statement in filter(str.strip, MIGRATIONS[step].split(";")):
+            for statement in _statements(MIGRATIONS[step]):
                 conn.execute(statement.encode())
             conn.execute("INSERT INTO zuke_schema_version (version) VALUES (%s)", (step,))
 
@@ -200,4 +246,12 @@ def from_db(value: str) -> str:
     return "".join(out)
 
 
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "from_db", "prepare", "schema_version", "to_db"]
+__all__ = [
+    "MIGRATIONS",
+    "SCHEMA_VERSION",
+    "WAKE_CHANNEL",
+    "from_db",
+    "prepare",
+    "schema_version",
+    "to_db",
+]

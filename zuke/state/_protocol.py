@@ -16,8 +16,12 @@ of transitions (a whole-record store rewrites the record every time).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from dataclasses import dataclass
+else:  # the same frozen dataclasses, without compiling their methods at import (_frozen)
+    from zuke.state._frozen import dataclass
 
 from zuke.state.records import LockHolder, RunDelta, RunRecord, RunStatus, RunSummary
 
@@ -117,7 +121,7 @@ class StateStore(Protocol):
         """Remove a run; removing an absent run is not an error."""
         ...
 
-    def list_runs(self, query: RunQuery = RunQuery()) -> list[RunSummary]:
+    def list_runs(self, query: RunQuery = RunQuery()) -> list[RunSummary]:  # noqa: B008 (frozen)
         """Summaries matching ``query``, newest first by ``createdAt`` then id."""
         ...
 

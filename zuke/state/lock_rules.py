@@ -22,9 +22,14 @@ The rules:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from zuke.state.records import LockHolder
+
+if TYPE_CHECKING:
+    from dataclasses import dataclass
+else:  # a frozen dataclass without compiling its methods at import (zuke.state._frozen)
+    from zuke.state._frozen import dataclass
 
 #: The longest TTL a lock may ask for, on every store: 366 days.
 MAX_TTL_MS = 366 * 24 * 3600 * 1000

@@ -19,13 +19,14 @@ A ``namespace`` keeps several independent stores in one set of tables (what
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Final
+import uuid
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Final
 
 from zuke._errors import StateError
-from zuke.state import _pg_locks, _pg_runs
+from zuke.state import _pg_listen, _pg_locks, _pg_runs
 from zuke.state._ids import check_id, check_ttl
-from zuke.state._pg_conn import DEFAULT_MAX_CONNECTIONS, PgDatabase
+from zuke.state._pg_conn import DEFAULT_MAX_CONNECTIONS, POOL_SIZE_ENV, PgDatabase
 from zuke.state._protocol import (
     Conflict,
     LockAcquired,
@@ -38,7 +39,12 @@ from zuke.state._protocol import (
 )
 from zuke.state.records import RunDelta, RunRecord, RunSummary
 
+if TYPE_CHECKING:
+    from zuke.state._pg_conn import Conn
+
 SCHEMES = ("postgresql", "postgres")
+#: the largest pool ``ZUKE_PG_POOL_SIZE`` may ask for
+MAX_POOL_SIZE = 1000
 _EVERY_RUN: Final = RunQuery()
 
 
@@ -66,25 +72,58 @@ class PostgresStateStore:
         """Close the pool (the database object's: stores sharing it are closed too)."""
         self.database.close()
 
+    def listen(self, wake: _pg_listen.Wake) -> _pg_listen.Listener:
+        """Call ``wake`` when a run parks or a signal lands (LISTEN/NOTIFY on a connection of
+        its own) until the listener is closed: what ``zuke resume --check --watch`` looks for."""
+        return _pg_listen.listen(self.database, self.namespace, wake)
+
+    def initialize(self, *, force: bool = False) -> str:
+        """``zuke state init``: connect and bring the schema to this zuke's version now.
+
+        Every first use does the same; this lets an operator do it ahead, with a
+        role allowed to create tables, and see that the URL works. ``force``
+        changes nothing here: no state is ever started afresh.
+        """
+        from zuke.state._pg_schema import SCHEMA_VERSION
+
+        del force
+        self.database.call(lambda conn: conn.execute("SELECT 1"))
+        self._floor_ready = False
+        self.database.call(self._ensure_floor)
+        return f"{self.database.shown} is ready (schema version {SCHEMA_VERSION})"
+
     # ------------------------------------------------------------------ runs
+    # Every call goes through PgDatabase.call: a connection that broke (a restart) is
+    # replaced; a write whose answer was lost is looked up by its drawn version or token.
 
     def get_run(self, run_id: str) -> StoredRun | None:
         check_id(run_id)
-        with self.database.connection() as conn:
-            return _pg_runs.get(conn, self.namespace, run_id)
+        return self.database.call(lambda conn: _pg_runs.get(conn, self.namespace, run_id))
 
     def create_run(self, record: RunRecord) -> Written | Conflict:
         check_id(record.id)
-        with self.database.connection() as conn:
-            return _pg_runs.create(conn, self.namespace, record)
+        ns, version = self.namespace, self.database.version()
+
+        def landed(conn: Conn) -> Written | Conflict | None:
+            now = _pg_runs.version_of(conn, ns, record.id)
+            if now is None:
+                return None
+            return Written(version=str(version)) if now == version else Conflict()
+
+        return self.database.call(
+            lambda conn: _pg_runs.create(conn, ns, record, version=version), landed=landed
+        )
 
     def put_run(self, record: RunRecord, *, expected_version: str) -> Written | Conflict:
         check_id(record.id)
         expected = _pg_runs.parse_version(expected_version)
         if expected is None:
             return Conflict()
-        with self.database.connection() as conn:
-            return _pg_runs.put(conn, self.namespace, record, expected)
+        ns, version = self.namespace, self.database.version()
+        return self.database.call(
+            lambda conn: _pg_runs.put(conn, ns, record, expected, version=version),
+            landed=self._landed(record.id, expected, version),
+        )
 
     def append_run(
         self, run_id: str, delta: RunDelta, *, expected_version: str
@@ -93,53 +132,78 @@ class PostgresStateStore:
         expected = _pg_runs.parse_version(expected_version)
         if expected is None:
             return Conflict()
-        with self.database.connection() as conn:
-            return _pg_runs.append(conn, self.namespace, run_id, delta, expected)
+        ns, version = self.namespace, self.database.version()
+        return self.database.call(
+            lambda conn: _pg_runs.append(conn, ns, run_id, delta, expected, version=version),
+            landed=self._landed(run_id, expected, version),
+        )
+
+    def _landed(
+        self, run_id: str, expected: int, version: int
+    ) -> Callable[[Conn], Written | Conflict | None]:
+        """After a lost answer: landed (our version), not (still ``expected``), or overtaken."""
+
+        def check(conn: Conn) -> Written | Conflict | None:
+            now = _pg_runs.version_of(conn, self.namespace, run_id)
+            if now == version:
+                return Written(version=str(version))
+            return None if now == expected else Conflict()
+
+        return check
 
     def delete_run(self, run_id: str) -> None:
         check_id(run_id)
-        with self.database.connection() as conn:
+
+        def delete(conn: Conn) -> None:
             self._ensure_floor(conn)
             with conn.transaction():
                 _pg_locks.forget_lease(conn, self.namespace, run_id)
                 _pg_runs.delete(conn, self.namespace, run_id)
 
+        self.database.call(delete)  # twice is once: the run is gone either way
+
     def list_runs(self, query: RunQuery = _EVERY_RUN) -> list[RunSummary]:
-        with self.database.connection() as conn:
-            return _pg_runs.listing(conn, self.namespace, query)
+        return self.database.call(lambda conn: _pg_runs.listing(conn, self.namespace, query))
 
     # ------------------------------------------------------------------ locks
 
     def acquire_lock(self, key: str, holder: LockHolder, ttl_ms: int) -> LockAcquired | LockHeld:
         check_id(key, "lock key")
         check_ttl(ttl_ms)
-        with self.database.connection() as conn:
+        ns, token = self.namespace, uuid.uuid4().hex
+
+        def acquire(conn: Conn) -> LockAcquired | LockHeld:
             self._ensure_floor(conn)
-            return _pg_locks.acquire(conn, self.namespace, key, holder, ttl_ms)
+            return _pg_locks.acquire(conn, ns, key, holder, ttl_ms, token=token)
+
+        return self.database.call(
+            acquire, landed=lambda conn: _pg_locks.held_by(conn, ns, key, token)
+        )
 
     def renew_lock(self, key: str, token: str, ttl_ms: int) -> bool:
         check_id(key, "lock key")
         check_ttl(ttl_ms)
-        with self.database.connection() as conn:
-            return _pg_locks.renew(conn, self.namespace, key, token, ttl_ms)
+        return self.database.call(  # twice is once: the TTL counts from the last
+            lambda conn: _pg_locks.renew(conn, self.namespace, key, token, ttl_ms)
+        )
 
     def release_lock(self, key: str, token: str) -> None:
         check_id(key, "lock key")
-        with self.database.connection() as conn:
-            _pg_locks.release(conn, self.namespace, key, token)
+        self.database.call(lambda conn: _pg_locks.release(conn, self.namespace, key, token))
 
     def break_lock(self, key: str) -> LockHolder | None:
         check_id(key, "lock key")
-        with self.database.connection() as conn:
-            return _pg_locks.break_claim(conn, self.namespace, key)
+        # Sent again after a lost answer, it would say "not held" of a claim it broke.
+        return self.database.call(
+            lambda conn: _pg_locks.break_claim(conn, self.namespace, key), resend=False
+        )
 
     def list_locks(self, *, run_id: str | None = None) -> list[LockEntry]:
-        with self.database.connection() as conn:
-            return _pg_locks.listing(conn, self.namespace, run_id)
+        return self.database.call(lambda conn: _pg_locks.listing(conn, self.namespace, run_id))
 
-    def _ensure_floor(self, conn: object) -> None:
+    def _ensure_floor(self, conn: Conn) -> None:
         if not self._floor_ready:
-            _pg_locks.ensure_floor(conn, self.namespace)  # type: ignore[arg-type]
+            _pg_locks.ensure_floor(conn, self.namespace)
             self._floor_ready = True
 
 
@@ -153,7 +217,20 @@ def from_url(spec: str, env: Mapping[str, str]) -> PostgresStateStore:
             "state: ZUKE_STATE names a Postgres database, but psycopg is not installed: "
             "pip install 'zuke[postgres]'"
         ) from None
-    return PostgresStateStore(spec)
+    return PostgresStateStore(spec, max_connections=pool_size(env))
 
 
-__all__ = ["SCHEMES", "PostgresStateStore", "from_url"]
+def pool_size(env: Mapping[str, str]) -> int:
+    """``ZUKE_PG_POOL_SIZE``: the most connections one zuke process opens (10 unless set)."""
+    raw = env.get(POOL_SIZE_ENV, "").strip()
+    if not raw:
+        return DEFAULT_MAX_CONNECTIONS
+    if not raw.isascii() or not raw.isdigit() or not 1 <= int(raw) <= MAX_POOL_SIZE:
+        raise StateError(
+            f"state: {POOL_SIZE_ENV} must be a whole number from 1 to {MAX_POOL_SIZE}, "
+            f"not {raw[:40]!r}"
+        )
+    return int(raw)
+
+
+__all__ = ["SCHEMES", "PostgresStateStore", "from_url", "pool_size"]

@@ -11,8 +11,13 @@ run linear in its number of transitions (see ``docs/state.md``).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
-from typing import Any, Literal, get_args
+from dataclasses import field, replace
+from typing import TYPE_CHECKING, Any, Literal, get_args
+
+if TYPE_CHECKING:
+    from dataclasses import dataclass
+else:  # the same frozen dataclasses, without compiling their methods at import (_frozen)
+    from zuke.state._frozen import dataclass
 
 RunStatus = Literal["running", "suspended", "cancelling", "succeeded", "failed", "cancelled"]
 TargetStatus = Literal["pending", "running", "succeeded", "failed", "skipped", "waiting"]
@@ -79,6 +84,22 @@ class EffectRecord:
 
 
 @dataclass(frozen=True)
+class HeldLock:
+    """A run-held lock (``s.held_until(target)``): taken at ``target``, released after ``until``.
+
+    Its token is in :attr:`RunRecord.locks` under the same key; this says why the run keeps
+    it past its target's body, so that a resumer can adopt it (renew it at ``ttl_ms`` under
+    its own heartbeat) and every way out of the run can release it.
+    """
+
+    target: str
+    until: str
+    ttl_ms: int
+    #: the fence its acquisition returned (``ctx.lock.fence`` when ``until`` locks it too)
+    fence: int = 0
+
+
+@dataclass(frozen=True)
 class TargetRecord:
     """The durable row of one target."""
 
@@ -140,6 +161,8 @@ class RunRecord:
     #: that ``zuke cancel`` in another process can give them back
     locks: Mapping[str, str] = field(default_factory=dict)
     extra: Mapping[str, Any] = field(default_factory=dict)
+    #: the run-held locks among ``locks`` (``held_until``): key -> why and until when
+    held: Mapping[str, HeldLock] = field(default_factory=dict)
     #: when the run last became ``suspended`` (set by :func:`apply_deltas`, never by an
     #: audit write): a resume credits the time parked since then to ``deadlineAt``
     parked_at: str | None = None
@@ -192,6 +215,8 @@ class RunDelta:
     #: with ``status="suspended"``: when the run was parked, if not ``updated_at`` (a merged
     #: delta keeps the first suspension's time)
     parked_at: str | None = None
+    #: run-held locks set, or removed (``None``)
+    held: Mapping[str, HeldLock | None] = field(default_factory=dict)
 
 
 def apply_delta(record: RunRecord, delta: RunDelta) -> RunRecord:
@@ -211,6 +236,7 @@ def apply_deltas(record: RunRecord, deltas: Iterable[RunDelta]) -> RunRecord:
     events: list[RunEvent] | None = None
     locks: dict[str, str] | None = None
     params: dict[str, str] | None = None
+    held: dict[str, HeldLock] | None = None
     for delta in deltas:
         changes["updated_at"] = delta.updated_at
         for name in ("status", "actor", "degraded", "deadline_at", "intended_terminal"):
@@ -238,6 +264,13 @@ def apply_deltas(record: RunRecord, deltas: Iterable[RunDelta]) -> RunRecord:
                     locks.pop(key, None)
                 else:
                     locks[key] = token
+        if delta.held:
+            held = dict(record.held) if held is None else held
+            for key, row in delta.held.items():
+                if row is None:
+                    held.pop(key, None)
+                else:
+                    held[key] = row
     if targets is not None:
         changes["targets"] = targets
     if signals is not None:
@@ -248,6 +281,8 @@ def apply_deltas(record: RunRecord, deltas: Iterable[RunDelta]) -> RunRecord:
         changes["locks"] = locks
     if params is not None:
         changes["params"] = params
+    if held is not None:
+        changes["held"] = held
     return replace(record, **changes) if changes else record
 
 
@@ -270,6 +305,7 @@ def merge_deltas(first: RunDelta, second: RunDelta) -> RunDelta:
         locks={**first.locks, **second.locks},
         params={**first.params, **second.params},
         parked_at=_parked(first, second),
+        held={**first.held, **second.held},
     )
 
 
@@ -289,6 +325,7 @@ __all__ = [
     "EffectRecord",
     "EffectStatus",
     "GraphNode",
+    "HeldLock",
     "LockHolder",
     "RunDelta",
     "RunEvent",

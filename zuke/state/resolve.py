@@ -6,7 +6,8 @@ First match wins:
 2. ``ZUKE_STATE_URL`` (+ ``ZUKE_STATE_TOKEN``): the HTTP store;
 3. ``ZUKE_STATE_DIR``: a filesystem store there;
 4. ``ZUKE_STATE=scheme://...``: ``postgresql://`` and ``postgres://`` are the
-   Postgres store (:mod:`zuke.state.postgres`, the ``zuke[postgres]`` extra);
+   Postgres store (:mod:`zuke.state.postgres`, the ``zuke[postgres]`` extra),
+   which reads through libpq until it writes (:mod:`zuke.state._pg_light`);
    any other scheme is a store registered under the ``zuke.state_stores``
    entry point (``github://`` comes from ``zuke_gh``), so the core never
    imports an integration;
@@ -88,13 +89,19 @@ def _sync_appends(env: Mapping[str, str]) -> bool:
 def _from_entry_point(spec: str, env: Mapping[str, str]) -> StateStore:
     scheme, sep, _ = spec.partition("://")
     if sep and scheme in ("postgresql", "postgres"):
-        from zuke.state.postgres import from_url
+        from zuke.state._pg_light import from_url  # reads without importing psycopg
 
         return from_url(spec, env)
     if not sep or not scheme:
         raise StateError(
             f"ZUKE_STATE={spec!r} is not a store URL; expected e.g. "
             "github://OWNER/REPO?branch=zuke-state"
+        )
+    if scheme in ("http", "https"):  # the HTTP store has its own variable (and a token)
+        raise StateError(
+            f"ZUKE_STATE={scheme}://… names no store: the HTTP state service is set with "
+            f"ZUKE_STATE_URL={scheme}://… (and ZUKE_STATE_TOKEN); ZUKE_STATE takes "
+            "postgresql://… or a store package's scheme such as github://"
         )
     from importlib.metadata import entry_points  # ~12 ms: only when a scheme is named
 

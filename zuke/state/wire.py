@@ -25,6 +25,7 @@ from zuke.state._wire_target import (
 from zuke.state.records import (
     RUN_STATUSES,
     GraphNode,
+    HeldLock,
     LockHolder,
     RunDelta,
     RunEvent,
@@ -81,7 +82,22 @@ def record_to_json(r: RunRecord) -> dict[str, Any]:
     optional(out, "parkedAt", r.parked_at)
     if r.locks:
         out["locks"] = dict(r.locks)
+    if r.held:
+        out["heldLocks"] = {key: _held_to_json(h) for key, h in r.held.items()}
     return out
+
+
+def shown_record_json(r: RunRecord) -> dict[str, Any]:
+    """The wire form to show a person or a client (``runs show --json``, MCP): each claim's
+    token — which renews and releases it — replaced by ``"(held)"``."""
+    out = record_to_json(r)
+    if "locks" in out:
+        out["locks"] = dict.fromkeys(out["locks"], "(held)")
+    return out
+
+
+def _held_to_json(h: HeldLock) -> dict[str, Any]:
+    return {"target": h.target, "until": h.until, "ttlMs": h.ttl_ms, "fence": h.fence}
 
 
 def holder_to_json(holder: LockHolder) -> dict[str, str]:
@@ -133,6 +149,8 @@ def delta_to_json(d: RunDelta) -> dict[str, Any]:
         out["locks"] = dict(d.locks)
     if d.params:
         out["params"] = dict(d.params)
+    if d.held:
+        out["heldLocks"] = {k: None if h is None else _held_to_json(h) for k, h in d.held.items()}
     return out
 
 
@@ -147,7 +165,7 @@ _RECORD_KEYS = frozenset(
     {
         "id", "build", "buildId", "rootTarget", "status", "actor", "createdAt", "updatedAt",
         "graph", "params", "targets", "signals", "events", "degraded", "deadlineAt",
-        "intendedTerminal", "locks", "parkedAt",
+        "intendedTerminal", "locks", "parkedAt", "heldLocks",
     }
 )  # fmt: skip
 
@@ -227,7 +245,27 @@ def parse_record(raw: Any, *, where: str = "run record") -> RunRecord:
         locks=_parse_locks(rd, obj.get("locks")),
         extra={k: v for k, v in obj.items() if k not in _RECORD_KEYS},
         parked_at=rd.opt_string(obj, "parkedAt"),
+        held={k: h for k, h in _parse_held(rd, obj.get("heldLocks")).items() if h is not None},
     )
+
+
+def _parse_held(rd: Reader, raw: Any) -> dict[str, HeldLock | None]:
+    """``heldLocks``: lock key -> ``{target, until, ttlMs}`` (``null`` in a delta: removed)."""
+    out: dict[str, HeldLock | None] = {}
+    for key, value in rd.obj(raw or {}, "heldLocks").items():
+        if value is None:
+            out[key] = None
+            continue
+        row = rd.obj(value, f"heldLocks {key!r}")
+        ttl = row.get("ttlMs")
+        if not isinstance(ttl, int) or isinstance(ttl, bool) or ttl <= 0:
+            raise rd.fail(f'heldLocks {key!r}: "ttlMs" must be a positive integer')
+        fence = row.get("fence", 0)
+        if not isinstance(fence, int) or isinstance(fence, bool):
+            raise rd.fail(f'heldLocks {key!r}: "fence" must be an integer')
+        out[key] = HeldLock(target=rd.string(row, "target"), until=rd.string(row, "until"),
+                            ttl_ms=ttl, fence=fence)  # fmt: skip
+    return out
 
 
 def _parse_locks(rd: Reader, raw: Any) -> dict[str, str]:
@@ -283,6 +321,7 @@ def parse_delta(raw: Any, *, where: str = "run delta") -> RunDelta:
         locks=_parse_delta_locks(rd, obj.get("locks")),
         params=_parse_params(rd, obj.get("params")),
         parked_at=rd.opt_string(obj, "parkedAt"),
+        held=_parse_held(rd, obj.get("heldLocks")),
     )
 
 

@@ -5,7 +5,9 @@
 :class:`~zuke.testing.store_contract.StateStoreContract` in a test module.
 That module imports pytest, so it is loaded only on first use of one of its
 names here: ``import zuke`` and ``import zuke.testing`` never import pytest.
-:mod:`zuke.testing.serve` waits for a real ``zuke serve`` process to listen.
+:mod:`zuke.testing.serve` waits for a real ``zuke serve`` process to listen;
+:mod:`zuke.testing.conformance` checks a running state service over HTTP
+(``python -m zuke.testing.conformance --url BASE``).
 """
 
 from __future__ import annotations

@@ -1,0 +1,263 @@
+"""Postgres store benchmarks (issue 18): the chain, locks, the sweep and the listing.
+
+Run it with the project's interpreter (Postgres binaries and ``zuke[postgres]`` needed)::
+
+    .venv/bin/python benchmarks/bench_postgres.py            # markdown
+    .venv/bin/python benchmarks/bench_postgres.py --json     # machine-readable
+
+It starts its own throwaway cluster (``tests/pg_support.py``: ``initdb``, a
+loopback port, trust authentication, ``fsync=off``, stopped at exit), one
+fresh database per row, and measures, each the median of ``--runs`` after an
+untimed warm-up:
+
+- **chain**: ``zuke t0999 --state`` on a 1000-target chain, a fresh process,
+  with ``ZUKE_STATE=postgresql://…`` against ``ZUKE_STATE_DIR`` (the
+  filesystem store); the target is within 1.5 times the filesystem store's;
+- **locks**: acquire + release of one key on the store, in this process,
+  ``--pairs`` times: p50 and p99 of a pair;
+- **sweep**: ``zuke resume --check`` over ``--suspended`` runs suspended at a
+  signal gate with nothing due, a fresh process: the command, and per run
+  (the command less the same command over an empty database, divided by the
+  runs);
+- **listing**: ``zuke runs list --limit 20`` over ``--listed`` runs (20,000),
+  a fresh process: through the light read path (libpq by ctypes), and with
+  ``ZUKE_PG_LIGHT=0`` (psycopg, as before); the target is under 100 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import textwrap
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.pg_support
+from _timing import BenchmarkError, dump_json, machine, machine_line, time_once
+from _timing import zuke_command as zuke
+from bench_engine import chain_build, child_env
+
+from tests.pg_support import PgCluster, start_cluster, unavailable
+from zuke import Build, execute
+from zuke._loader import load_build_class
+from zuke.state._protocol import LockAcquired, RunQuery, Written
+from zuke.state.postgres import PostgresStateStore
+from zuke.testing.store_contract import sample_holder, sample_record
+
+CHAIN_TARGETS = 1000
+#: the children's bytecode cache goes under here (as ``bench_engine.py``'s: an installed
+#: zuke has one)
+CACHE_ROOT = Path(tempfile.gettempdir()) / "zuke-bench-pg"
+
+
+def clean_env(extra: dict[str, str]) -> dict[str, str]:
+    """The children's environment: no state settings but ``extra``, a bytecode cache."""
+    return {**child_env(CACHE_ROOT, bytecode_cache=True), **extra}
+
+
+GATED = """
+    from zuke import Build, external_signal, target
+
+    class Gated(Build):
+        @target
+        def deploy(self, t):
+            return t.executes(lambda: None)
+
+        @target
+        def approve(self, t):
+            return t.depends_on(self.deploy).waits_for(
+                lambda s: s.on(external_signal("approved")).timeout("72h"))
+"""
+
+
+@dataclass(frozen=True)
+class Row:
+    name: str
+    how: str
+    samples: tuple[float, ...]
+    #: what the row is per (runs in a sweep), for a per-run figure
+    per: int = 0
+    note: str = ""
+
+    @property
+    def median_s(self) -> float:
+        return statistics.median(self.samples)
+
+
+def timed(samples: int, once: Callable[[], float]) -> tuple[float, ...]:
+    once()  # warm-up
+    return tuple(once() for _ in range(samples))
+
+
+def bench_chain(cluster: PgCluster, root: Path, samples: int) -> list[Row]:
+    (root / "chain").mkdir()
+    (root / "chain" / "build.py").write_text(chain_build(CHAIN_TARGETS))
+    argv = [*zuke(), f"t{CHAIN_TARGETS - 1:04d}", "--state"]
+    fs = clean_env({"ZUKE_STATE_DIR": str(root / "chain-store")})
+    pg = clean_env({"ZUKE_STATE": cluster.create_database()})
+    fs_s: list[float] = []
+    pg_s: list[float] = []
+    time_once(argv, cwd=root / "chain", env=fs)
+    time_once(argv, cwd=root / "chain", env=pg)
+    for _ in range(samples):  # paired, so both see the same load
+        fs_s.append(time_once(argv, cwd=root / "chain", env=fs))
+        pg_s.append(time_once(argv, cwd=root / "chain", env=pg))
+    ratio = statistics.median(pg_s) / statistics.median(fs_s)
+    return [
+        Row("1000-target chain", "filesystem store", tuple(fs_s)),
+        Row("1000-target chain", "Postgres store", tuple(pg_s), note=f"{ratio:.2f}× filesystem"),
+    ]
+
+
+def bench_locks(cluster: PgCluster, pairs: int) -> list[Row]:
+    store = PostgresStateStore(cluster.create_database())
+    try:
+        holder = sample_holder("bench-run")
+        laps = []
+        for i in range(pairs + 100):
+            started = time.perf_counter()
+            got = store.acquire_lock("bench-lock", holder, 60_000)
+            assert isinstance(got, LockAcquired)
+            store.release_lock("bench-lock", got.token)
+            if i >= 100:  # the first hundred warm the pool and the plan cache
+                laps.append(time.perf_counter() - started)
+    finally:
+        store.close()
+    laps.sort()
+    p99 = laps[min(len(laps) - 1, int(len(laps) * 0.99))]
+    return [
+        Row("lock acquire + release", "p50", (statistics.median(laps),)),
+        Row("lock acquire + release", "p99", (p99,), note=f"{pairs} pairs, one key, in process"),
+    ]
+
+
+def bench_sweep(cluster: PgCluster, root: Path, samples: int, suspended: int) -> list[Row]:
+    (root / "gated").mkdir()
+    (root / "gated" / "build.py").write_text(textwrap.dedent(GATED))
+    build: type[Build] = load_build_class(root / "gated" / "build.py")
+    url = cluster.create_database()
+    env = clean_env({"ZUKE_STATE": url})
+    for _ in range(suspended):
+        result = execute(build, ["approve"], env=env)
+        if result.status != "suspended":
+            raise BenchmarkError(f"a gated run ended {result.status}, not suspended")
+    argv = [*zuke(), "resume", "--check"]
+    empty = clean_env({"ZUKE_STATE": cluster.create_database()})
+    floor = timed(samples, lambda: time_once(argv, cwd=root / "gated", env=empty))
+    full = timed(samples, lambda: time_once(argv, cwd=root / "gated", env=env))
+    per_run = (statistics.median(full) - statistics.median(floor)) / suspended
+    return [
+        Row("`zuke resume --check`, nothing due", "no runs", floor),
+        Row(
+            "`zuke resume --check`, nothing due",
+            f"{suspended} suspended runs",
+            full,
+            per=suspended,
+            note=f"{per_run * 1000:.2f} ms per run over the empty database",
+        ),
+    ]
+
+
+def fill(url: str, count: int) -> None:
+    """``count`` runs through the store's own ``create_run`` (a few statuses and builds)."""
+    store = PostgresStateStore(url)
+    try:
+        base = sample_record("bench-0")
+        for i in range(count):
+            record = replace(
+                base,
+                id=f"bench-{i:06d}",
+                status=("succeeded", "failed", "suspended", "running")[i % 4],
+                build=("Release", "Nightly")[i % 2],
+                created_at=f"2026-{1 + i % 12:02d}-{1 + i % 28:02d}T{i % 24:02d}:{i % 60:02d}:00Z",
+            )
+            if not isinstance(store.create_run(record), Written):
+                raise BenchmarkError(f"run {record.id} was not created")
+        if len(store.list_runs(RunQuery())) != count:
+            raise BenchmarkError("the listing does not hold every run")
+    finally:
+        store.close()
+
+
+def bench_listing(cluster: PgCluster, root: Path, samples: int, listed: int) -> list[Row]:
+    url = cluster.create_database()
+    fill(url, listed)
+    argv = [*zuke(), "runs", "list", "--limit", "20"]
+    light = clean_env({"ZUKE_STATE": url})
+    heavy = clean_env({"ZUKE_STATE": url, "ZUKE_PG_LIGHT": "0"})
+    fs = clean_env({"ZUKE_STATE_DIR": str(root / "empty-store")})
+
+    def command(env: dict[str, str]) -> tuple[float, ...]:
+        return timed(samples, lambda: time_once(argv, cwd=root, env=env))
+
+    name = f"`zuke runs list --limit 20`, {listed:,} runs"
+    return [
+        Row(name, "light read path (libpq by ctypes)", command(light)),
+        Row(name, "`ZUKE_PG_LIGHT=0` (psycopg)", command(heavy)),
+        Row("`zuke runs list --limit 20`", "filesystem store, empty", command(fs)),
+    ]
+
+
+def markdown(rows: list[Row], samples: int) -> str:
+    lines = [
+        f"Median of {samples} (the lock rows: of every pair).",
+        "",
+        "| benchmark | measured | median (ms) | note |",
+        "| --- | --- | ---: | --- |",
+    ]
+    for r in rows:
+        lines.append(f"| {r.name} | {r.how} | {r.median_s * 1000:.1f} | {r.note} |")
+    lines += ["", machine_line()]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=7, help="timed runs per row")
+    parser.add_argument("--pairs", type=int, default=2000, help="lock pairs timed")
+    parser.add_argument("--suspended", type=int, default=200, help="runs the sweep checks")
+    parser.add_argument("--listed", type=int, default=20_000, help="runs the listing holds")
+    parser.add_argument(
+        "--only", choices=("chain", "locks", "sweep", "listing"), action="append", help="rows"
+    )
+    parser.add_argument("--json", action="store_true", help="print JSON instead of markdown")
+    args = parser.parse_args()
+    why = unavailable()
+    if why:
+        raise SystemExit(f"bench_postgres: {why}")
+    only = set(args.only or ("chain", "locks", "sweep", "listing"))
+    cluster = start_cluster()
+    rows: list[Row] = []
+    try:
+        with tempfile.TemporaryDirectory(prefix="zuke-bench-pg-") as tmp:
+            root = Path(tmp)
+            if "listing" in only:
+                rows += bench_listing(cluster, root, args.runs, args.listed)
+            if "sweep" in only:
+                rows += bench_sweep(cluster, root, args.runs, args.suspended)
+            if "locks" in only:
+                rows += bench_locks(cluster, args.pairs)
+            if "chain" in only:
+                rows += bench_chain(cluster, root, args.runs)
+    finally:
+        cluster.stop()
+    if args.json:
+        print(dump_json({
+            "machine": machine(),
+            "rows": [
+                {"name": r.name, "how": r.how, "samples": list(r.samples),
+                 "median_s": r.median_s, "note": r.note}
+                for r in rows
+            ],
+        }))  # fmt: skip
+    else:
+        print(markdown(rows, args.runs))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,369 @@
+"""The watcher loop (``zuke resume --check --watch``): interval, backoff, wakes, stop.
+
+Time is a :class:`ManualClock` and waiting a :class:`FakeWaiter` that moves it,
+so every test runs the real loop without sleeping.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from tests.runs.support import Harness, approval, release_build
+from zuke import resume_when
+from zuke._clock import ManualClock
+from zuke._errors import StoreUnavailableError
+from zuke.runs.continuation import ResumeOptions
+from zuke.runs.sweep_report import SweepReport
+from zuke.runs.watch import PipeWaiter, Watcher, WatchObserver, WatchSettings, watch
+from zuke.state.memory import MemoryStateStore
+
+MIN = 60_000
+EVERY = 5 * MIN
+
+
+class FakeWaiter:
+    """Moves the clock by each wait's timeout, unless poked; ``on_wait(n)`` runs first."""
+
+    def __init__(self, clock: ManualClock) -> None:
+        self.clock = clock
+        self.waits: list[int] = []
+        self.poked = False
+        self.on_wait: Callable[[int], None] = lambda n: None
+
+    def wait(self, timeout_ms: int) -> None:
+        self.waits.append(timeout_ms)
+        self.on_wait(len(self.waits))
+        if self.poked:
+            self.poked = False
+            return
+        self.clock.advance(timeout_ms)
+
+    def poke(self) -> None:
+        self.poked = True
+
+
+class Seen(WatchObserver):
+    def __init__(self) -> None:
+        self.events: list[tuple[Any, ...]] = []
+
+    def sweeping(self, why: str) -> None:
+        self.events.append(("sweeping", why))
+
+    def swept(self, report: SweepReport, at_ms: int, next_ms: int) -> None:
+        self.events.append(("swept", len(report.entries), next_ms - at_ms))
+
+    def failed(self, message: str, at_ms: int, next_ms: int) -> None:
+        self.events.append(("failed", message, next_ms - at_ms))
+
+    def note(self, message: str) -> None:
+        self.events.append(("note", message))
+
+    def whys(self) -> list[str]:
+        return [e[1] for e in self.events if e[0] == "sweeping"]
+
+
+def loop(
+    sweep: Callable[[Callable[[], bool]], SweepReport] | None = None,
+    **settings: int,
+) -> tuple[Watcher, FakeWaiter, ManualClock, Seen, list[int]]:
+    """A watcher over ``sweep`` (default: an empty report), recording each sweep's time."""
+    clock = ManualClock()
+    waiter = FakeWaiter(clock)
+    seen = Seen()
+    starts: list[int] = []
+
+    def recorded(stop: Callable[[], bool]) -> SweepReport:
+        starts.append(clock.now_ms())
+        return sweep(stop) if sweep is not None else SweepReport()
+
+    values = {"every_ms": EVERY, **settings}
+    watcher = Watcher(recorded, settings=WatchSettings(**values), clock=clock, waiter=waiter,
+                      observer=seen)  # fmt: skip
+    return watcher, waiter, clock, seen, starts
+
+
+def stop_after(watcher: Watcher, waiter: FakeWaiter, waits: int) -> None:
+    previous = waiter.on_wait
+
+    def on_wait(n: int) -> None:
+        previous(n)
+        if n == waits:
+            watcher.stop()
+
+    waiter.on_wait = on_wait
+
+
+def test_it_sweeps_at_once_and_then_every_interval() -> None:
+    watcher, waiter, clock, seen, starts = loop()
+    t0 = clock.now_ms()
+    stop_after(watcher, waiter, 4)
+    assert watcher.run() == 4
+    assert starts == [t0, t0 + EVERY, t0 + 2 * EVERY, t0 + 3 * EVERY]
+    assert seen.whys() == ["start", "interval", "interval", "interval"]
+    assert waiter.waits == [EVERY] * 4
+
+
+def test_a_failed_sweep_is_reported_and_retried_with_a_doubling_backoff_up_to_the_interval() -> (
+    None
+):
+    failures = iter(range(5))
+
+    def flaky(stop: Callable[[], bool]) -> SweepReport:
+        if next(failures, None) is not None:
+            raise StoreUnavailableError("state: cannot reach the store")
+        return SweepReport()
+
+    watcher, waiter, _clock, seen, _starts = loop(flaky, every_ms=30_000, backoff_ms=5_000)
+    stop_after(watcher, waiter, 7)
+    assert watcher.run() == 2  # it never exits for a failed sweep
+    assert waiter.waits == [5_000, 10_000, 20_000, 30_000, 30_000, 30_000, 30_000]
+    failed = [e for e in seen.events if e[0] == "failed"]
+    assert [e[2] for e in failed] == [5_000, 10_000, 20_000, 30_000, 30_000]
+    assert all(e[1] == "state: cannot reach the store" for e in failed)
+    assert seen.whys()[1:6] == ["retry"] * 5
+    assert seen.whys()[6] == "interval"  # back to the interval once a sweep succeeds
+
+
+def test_a_burst_of_wakes_is_one_sweep_after_it_settles() -> None:
+    watcher, waiter, clock, seen, starts = loop(settle_ms=200, min_gap_ms=0)
+    t0 = clock.now_ms()
+
+    def on_wait(n: int) -> None:
+        if n == 1:
+            clock.advance(MIN)
+            for _ in range(5):
+                watcher.wake("notify", "r1")
+        if n == 2:  # the settle wait: more of the burst lands in it (and pokes it)
+            watcher.wake("notify", "r2")
+        if n == 4:
+            watcher.stop()
+
+    waiter.on_wait = on_wait
+    assert watcher.run() == 2
+    assert starts == [t0, t0 + MIN + 200]  # woken, settled, one sweep: not seven
+    assert seen.whys() == ["start", "wake"]
+    assert waiter.waits[1:] == [200, 200, EVERY]  # the settle, again, then the interval
+
+
+def test_a_wake_soon_after_a_sweep_waits_the_least_gap_between_sweeps() -> None:
+    watcher, waiter, clock, _seen, starts = loop(settle_ms=100, min_gap_ms=1_000)
+    t0 = clock.now_ms()
+
+    def on_wait(n: int) -> None:
+        if n == 1:
+            watcher.wake("notify")
+        if n == 3:
+            watcher.stop()
+
+    waiter.on_wait = on_wait
+    watcher.run()
+    assert starts == [t0, t0 + 1_000]
+
+
+def test_a_wake_during_a_sweep_is_one_more_sweep_after_it() -> None:
+    holder: list[Watcher] = []
+
+    def sweep(stop: Callable[[], bool]) -> SweepReport:
+        if len(starts) == 1:
+            holder[0].wake("notify", "r1")  # a signal lands while the sweep runs
+        return SweepReport()
+
+    watcher, waiter, clock, seen, starts = loop(sweep, settle_ms=200, min_gap_ms=0)
+    holder.append(watcher)
+    t0 = clock.now_ms()
+    stop_after(watcher, waiter, 3)  # the wake's poke, its settle, then the interval
+    watcher.run()
+    assert starts == [t0, t0 + 200]
+    assert seen.whys() == ["start", "wake"]
+
+
+def test_a_reconnected_listener_is_one_sweep_and_a_lost_one_only_a_note() -> None:
+    watcher, waiter, _clock, seen, starts = loop(settle_ms=0, min_gap_ms=0)
+
+    def on_wait(n: int) -> None:
+        if n == 1:
+            watcher.wake("lost", "the listen connection dropped")  # from the listen thread
+        if n == 3:
+            watcher.wake("reconnected")
+        if n == 4:
+            watcher.stop()
+
+    waiter.on_wait = on_wait
+    assert watcher.run() == 3
+    assert seen.whys() == ["start", "interval", "reconnected"]
+    note = seen.events.index(("note", "the listen connection dropped"))
+    assert note < seen.events.index(("sweeping", "interval"))  # told while it waited
+    assert starts[1] == starts[0] + EVERY  # the lost note woke nothing: the interval passed
+    assert starts[2] == starts[1]  # the reconnection swept at once
+
+
+def test_stop_while_idle_returns_without_another_sweep() -> None:
+    watcher, waiter, _clock, _seen, starts = loop()
+    stop_after(watcher, waiter, 1)
+    assert watcher.run() == 1
+    assert len(starts) == 1 and len(waiter.waits) == 1
+
+
+def test_stop_during_a_sweep_returns_after_it_without_waiting() -> None:
+    holder: list[Watcher] = []
+
+    def sweep(stop: Callable[[], bool]) -> SweepReport:
+        holder[0].stop()
+        assert stop()  # the sweep is told, between its runs
+        return SweepReport()
+
+    watcher, waiter, _clock, _seen, _starts = loop(sweep)
+    holder.append(watcher)
+    assert watcher.run() == 1
+    assert waiter.waits == []
+
+
+def test_the_listen_hook_is_opened_and_closed_and_its_wakes_sweep() -> None:
+    clock = ManualClock()
+    waiter = FakeWaiter(clock)
+    closed: list[bool] = []
+    given: list[Callable[[str, str | None], None]] = []
+
+    class Listening:
+        def close(self) -> None:
+            closed.append(True)
+
+    def listen(wake: Callable[[str, str | None], None]) -> Listening:
+        given.append(wake)
+        return Listening()
+
+    starts: list[int] = []
+
+    def sweep(stop: Callable[[], bool]) -> SweepReport:
+        starts.append(clock.now_ms())
+        return SweepReport()
+
+    watcher = Watcher(sweep, clock=clock, waiter=waiter, listen=listen,
+                      settings=WatchSettings(settle_ms=0, min_gap_ms=0))  # fmt: skip
+
+    def on_wait(n: int) -> None:
+        if n == 1:
+            given[0]("notify", "r1")
+        else:
+            watcher.stop()
+
+    waiter.on_wait = on_wait
+    assert watcher.run() == 2
+    assert closed == [True]
+    assert starts[1] == starts[0]  # woken at once, not after the interval
+
+
+# ------------------------------------------------------------------ with the real sweep
+
+
+class Gate:
+    """A predicate whose answer the test sets; ``on_ask`` runs when it is asked."""
+
+    def __init__(self) -> None:
+        self.value = False
+        self.asked = 0
+        self.on_ask: Callable[[], None] = lambda: None
+
+    def __call__(self) -> bool:
+        self.asked += 1
+        self.on_ask()
+        return self.value
+
+
+def test_watch_resumes_a_run_whose_gate_passes_at_a_later_interval() -> None:
+    clock = ManualClock()
+    store = MemoryStateStore(clock=clock)
+    gate = Gate()
+    calls: list[Any] = []
+    h = Harness(release_build(store, calls, gate=approval(resume_when(gate), timeout=None)),
+                store, clock)  # fmt: skip
+    run_id = h.start().run_id
+    assert h.record(run_id).status == "suspended"
+    waiter = FakeWaiter(clock)
+    watcher = watch(h.build, store, resume=ResumeOptions(), run=h.options(), waiter=waiter)
+
+    def on_wait(n: int) -> None:
+        if n == 1:
+            gate.value = True  # approved while the watcher waits
+        if n == 2:
+            watcher.stop()
+
+    waiter.on_wait = on_wait
+    assert watcher.run() == 2
+    assert h.record(run_id).status == "succeeded"
+    assert [c[0] for c in calls if isinstance(c, tuple)] == ["promote"]
+
+
+def test_stop_in_a_gate_check_finishes_that_run_and_leaves_the_next_alone() -> None:
+    clock = ManualClock()
+    store = MemoryStateStore(clock=clock)
+    gate = Gate()
+    calls: list[Any] = []
+    h = Harness(release_build(store, calls, gate=approval(resume_when(gate), timeout=None)),
+                store, clock)  # fmt: skip
+    first, second = h.start().run_id, h.start().run_id
+    asked_before = gate.asked
+    waiter = FakeWaiter(clock)
+    watcher = watch(h.build, store, resume=ResumeOptions(), run=h.options(), waiter=waiter)
+    gate.value = True
+    gate.on_ask = watcher.stop  # SIGTERM while the sweep is inside a gate check
+    assert watcher.run() == 1
+    statuses = sorted(h.record(r).status for r in (first, second))
+    assert statuses == ["succeeded", "suspended"]  # the run in hand finished; the next untouched
+    assert gate.asked == asked_before + 1
+    assert [c[0] for c in calls if isinstance(c, tuple)] == ["promote"]
+    assert waiter.waits == []
+
+
+def test_the_pipe_waiter_returns_on_a_poke_made_before_the_wait() -> None:
+    waiter = PipeWaiter()
+    try:
+        waiter.poke()
+        waiter.poke()
+        waiter.wait(3_600_000)  # returns at once: the poke is remembered
+        waiter.poke()
+        waiter.wait(3_600_000)
+    finally:
+        waiter.close()
+
+
+@pytest.mark.parametrize("every", [1_000, 60_000])
+def test_the_backoff_never_exceeds_the_interval(every: int) -> None:
+    def down(stop: Callable[[], bool]) -> SweepReport:
+        raise StoreUnavailableError("down")
+
+    watcher, waiter, _clock, _seen, _starts = loop(down, every_ms=every, backoff_ms=5_000)
+    stop_after(watcher, waiter, 6)
+    assert watcher.run() == 0
+    assert max(waiter.waits) <= every
+    assert waiter.waits[-1] == every
+
+
+@pytest.mark.parametrize(("when", "sweeps"), [("before", 1), ("during", 2)])
+def test_the_first_listen_sweeps_again_only_if_a_sweep_had_begun(when: str, sweeps: int) -> None:
+    clock = ManualClock()
+    waiter = FakeWaiter(clock)
+    given: list[Callable[[str, str | None], None]] = []
+
+    class Listening:
+        def close(self) -> None:
+            pass
+
+    def listen(wake: Callable[[str, str | None], None]) -> Listening:
+        given.append(wake)
+        if when == "before":
+            wake("listening", None)  # in place before the first sweep: it sees every write
+        return Listening()
+
+    def sweep(stop: Callable[[], bool]) -> SweepReport:
+        if when == "during" and watcher.sweeps == 0:
+            given[0]("listening", None)  # a write before the LISTEN may have been missed
+        return SweepReport()
+
+    watcher = Watcher(sweep, clock=clock, waiter=waiter, listen=listen,
+                      settings=WatchSettings(settle_ms=0, min_gap_ms=0))  # fmt: skip
+    stop_after(watcher, waiter, sweeps)  # "during": the first wait is the poke's
+    assert watcher.run() == sweeps

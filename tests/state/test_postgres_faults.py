@@ -1,0 +1,393 @@
+"""The Postgres store when connections break: answers lost, requests lost, refusals explained.
+
+A TCP proxy in front of the session's cluster loses, once, either the answer
+to the statement that carries a marker (the server committed it: the client
+only never hears) or the statement itself (the server never sees it), by
+closing both ends. The store must tell the two apart — a write is applied
+exactly once either way — and go on on a fresh connection. Connections
+killed by the server (``pg_terminate_backend``, what a restart does to every
+one of them) are replaced without failing the call. A store that gets no
+connection says why in one line, naming the host and database, never the
+password, and what to check.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+import uuid
+from collections.abc import Iterator
+from dataclasses import replace
+from typing import Literal
+
+import pytest
+
+from tests.conftest import CliRunner
+from tests.pg_support import PgCluster
+from zuke._errors import StateError, StoreUnavailableError
+from zuke.state._pg_conn import PgDatabase
+from zuke.state._protocol import Conflict, LockAcquired, LockHeld, Written
+from zuke.state.postgres import PostgresStateStore, pool_size
+from zuke.state.records import RunDelta, RunEvent
+from zuke.testing.store_contract import fresh, sample_holder, sample_record
+
+#: ReadyForQuery: the server has finished (and, in autocommit, committed) the statement
+READY = b"Z\x00\x00\x00\x05"
+SECRET = "pw-" + uuid.uuid4().hex[:10]
+Mode = Literal["answer", "request"]
+
+
+class _Pair:
+    def __init__(self, client: socket.socket, server: socket.socket) -> None:
+        self.client, self.server = client, server
+        self.losing = False
+
+    def close(self) -> None:
+        for sock in (self.client, self.server):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
+
+
+def _recv(sock: socket.socket) -> bytes:
+    try:
+        return sock.recv(65536)
+    except OSError:
+        return b""
+
+
+class LosingProxy:
+    """Forwards Postgres connections; once armed, loses one answer or one request."""
+
+    def __init__(self, upstream_port: int) -> None:
+        self._upstream = ("127.0.0.1", upstream_port)
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = int(self._listener.getsockname()[1])
+        self._lock = threading.Lock()
+        self._marker: bytes | None = None
+        self._mode: Mode = "answer"
+        self._pairs: list[_Pair] = []
+        #: set once the armed loss happened
+        self.tripped = threading.Event()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def arm(self, marker: str, mode: Mode) -> None:
+        with self._lock:
+            self._marker, self._mode = marker.encode(), mode
+            self.tripped.clear()
+
+    def close(self) -> None:
+        self._listener.close()
+        with self._lock:
+            pairs, self._pairs = self._pairs, []
+        for pair in pairs:
+            pair.close()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            pair = _Pair(client, socket.create_connection(self._upstream))
+            with self._lock:
+                self._pairs.append(pair)
+            threading.Thread(target=self._up, args=(pair,), daemon=True).start()
+            threading.Thread(target=self._down, args=(pair,), daemon=True).start()
+
+    def _up(self, pair: _Pair) -> None:
+        while data := _recv(pair.client):
+            with self._lock:
+                hit = self._marker is not None and self._marker in data
+                mode = self._mode
+                if hit:
+                    self._marker = None
+            if hit and mode == "request":  # the server never sees it
+                pair.close()
+                self.tripped.set()
+                return
+            pair.losing = pair.losing or hit  # set before the server can answer
+            try:
+                pair.server.sendall(data)
+            except OSError:
+                break
+        pair.close()
+
+    def _down(self, pair: _Pair) -> None:
+        answer = b""
+        while data := _recv(pair.server):
+            if pair.losing:
+                answer += data
+                if READY in answer:  # done and committed: the client never hears of it
+                    pair.close()
+                    self.tripped.set()
+                    return
+                continue
+            try:
+                pair.client.sendall(data)
+            except OSError:
+                break
+        pair.close()
+
+
+@pytest.fixture
+def pg_url(pg_cluster: PgCluster) -> str:
+    return pg_cluster.create_database()
+
+
+@pytest.fixture
+def proxy(pg_cluster: PgCluster) -> Iterator[LosingProxy]:
+    losing = LosingProxy(pg_cluster.port)
+    yield losing
+    losing.close()
+
+
+@pytest.fixture
+def store(pg_url: str, pg_cluster: PgCluster, proxy: LosingProxy) -> Iterator[PostgresStateStore]:
+    s = PostgresStateStore(pg_url.replace(f":{pg_cluster.port}/", f":{proxy.port}/"))
+    yield s
+    s.close()
+
+
+def _event(detail: str) -> RunEvent:
+    return RunEvent(at="2026-01-02T03:04:05.000Z", tool="test", actor="tester", detail=detail)
+
+
+def _deltas(store: PostgresStateStore, run_id: str) -> int:
+    with store.database.connection() as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM zuke_run_deltas WHERE run_id = %s", (run_id,)
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+# ------------------------------------------------------------------ lost answers, lost requests
+
+
+@pytest.mark.parametrize("mode", ["answer", "request"])
+def test_an_append_whose_connection_broke_is_applied_exactly_once(
+    store: PostgresStateStore, proxy: LosingProxy, mode: Mode
+) -> None:
+    record = sample_record(fresh())
+    created = store.create_run(record)
+    assert isinstance(created, Written)
+    marker = f"marker-{uuid.uuid4().hex}"
+    proxy.arm(marker, mode)
+    delta = RunDelta(updated_at="2026-01-02T03:04:05.000Z", events=(_event(marker),))
+    result = store.append_run(record.id, delta, expected_version=created.version)
+    assert proxy.tripped.is_set()
+    assert isinstance(result, Written)
+    stored = store.get_run(record.id)
+    assert stored is not None and stored.version == result.version
+    assert [e.detail for e in stored.record.events].count(marker) == 1
+    assert _deltas(store, record.id) == 1
+    # The version it answered is the one to write against next: the CAS chain is unbroken.
+    again = store.append_run(record.id, delta, expected_version=result.version)
+    assert isinstance(again, Written)
+    assert store.append_run(record.id, delta, expected_version=result.version) == Conflict()
+
+
+@pytest.mark.parametrize("mode", ["answer", "request"])
+def test_a_create_and_a_put_whose_connection_broke_land_once(
+    store: PostgresStateStore, proxy: LosingProxy, mode: Mode
+) -> None:
+    record = sample_record(fresh())
+    proxy.arm(record.id, mode)
+    created = store.create_run(record)
+    assert proxy.tripped.is_set()
+    assert isinstance(created, Written), created  # not "already exists": it was ours
+    marker = f"marker-{uuid.uuid4().hex}"
+    changed = replace(record, actor=marker)
+    proxy.arm(marker, mode)
+    put = store.put_run(changed, expected_version=created.version)
+    assert proxy.tripped.is_set()
+    assert isinstance(put, Written)
+    stored = store.get_run(record.id)
+    assert stored is not None and (stored.record, stored.version) == (changed, put.version)
+
+
+def test_a_write_overtaken_while_its_answer_was_lost_is_a_conflict(
+    store: PostgresStateStore, proxy: LosingProxy, pg_url: str
+) -> None:
+    record = sample_record(fresh())
+    created = store.create_run(record)
+    assert isinstance(created, Written)
+    other = PostgresStateStore(pg_url)  # not through the proxy
+    try:
+        # The request is lost; before the store looks, another writer moves the run on.
+        marker = f"marker-{uuid.uuid4().hex}"
+        proxy.arm(marker, "request")
+        original = store.database.call
+
+        def call_after_another_write(work, **kwargs):  # type: ignore[no-untyped-def]
+            landed = kwargs.get("landed")
+            if landed is not None:
+
+                def overtaken(conn):  # type: ignore[no-untyped-def]
+                    moved = RunDelta(updated_at="2026-01-02T03:04:06.000Z")
+                    other.append_run(record.id, moved, expected_version=created.version)
+                    return landed(conn)
+
+                kwargs["landed"] = overtaken
+            return original(work, **kwargs)
+
+        store.database.call = call_after_another_write  # type: ignore[method-assign]
+        delta = RunDelta(updated_at="2026-01-02T03:04:05.000Z", events=(_event(marker),))
+        assert store.append_run(record.id, delta, expected_version=created.version) == Conflict()
+        assert proxy.tripped.is_set()
+        stored = store.get_run(record.id)
+        assert stored is not None and marker not in [e.detail for e in stored.record.events]
+    finally:
+        other.close()
+
+
+def test_an_acquisition_whose_answer_was_lost_is_held_with_its_token(
+    store: PostgresStateStore, proxy: LosingProxy
+) -> None:
+    key = fresh("lock")
+    proxy.arm(key, "answer")
+    taken = store.acquire_lock(key, sample_holder("a"), 60_000)
+    assert proxy.tripped.is_set()
+    assert isinstance(taken, LockAcquired)  # not LockHeld by itself
+    assert store.acquire_lock(key, sample_holder("b"), 60_000) == LockHeld(sample_holder("a"))
+    assert store.renew_lock(key, taken.token, 60_000) is True
+    store.release_lock(key, taken.token)
+    assert isinstance(store.acquire_lock(key, sample_holder("b"), 60_000), LockAcquired)
+
+
+def test_a_break_whose_answer_was_lost_says_it_may_have_landed(
+    store: PostgresStateStore, proxy: LosingProxy
+) -> None:
+    key = fresh("lock")
+    assert isinstance(store.acquire_lock(key, sample_holder("a"), 60_000), LockAcquired)
+    proxy.arm(key, "answer")
+    with pytest.raises(StoreUnavailableError, match="may or may not have been applied"):
+        store.break_lock(key)
+    assert store.list_locks() == []  # it did land; the store did not say "not held"
+
+
+def _kill_idle(store: PostgresStateStore, pg_url: str) -> int:
+    """Terminate every idle connection of the store's pool, as a restart does; how many."""
+    pool = store.database._pool
+    assert pool is not None
+    size = pool.get_stats()["pool_available"]
+    conns = [pool.getconn() for _ in range(size)]
+    pids = [c.info.backend_pid for c in conns]
+    for conn in conns:
+        pool.putconn(conn)
+    killer = PostgresStateStore(pg_url)
+    with killer.database.connection() as conn:
+        for pid in pids:
+            conn.execute("SELECT pg_terminate_backend(%s, 5000)", (pid,))
+    killer.close()
+    return len(pids)
+
+
+def test_connections_the_server_killed_are_replaced_without_failing_a_call(
+    pg_url: str,
+) -> None:
+    store = PostgresStateStore(PgDatabase(pg_url, max_connections=4))
+    try:
+        record = sample_record(fresh())
+        created = store.create_run(record)
+        assert isinstance(created, Written)
+        assert _kill_idle(store, pg_url) >= 1
+        assert [s.id for s in store.list_runs()] == [record.id]  # a read, run again
+        assert _kill_idle(store, pg_url) >= 1
+        delta = RunDelta(updated_at="2026-01-02T03:04:05.000Z", events=(_event("after"),))
+        result = store.append_run(record.id, delta, expected_version=created.version)
+        assert isinstance(result, Written)  # a write, looked up, then sent again: once
+        assert _deltas(store, record.id) == 1
+        assert _kill_idle(store, pg_url) >= 1
+        assert isinstance(store.acquire_lock(fresh("lock"), sample_holder("a"), 1000), LockAcquired)
+    finally:
+        store.close()
+
+
+# ------------------------------------------------------------------ no connection: one line
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_a_port_nobody_listens_on_says_to_check_the_server_there(cli: CliRunner) -> None:
+    port = _closed_port()
+    url = f"postgresql://zuke:{SECRET}@127.0.0.1:{port}/releases"
+    result = cli("runs", "list", env={"ZUKE_STATE": url, "ZUKE_PG_LIGHT": "0"})
+    assert result.code != 0
+    lines = [line for line in result.err.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("zuke: "), result.err
+    assert f"postgresql://zuke@127.0.0.1:{port}/releases" in lines[0]
+    assert f"check that the server is up and listening at 127.0.0.1:{port}" in lines[0]
+    assert SECRET not in result.text
+
+
+@pytest.fixture(scope="module")
+def password_role(pg_cluster: PgCluster) -> str:
+    role = f"zuke_pw_{uuid.uuid4().hex[:8]}"
+    pg_cluster.password_role(role, SECRET)
+    return role
+
+
+def test_a_wrong_password_is_one_line_saying_to_check_it(
+    cli: CliRunner, pg_cluster: PgCluster, password_role: str
+) -> None:
+    url = f"postgresql://{password_role}:not-{SECRET}@127.0.0.1:{pg_cluster.port}/postgres"
+    result = cli("runs", "list", env={"ZUKE_STATE": url})
+    assert result.code != 0
+    lines = [line for line in result.err.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("zuke: "), result.err
+    assert f"{password_role}@127.0.0.1:{pg_cluster.port}/postgres" in lines[0]
+    assert "password authentication failed" in lines[0]
+    assert "check the user and password in ZUKE_STATE" in lines[0]
+    assert SECRET not in result.text
+    import psycopg
+
+    # The role works with its password: the refusal was the password's.
+    with psycopg.connect(url.replace(f"not-{SECRET}", SECRET)) as conn:
+        assert conn.execute("SELECT current_user").fetchone() == (password_role,)
+
+
+def test_a_pool_held_by_another_thread_names_its_size_and_max_connections(pg_url: str) -> None:
+    store = PostgresStateStore(PgDatabase(pg_url, max_connections=1, pool_timeout_s=0.2))
+    held, done = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with store.database.connection():
+            held.set()
+            done.wait(30)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert held.wait(30)
+        with pytest.raises(StoreUnavailableError) as caught:
+            store.get_run("some-run")
+        message = str(caught.value)
+        assert message.startswith("state: all 1 connections of this process's pool")
+        assert store.database.shown in message
+        assert "ZUKE_PG_POOL_SIZE (now 1)" in message and "max_connections" in message
+    finally:
+        done.set()
+        holder.join(30)
+        store.close()
+
+
+@pytest.mark.parametrize("raw", ["0", "-3", "ten", "1001", "1e3"])
+def test_a_bad_pool_size_is_refused(raw: str) -> None:
+    with pytest.raises(StateError, match=r"ZUKE_PG_POOL_SIZE must be a whole number from 1"):
+        pool_size({"ZUKE_PG_POOL_SIZE": raw})
+
+
+def test_the_pool_size_comes_from_the_environment(cli: CliRunner, pg_url: str) -> None:
+    assert pool_size({}) == 10 and pool_size({"ZUKE_PG_POOL_SIZE": "3"}) == 3
+    result = cli("runs", "list", env={"ZUKE_STATE": pg_url, "ZUKE_PG_POOL_SIZE": "zero"})
+    assert result.code != 0
+    assert result.err.strip().splitlines() == [
+        "zuke: state: ZUKE_PG_POOL_SIZE must be a whole number from 1 to 1000, not 'zero'"
+    ]

@@ -1,0 +1,63 @@
+"""The click classes of zuke's management commands: one help style, one usage error shape.
+
+Every option's help ends the same way (``-h, --help  show this help``, the
+words of ``zuke --help``), and a parse error is tied to its command so the
+one ``zuke:`` line names ``zuke runs list --help``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import click
+
+HELP_SETTINGS = {"help_option_names": ["-h", "--help"]}
+
+
+@contextmanager
+def _naming(ctx: click.Context) -> Iterator[None]:
+    """Tie a parse error to its command, so the message names ``zuke runs list --help``."""
+    try:
+        yield
+    except click.UsageError as exc:
+        exc.ctx = exc.ctx or ctx  # click's parser raises "requires an argument" without it
+        raise
+
+
+HELP_TEXT = "show this help"  # the words every zuke help uses for -h, --help
+
+
+class Command(click.Command):
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        with _naming(ctx):
+            return super().parse_args(ctx, args)
+
+    def get_help_option(self, ctx: click.Context) -> click.Option | None:
+        return _worded(super().get_help_option(ctx))
+
+
+def _worded(option: click.Option | None) -> click.Option | None:
+    if option is not None:
+        option.help = HELP_TEXT
+    return option
+
+
+class Group(click.Group):
+    """Lists its commands in the order they are defined; its commands are :class:`Command`."""
+
+    command_class = Command
+    group_class = type  # subgroups are Group too
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(self.commands)
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        with _naming(ctx):
+            return super().parse_args(ctx, args)
+
+    def get_help_option(self, ctx: click.Context) -> click.Option | None:
+        return _worded(super().get_help_option(ctx))
+
+
+__all__ = ["HELP_SETTINGS", "HELP_TEXT", "Command", "Group"]

@@ -1,0 +1,121 @@
+"""What a management command is about: its build file (found, imported only if asked) and store.
+
+One rule for where the default store lives: a relative store path
+(``.zuke/runs``, ``ZUKE_STATE_DIR``) is resolved against the build file's
+directory (``--file``, ``ZUKE_FILE``, ``./build.py``), found without importing
+the file, else the working directory (:func:`zuke._loader.build_home`).
+
+A command that needs no build (``runs``, ``locks``, ``state init``, the
+bookkeeping of ``cancel``) still imports it for its ``state_store()``, but a
+build that fails to load does not stop it: the command reads the store the
+environment names (or the default) and says so in one line on stderr. A
+command that needs the build says so in one line (:func:`needs_build`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+from zuke._errors import BuildDefinitionError, RunNotFoundError, UsageError, ZukeError
+
+if TYPE_CHECKING:
+    from zuke._build import Build
+    from zuke.state._protocol import StateStore
+
+
+def needs_build(problem: ZukeError, command: str, why: str) -> BuildDefinitionError:
+    """``loading build.py failed (…); 'zuke resume RUN' needs it to continue the run``."""
+    return BuildDefinitionError(f"{problem}; '{command}' needs it {why}")
+
+
+def naming_store(exc: RunNotFoundError, store: StateStore | None) -> RunNotFoundError:
+    """``no run "r9" in the store /abs/.zuke/runs``: a missing run names where it was sought."""
+    if store is None or "in the store" not in str(exc):
+        return exc
+    text = str(exc).replace("in the store", f"in the store {store_where(store)}", 1)
+    return RunNotFoundError(text, run_id=exc.run_id)
+
+
+def store_where(store: StateStore) -> str:
+    """Where a store keeps its runs, for messages: a directory, a URL without credentials, or
+    the store's own description (it never shows a password or a token)."""
+    directory = getattr(store, "directory", None)
+    if isinstance(directory, str | Path):
+        return str(directory)
+    url = getattr(getattr(store, "_wire", None), "shown_url", None)  # HttpStateStore, redacted
+    return url if isinstance(url, str) else repr(store)
+
+
+@dataclass
+class Invocation:
+    """A management command's environment, streams, build file and store."""
+
+    env: Mapping[str, str]
+    out: TextIO
+    err: TextIO
+    build: type[Build] | None
+    #: the ``--file`` value, if given
+    file: str | None = None
+    #: where relative store paths are resolved (the build file's directory)
+    home: Path = field(default_factory=Path.cwd)
+    #: why the build file could not be imported (``None``: it loaded, or there is none)
+    problem: ZukeError | None = None
+    _tried: bool = False
+    _store: StateStore | None = None
+
+    def print(self, text: str) -> None:
+        self.out.write(text + "\n")
+
+    def load_build(self) -> type[Build] | None:
+        """The build, imported once; ``None`` if there is no build file or it failed to load
+        (then :attr:`problem` says why). A missing ``--file`` is a usage error."""
+        if self.build is not None or self._tried:
+            return self.build
+        self._tried = True
+        from zuke._loader import find_build_file, load_build_class
+
+        try:
+            path = find_build_file(self.file, self.env)
+        except UsageError:
+            if self.file is not None or self.env.get("ZUKE_FILE"):
+                raise
+            return None
+        try:
+            self.build = load_build_class(path)
+        except BuildDefinitionError as exc:
+            self.problem = exc
+        return self.build
+
+    @property
+    def opened(self) -> StateStore | None:
+        """The store :meth:`store` opened, if it did."""
+        return self._store
+
+    def store(self) -> StateStore:
+        """The store this command reads: the build's ``state_store()``, else the environment's,
+        else ``.zuke/runs`` beside the build file. A build that fails to load is a warning."""
+        if self._store is not None:
+            return self._store
+        from zuke.state.resolve import resolve_store
+
+        build = self.load_build()
+        override = None
+        if build is not None:
+            try:
+                override = build().state_store()
+            except Exception as exc:  # a raising hook: the same as a build that cannot load
+                self.problem = BuildDefinitionError(
+                    f"{build.__name__}.state_store() raised {type(exc).__name__}: {exc}"
+                )
+        store = resolve_store(override=override, env=self.env, required=True, cwd=self.home)
+        assert store is not None  # required=True always yields one
+        if self.problem is not None:
+            self.err.write(
+                f"zuke: {self.problem}; reading the store without it: {store_where(store)}"
+                " (a state_store() of the build is not seen)\n"
+            )
+        self._store = store
+        return store

@@ -1,0 +1,287 @@
+"""``zuke resume --check --watch``: sweep, wait, sweep again — forever, on any store.
+
+A sweep (:func:`zuke.runs.sweep.resume_check_async`) runs at once and then
+every ``every_ms``. The interval is the backstop: a store that can say when a
+write matters to a sweep (duck-typed, a ``listen(wake)`` method — the Postgres
+store's LISTEN/NOTIFY) wakes the watcher sooner, and a burst of such wakes
+within ``settle_ms`` is one sweep. Wakes are lost while nobody listens, so
+after its listen connection comes back the store says so and the watcher
+sweeps once.
+
+A sweep that fails as a whole (the store is unreachable) is reported and the
+next one is tried after a backoff that doubles from ``backoff_ms`` up to the
+interval; the watcher never exits for it. :meth:`Watcher.stop` (SIGTERM,
+Ctrl-C) lets the run in hand finish — the sweep looks at the stop between
+runs, never inside one's transition — and then :meth:`Watcher.run` returns.
+
+Time and waiting are injected (a :class:`~zuke._clock.Clock` and a
+:class:`Waiter`), so tests drive the loop without sleeping.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from zuke._clock import SYSTEM_CLOCK, Clock
+from zuke._errors import ZukeError
+
+if TYPE_CHECKING:
+    from zuke._build import Build
+    from zuke._engine.run import RunOptions
+    from zuke.runs.continuation import ResumeOptions
+    from zuke.runs.sweep_report import SweepReport
+    from zuke.state._protocol import StateStore
+
+DEFAULT_EVERY_MS = 5 * 60_000
+#: the first wait after a failed sweep; it doubles, up to the interval
+BACKOFF_MS = 5_000
+#: how long a wake waits for more wakes before its sweep (a burst is one sweep)
+SETTLE_MS = 200
+#: the least time between the starts of two sweeps a wake asked for
+MIN_GAP_MS = 500
+
+
+@dataclass(frozen=True)
+class WatchSettings:
+    every_ms: int = DEFAULT_EVERY_MS
+    backoff_ms: int = BACKOFF_MS
+    settle_ms: int = SETTLE_MS
+    min_gap_ms: int = MIN_GAP_MS
+
+
+class Waiter(Protocol):
+    """Blocks the watcher until ``poke()`` or a timeout (a real one, or a test's)."""
+
+    def wait(self, timeout_ms: int) -> None: ...
+
+    def poke(self) -> None: ...
+
+
+class PipeWaiter:
+    """The real waiter: ``select`` on a pipe that :meth:`poke` writes a byte to. Safe from a
+    signal handler (a lock-based ``threading.Event`` could deadlock there) and other threads."""
+
+    def __init__(self) -> None:
+        self._read, self._write = os.pipe()
+        os.set_blocking(self._read, False)
+        os.set_blocking(self._write, False)
+
+    def wait(self, timeout_ms: int) -> None:
+        select.select([self._read], [], [], max(timeout_ms, 0) / 1000)
+        with contextlib.suppress(BlockingIOError):
+            os.read(self._read, 4096)  # the watcher checks its flags after this: no poke lost
+
+    def poke(self) -> None:
+        with contextlib.suppress(BlockingIOError, OSError):  # full: it is poked already
+            os.write(self._write, b"!")
+
+    def close(self) -> None:
+        for fd in (self._read, self._write):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+class WatchObserver:
+    """What the watcher tells its caller (the CLI renders it); every method a no-op here."""
+
+    def sweeping(self, why: str) -> None:
+        """A sweep starts; ``why``: start, interval, wake, reconnected or retry."""
+
+    def swept(self, report: SweepReport, at_ms: int, next_ms: int) -> None:
+        """A sweep ended; the next is due at ``next_ms`` unless a wake comes first."""
+
+    def failed(self, message: str, at_ms: int, next_ms: int) -> None:
+        """A sweep failed as a whole; the next try is at ``next_ms``."""
+
+    def idle(self, next_ms: int) -> None:
+        """The watcher waits for the next sweep (due at ``next_ms``)."""
+
+    def note(self, message: str) -> None:
+        """Something worth a line: the listen connection dropped or came back."""
+
+
+#: a sweep: ``stop`` is asked between runs; a whole failure raises ZukeError
+SweepFn = Callable[[Callable[[], bool]], "SweepReport"]
+
+
+class Watcher:
+    """The loop; :meth:`stop` may be called from a signal handler or another thread."""
+
+    def __init__(
+        self,
+        sweep: SweepFn,
+        *,
+        settings: WatchSettings | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+        waiter: Waiter | None = None,
+        observer: WatchObserver | None = None,
+        listen: Callable[[Callable[[str, str | None], None]], Any] | None = None,
+    ) -> None:
+        self._sweep = sweep
+        self.settings = settings or WatchSettings()
+        self._clock = clock
+        self._owned: PipeWaiter | None = None
+        if waiter is None:
+            waiter = self._owned = PipeWaiter()
+        self._waiter = waiter
+        self._observer = observer or WatchObserver()
+        self._listen = listen
+        self._lock = threading.Lock()
+        self._woken_at: int | None = None  # the first wake not yet swept
+        self._why = "wake"
+        self._stopping = False
+        self._notes: list[str] = []
+        self.sweeps = 0
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping
+
+    def _halted(self) -> bool:
+        return self._stopping
+
+    def stop(self) -> None:
+        """Finish the run in hand, then return from :meth:`run` (safe in a signal handler)."""
+        self._stopping = True
+        self._waiter.poke()
+
+    def wake(self, kind: str, detail: str | None = None) -> None:
+        """A store's wake: ``"notify"`` (a write that matters), ``"reconnected"`` (wakes may
+        have been lost: sweep once), ``"lost"`` (the listen connection dropped: a note) or
+        ``"listening"`` (the first listen is in place: a sweep already begun may have missed
+        a write made before it; one not begun yet clears the wake when it begins)."""
+        if kind == "lost":
+            self._say(detail or "the store's wake connection dropped; reconnecting")
+            return
+        if kind == "reconnected" and detail:
+            self._say(detail)
+        with self._lock:
+            if self._woken_at is None:
+                self._woken_at = self._clock.now_ms()
+            if kind == "reconnected":
+                self._why = "reconnected"
+        self._waiter.poke()
+
+    def _say(self, message: str) -> None:
+        """Keep a note for the watcher's own thread to print (an observer need not be
+        thread-safe: a terminal's live status is not)."""
+        with self._lock:
+            self._notes.append(message)
+        self._waiter.poke()
+
+    def _flush_notes(self) -> None:
+        with self._lock:
+            notes, self._notes = self._notes, []
+        for message in notes:
+            self._observer.note(message)
+
+    def run(self) -> int:
+        """Sweep until stopped; the number of sweeps made."""
+        listening = self._listen(self.wake) if self._listen is not None else None
+        try:
+            self._loop()
+        finally:
+            if listening is not None:
+                listening.close()
+            if self._owned is not None:
+                self._owned.close()
+        return self.sweeps
+
+    def _loop(self) -> None:
+        backoff = 0
+        why = "start"
+        last_start = self._clock.now_ms()
+        while not self._halted():
+            self._observer.sweeping(why)
+            with self._lock:
+                self._woken_at = None  # what woke it is covered by this sweep
+                self._why = "wake"
+            last_start = self._clock.now_ms()
+            try:
+                report = self._sweep(self._halted)
+            except (ZukeError, OSError) as exc:  # the store, unreachable: try again later
+                backoff = min(backoff * 2 or self.settings.backoff_ms, self.settings.every_ms)
+                at = self._clock.now_ms()
+                next_ms = at + backoff
+                self._observer.failed(str(exc) or type(exc).__name__, at, next_ms)
+                why_next = "retry"
+            else:
+                backoff = 0
+                self.sweeps += 1
+                at = self._clock.now_ms()
+                next_ms = at + self.settings.every_ms
+                self._observer.swept(report, at, next_ms)
+                why_next = "interval"
+            self._flush_notes()
+            if self._halted():
+                return
+            self._observer.idle(next_ms)
+            why = self._wait(next_ms, last_start) or why_next
+
+    def _wait(self, next_ms: int, last_start: int) -> str | None:
+        """Wait until ``next_ms`` or a wake's settled time; the wake's reason, or ``None``."""
+        while not self._halted():
+            if self._notes:
+                self._flush_notes()
+                self._observer.idle(next_ms)  # the note ended the status line: draw it again
+            now = self._clock.now_ms()
+            with self._lock:
+                woken_at, why = self._woken_at, self._why
+            due = next_ms
+            if woken_at is not None:
+                settled = max(woken_at + self.settings.settle_ms,
+                              last_start + self.settings.min_gap_ms)  # fmt: skip
+                due = min(due, settled)
+            if now >= due:
+                return why if due < next_ms else None
+            self._waiter.wait(due - now)
+        return None
+
+
+def watch(
+    build_cls: type[Build],
+    store: StateStore,
+    *,
+    resume: ResumeOptions,
+    run: RunOptions,
+    settings: WatchSettings | None = None,
+    waiter: Waiter | None = None,
+    observer: WatchObserver | None = None,
+) -> Watcher:
+    """A :class:`Watcher` of this build's runs in ``store`` (call ``run()`` on it).
+
+    Each sweep is ``resume_check_async`` in a fresh event loop; the store's
+    ``listen`` is used when it has one."""
+    import asyncio
+
+    from zuke.runs.sweep import resume_check_async
+
+    def sweep(stop: Callable[[], bool]) -> SweepReport:
+        return asyncio.run(resume_check_async(build_cls, store, resume=resume, run=run, stop=stop))
+
+    listen = getattr(store, "listen", None)
+    return Watcher(
+        sweep,
+        settings=settings,
+        clock=run.clock,
+        waiter=waiter,
+        observer=observer,
+        listen=listen if callable(listen) else None,
+    )
+
+
+__all__ = [
+    "DEFAULT_EVERY_MS",
+    "PipeWaiter",
+    "Waiter",
+    "WatchObserver",
+    "WatchSettings",
+    "Watcher",
+    "watch",
+]
