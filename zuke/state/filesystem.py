@@ -111,6 +111,7 @@ class FileSystemStateStore:
         self._count_lock = threading.Lock()
         self._locks = FsLocks(self.directory, clock, mutex_timeout_s, self._count)
         self._index: RunIndex | None = None
+        self._path_cache: dict[str, tuple[str, str, str]] = {}
 
     def __repr__(self) -> str:
         return f"FileSystemStateStore({self.directory!r})"
@@ -133,16 +134,30 @@ class FileSystemStateStore:
 
     def path_of(self, run_id: str) -> str:
         """The journal file of ``run_id``."""
-        return os.path.join(self.directory, check_id(run_id) + _journal.SUFFIX)
+        return self._paths(run_id)[0]
 
     def where(self, run_id: str) -> str:
-        return f"run {run_id!r} ({self.path_of(run_id)})"
+        return self._paths(run_id)[2]
 
     def mutex_path(self, run_id: str) -> str:
-        return os.path.join(self.directory, check_id(run_id) + ".lock")
+        return self._paths(run_id)[1]
+
+    def _paths(self, run_id: str) -> tuple[str, str, str]:
+        """The journal, the mutex and how messages name the run: checked and built once per
+        run id (a run's writer asks on every append)."""
+        found = self._path_cache.get(run_id)
+        if found is None:
+            base = os.path.join(self.directory, check_id(run_id))
+            journal = base + _journal.SUFFIX
+            found = (journal, base + ".lock", f"run {run_id!r} ({journal})")
+            if len(self._path_cache) >= 1024:  # a listing walks many runs: stay small
+                self._path_cache.clear()
+            self._path_cache[run_id] = found
+        return found
 
     def _run_mutex(self, run_id: str) -> AbstractContextManager[None]:
-        ensure_directory(self.directory, directory=self.directory)
+        if not os.path.isdir(self.directory):  # one stat; created on first write
+            ensure_directory(self.directory, directory=self.directory)
         return mutex(self.mutex_path(run_id), self.mutex_timeout_s, directory=self.directory)
 
     def _after(self, change: str, run_id: str, update: Callable[[RunIndex], None]) -> None:
