@@ -107,6 +107,10 @@ class Scheduler:
         #: the target whose body runs on the loop's thread right now, if any
         self.inline_body: str | None = None
         self._inline_done = threading.Event()
+        #: guards the hand-over between a body starting on the loop's thread and another
+        #: thread's interruption (:meth:`interrupt_from_thread`)
+        self._inline_lock = threading.Lock()
+        self._interrupted = False
         self._hook_lock = threading.Lock()
         self._notice: asyncio.TimerHandle | threading.Timer | None = None
 
@@ -126,10 +130,12 @@ class Scheduler:
         tell it (``ctx.cancelled``), end the child processes it started, and say
         after a while that the run waits for it.
         """
-        self.state.cancel()
-        name = self.inline_body
+        with self._inline_lock:
+            self._interrupted = True
+            name = self.inline_body
         if name is None:
-            return
+            return  # nothing holds the loop: it handles what was queued, as ever
+        self.state.cancel()
         self._run_on_cancel()
         timer = threading.Timer(_DRAIN_NOTICE_S, self._inline_notice, (name,))
         timer.daemon = True
@@ -421,10 +427,22 @@ class Scheduler:
                 return await self._run_fan_out(spec, held, elapsed)
             if spec.body is None:  # an aggregate: its dependencies are the work
                 return await self._settle(name, "succeeded", duration_ms=elapsed())
-            started_body = True
             if inline and held is None:  # a held claim races the body: keep its thread
+                if not self._enter_inline(name):
+                    await asyncio.sleep(0)  # another thread's stop, queued for the loop, lands
+                    raise BodyFailure(
+                        self.stop_reason or self.cancel_reason or "cancelled before its body ran"
+                    )
+                started_body = True
                 await self._body_inline(spec, ctx)
+                if await self._stopping():
+                    # Told to stop while it ran: as a body the drain cancelled on its thread.
+                    error = self.stop_reason or self.cancel_reason or "cancelled while running"
+                    return await self._settle(
+                        name, "failed", error=error, duration_ms=elapsed(), interrupted=True
+                    )
                 return await self._settle(name, "succeeded", duration_ms=elapsed())
+            started_body = True
             body = asyncio.ensure_future(
                 run_body(spec, ctx, self.pool, self.notify, own_task=held is not None)
             )
@@ -463,6 +481,16 @@ class Scheduler:
                 await self._release_lock(name, held)
         return await self._settle(name, "succeeded", duration_ms=elapsed())
 
+    def _enter_inline(self, name: str) -> bool:
+        """Mark ``name``'s body as running on the loop's thread — unless another thread has
+        stopped the run already (then its stop is queued for the loop: start nothing)."""
+        with self._inline_lock:
+            if self._interrupted:
+                return False
+            self._inline_done.clear()
+            self.inline_body = name
+            return True
+
     async def _body_inline(self, spec: TargetSpec, ctx: Context) -> None:
         """The body on the loop's thread; what reaches it meanwhile comes from other threads
         (:meth:`interrupt_from_thread`)."""
@@ -471,8 +499,6 @@ class Scheduler:
         def register(task: asyncio.Future[None]) -> None:
             self._bodies[name] = task
 
-        self._inline_done.clear()
-        self.inline_body = name
         try:
             await run_body_inline(spec, ctx, register)
         finally:
