@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import heapq
-import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -24,26 +23,17 @@ from typing import Any, cast
 
 from zuke._clock import SYSTEM_CLOCK, Clock, iso
 from zuke._engine.context import Context, RunState
-from zuke._engine.executor import (
-    BodyFailure,
-    describe,
-    inlinable,
-    run_body,
-    run_body_inline,
-    settle,
-)
+from zuke._engine.executor import BodyFailure, describe, run_body, settle
 from zuke._engine.hooks import EffectRunner, GateCheck, GateVerdict, Held, TargetGuard
+from zuke._engine.loop_thread import DRAIN_NOTICE_S, LoopThread, waiting_notice
 from zuke._engine.observer import Observer, Transition
 from zuke._engine.plan import Plan, TargetSpec
 from zuke._engine.result import Outcome
 from zuke._fan_out import grouped
 from zuke.state.records import TargetStatus
 
-#: How long a cancellation waits before saying which bodies it still waits for.
-_DRAIN_NOTICE_S = 0.5
 
-
-class Scheduler:
+class Scheduler(LoopThread):
     """Runs one plan."""
 
     def __init__(
@@ -98,21 +88,7 @@ class Scheduler:
         for name, outcome in (done or {}).items():
             if name in self._waiting_on:
                 self.outcomes[name] = outcome
-        #: whether a plain synchronous body may run on the loop's thread when it is the
-        #: run's only work (see :meth:`_run_direct`); off where nothing but the loop could
-        #: reach such a body (the caller decides)
-        self.inline = True
-        #: the target the scheduler awaits itself, with no task of its own, if any
-        self._direct: str | None = None
-        #: the target whose body runs on the loop's thread right now, if any
-        self.inline_body: str | None = None
-        self._inline_done = threading.Event()
-        #: guards the hand-over between a body starting on the loop's thread and another
-        #: thread's interruption (:meth:`interrupt_from_thread`)
-        self._inline_lock = threading.Lock()
-        self._interrupted = False
-        self._hook_lock = threading.Lock()
-        self._notice: asyncio.TimerHandle | threading.Timer | None = None
+        self._init_loop_thread()
 
     def cancel(self, reason: str | None = None) -> None:
         """Stop launching; cancel what can be cancelled. The run ends ``cancelled``."""
@@ -120,56 +96,6 @@ class Scheduler:
             self.cancel_reason = reason
         self.state.cancel()
         self.cancel_requested.set()
-
-    def interrupt_from_thread(self) -> None:
-        """Reach a body that runs on the loop's thread now, from another thread.
-
-        The caller (a signal's relay, the cancel watch, a heartbeat whose renewal
-        was refused) has queued the loop's own handling first; this does at once
-        what the loop would do for the body, which it cannot while the body runs:
-        tell it (``ctx.cancelled``), end the child processes it started, and say
-        after a while that the run waits for it.
-        """
-        with self._inline_lock:
-            self._interrupted = True
-            name = self.inline_body
-        if name is None:
-            return  # nothing holds the loop: it handles what was queued, as ever
-        self.state.cancel()
-        self._run_on_cancel()
-        timer = threading.Timer(_DRAIN_NOTICE_S, self._inline_notice, (name,))
-        timer.daemon = True
-        self._notice = timer
-        timer.start()
-
-    def _inline_notice(self, name: str) -> None:
-        if self.inline_body == name and not self._inline_done.is_set():
-            self.notify(_waiting_notice(name))
-
-    def _run_on_cancel(self) -> None:
-        """The ``on_cancel`` hook, once, from whichever thread gets there first."""
-        with self._hook_lock:
-            hook, self.on_cancel = self.on_cancel, None
-        if hook is None:
-            return
-        try:
-            hook()
-        except Exception as exc:  # never let the hook stop the drain
-            self.notify(f"stopping the bodies' child processes failed ({exc})")
-
-    def _cancel_seen(self, _: object) -> None:
-        """The cancel event was set: a target the scheduler awaits itself is stopped now,
-        as the drain stops the targets' tasks (see :meth:`_drain_cancelled`)."""
-        self.state.cancel()
-        name = self._direct
-        if name is None:
-            return
-        for body in list(self._bodies.values()):
-            body.cancel()
-        self._run_on_cancel()
-        self._notice = asyncio.get_running_loop().call_later(
-            _DRAIN_NOTICE_S, lambda: self.notify(_waiting_notice(name))
-        )
 
     def abort(self, reason: str) -> None:
         """Stop the run because it cannot go on (a lost lock or lease). It ends ``failed``."""
@@ -251,49 +177,6 @@ class Scheduler:
             if n in self.plan.specs  # a failed item is its fan-out's to judge
         )
 
-    async def _stopping(self) -> bool:
-        """Whether the run is being cancelled (or stopped).
-
-        A thread that reached an inline body (:meth:`interrupt_from_thread`) set
-        the run's ``cancelled`` after queueing the loop's own handling: one turn
-        of the loop runs that handling, so the reason is known before anything
-        acts on it.
-        """
-        if self.cancel_requested.is_set():
-            return True
-        if not self.state.cancelled.is_set():
-            return False
-        await asyncio.sleep(0)
-        if not self.cancel_requested.is_set():
-            self.cancel()
-        return True
-
-    def alone(self) -> bool:
-        """Whether one target is the run's only work now, awaited by the scheduler itself
-        (nothing else needs the loop: a local store's write may be made on it)."""
-        return self._direct is not None
-
-    def _plain(self, name: str) -> bool:
-        """A target with a body, no gate and no fan-out: the scheduler may await it itself."""
-        spec = self.specs[name]
-        return spec.body is not None and spec.wait is None and spec.fan_out is None
-
-    async def _run_direct(self, name: str) -> Outcome:
-        """Run ``name`` as the run's only work, awaited by the scheduler itself.
-
-        A cancellation meanwhile stops it at once (:meth:`_cancel_seen`), as
-        the drain stops a target's task. A plain synchronous body runs on the
-        loop's thread (no thread hop) when the run allows it.
-        """
-        self._direct = name
-        try:
-            return await self._run_target(name, inline=self.inline and inlinable(self.specs[name]))
-        finally:
-            self._direct = None
-            notice, self._notice = self._notice, None
-            if notice is not None:
-                notice.cancel()
-
     async def _settled(self, name: str, outcome: Outcome, ready: list[int]) -> None:
         if outcome.status == "waiting":
             return  # parked: its dependents wait for a resume
@@ -342,9 +225,9 @@ class Scheduler:
         self._run_on_cancel()
         if not running:
             return
-        _, pending = await asyncio.wait(running, timeout=_DRAIN_NOTICE_S)
+        _, pending = await asyncio.wait(running, timeout=DRAIN_NOTICE_S)
         if pending:
-            self.notify(_waiting_notice(", ".join(sorted(running[t] for t in pending))))
+            self.notify(waiting_notice(", ".join(sorted(running[t] for t in pending))))
         await asyncio.gather(*running, return_exceptions=True)
 
     # -- one target -------------------------------------------------------------
@@ -481,31 +364,6 @@ class Scheduler:
                 await self._release_lock(name, held)
         return await self._settle(name, "succeeded", duration_ms=elapsed())
 
-    def _enter_inline(self, name: str) -> bool:
-        """Mark ``name``'s body as running on the loop's thread — unless another thread has
-        stopped the run already (then its stop is queued for the loop: start nothing)."""
-        with self._inline_lock:
-            if self._interrupted:
-                return False
-            self._inline_done.clear()
-            self.inline_body = name
-            return True
-
-    async def _body_inline(self, spec: TargetSpec, ctx: Context) -> None:
-        """The body on the loop's thread; what reaches it meanwhile comes from other threads
-        (:meth:`interrupt_from_thread`)."""
-        name = spec.name
-
-        def register(task: asyncio.Future[None]) -> None:
-            self._bodies[name] = task
-
-        try:
-            await run_body_inline(spec, ctx, register)
-        finally:
-            self.inline_body = None
-            self._inline_done.set()
-            self._bodies.pop(name, None)
-
     async def _check_gate(self, spec: TargetSpec, ctx: Context) -> GateVerdict:
         if self.gate is None:
             return GateVerdict("failed", error="a gate needs a state store to wait in")
@@ -564,10 +422,3 @@ class Scheduler:
         with contextlib.suppress(Exception, asyncio.CancelledError):
             await settle(body_task)
         raise BodyFailure(message)
-
-
-def _waiting_notice(names: str) -> str:
-    return (
-        f"waiting for {names} to return (told to stop through ctx.cancelled); "
-        "interrupt again to exit now and leave its locks to lapse at their TTL"
-    )
