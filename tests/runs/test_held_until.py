@@ -26,6 +26,7 @@ from zuke import (
     LockAcquired,
     LockHolder,
     NotYet,
+    Satisfied,
     WaitContext,
     WaitFailed,
     WaitTrigger,
@@ -477,3 +478,50 @@ def test_a_lock_lost_between_its_targets_stops_the_run_before_promote() -> None:
     assert f'lock "{KEY}", which the run keeps from `deploy` until `promote`' in result.stop_reason
     found = store.get_run(result.run_id)
     assert found is not None and found.record.held == {}
+
+
+class PassLater(WaitTrigger):
+    """Not yet, until the test says QA passed it (a sweep then passes the gate)."""
+
+    def __init__(self) -> None:
+        self.ok = False
+
+    @property
+    def descriptor(self) -> str:
+        return "pass-later"
+
+    def check(self, ctx: WaitContext) -> NotYet | Satisfied:
+        return Satisfied() if self.ok else NotYet()
+
+
+def test_a_lock_held_until_a_gate_that_a_sweep_passes_is_given_back_before_what_follows(
+    store: StateStore,
+) -> None:
+    trigger = PassLater()
+    seen: list[dict[str, str]] = []
+
+    class Release(Build):
+        def state_store(self) -> StateStore:
+            return store
+
+        @target
+        def deploy(self, t: TargetBuilder) -> TargetBuilder:
+            lock = lambda s: s.key(KEY).with_ttl("10m").held_until(self.qa)  # noqa: E731
+            return t.lock(lock).executes(lambda: None)
+
+        @target
+        def qa(self, t: TargetBuilder) -> TargetBuilder:
+            return t.depends_on(self.deploy).waits_for(lambda s: s.on(trigger).timeout("1h"))
+
+        @target
+        def promote(self, t: TargetBuilder) -> TargetBuilder:
+            return t.depends_on(self.qa).executes(lambda: seen.append(holders(store)))
+
+    h = Harness(Release, store, ManualClock())
+    result = h.start("promote")
+    assert result.status == "suspended" and holders(store) == {KEY: result.run_id}
+    trigger.ok = True
+    h.sweep()
+    assert h.record(result.run_id).status == "succeeded"
+    assert seen == [{}]  # qa had finished: the run gave the lock back before promote ran
+    assert holders(store) == {} and h.record(result.run_id).held == {}

@@ -87,12 +87,15 @@ class RunHeldLocks:
         warn: Callable[[str], None],
         guards: Callable[[], Guarded],
         on_lost: Callable[[str], None],
+        finished: Callable[[str], bool] = lambda target: False,
     ) -> None:
         self.store = store
         self.writer = writer
         self.warn = warn
         self._guards = guards
         self._on_lost = on_lost
+        #: whether a target has finished (succeeded, failed or skipped) by the record
+        self._finished = finished
         self.kept: dict[str, Kept] = {}
         self._proof: asyncio.Future[None] | None = None
 
@@ -135,6 +138,10 @@ class RunHeldLocks:
         await asyncio.shield(self._proof)
 
     async def _prove(self) -> None:
+        # An ``until`` that finished while the run was parked (a gate a sweep passed): the
+        # run no longer needs the lock, so it is given back now rather than at its end.
+        done = [k for k, kept in self.kept.items() if self._finished(kept.row.until)]
+        await self.release(done)
         for key, kept in list(self.kept.items()):
             if kept.proven:
                 continue
