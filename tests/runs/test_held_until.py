@@ -109,6 +109,7 @@ def release_build(
     promote_locks: bool = False,
     compensate: bool = False,
     deadline: str | None = None,
+    rollback: bool = False,
 ) -> type[Build]:
     """``deploy`` (env-staging, held until ``promote``) → ``qa`` (gate) → ``promote``."""
 
@@ -123,6 +124,10 @@ def release_build(
 
     def qa(self: Build, t: TargetBuilder) -> TargetBuilder:
         configure = gate or (lambda s: s.on(external_signal("approved")).timeout("1h"))
+        if rollback:
+            configure = lambda s: (  # noqa: E731
+                s.on(external_signal("approved")).timeout("1h").on_timeout(self.rollback)  # type: ignore[attr-defined]
+            )
         return t.depends_on(self.deploy).waits_for(configure)  # type: ignore[attr-defined]
 
     def promote(self: Build, t: TargetBuilder) -> TargetBuilder:
@@ -138,6 +143,9 @@ def release_build(
     def undeploy(self: Build, t: TargetBuilder) -> TargetBuilder:
         return t.executes(lambda: calls.append(("undeploy", self.version.value)))  # type: ignore[attr-defined]
 
+    def rollback_target(self: Build, t: TargetBuilder) -> TargetBuilder:
+        return t.executes(lambda: calls.append(("rollback", holders(store))))
+
     namespace: dict[str, Any] = {
         "version": parameter("the build").default("1"),
         "state_store": lambda self: store,
@@ -146,6 +154,7 @@ def release_build(
         "qa": target(qa),
         "promote": target(promote),
         "undeploy": target(undeploy),
+        "rollback": target(rollback_target),
     }
     return type("Release", (Build,), namespace)
 
@@ -293,6 +302,25 @@ class FailLater(WaitTrigger):
 
     def check(self, ctx: WaitContext) -> NotYet | WaitFailed:
         return WaitFailed("QA said no") if self.fail else NotYet()
+
+
+@pytest.mark.parametrize("way", ["resume", "sweep"])
+def test_a_timeout_into_a_rollback_target_releases_it_after_the_rollback(
+    store: StateStore, way: str
+) -> None:
+    calls: list[Any] = []
+    h = harness(store, calls, rollback=True, compensate=True)
+    run_id = parked(h)
+    h.clock.advance(HOUR + 1)
+    if way == "resume":
+        status = h.resume(run_id).status
+    else:
+        [entry] = h.sweep().entries
+        status = entry.result
+    assert status == "cancelled"
+    assert ("rollback", {KEY: run_id}) in calls  # the rollback ran while the run kept it
+    assert ("undeploy", "1") in calls
+    assert holders(store) == {} and h.record(run_id).held == {}
 
 
 @pytest.mark.parametrize("where", ["in-process", "sweep"])

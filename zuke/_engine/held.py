@@ -94,7 +94,7 @@ class RunHeldLocks:
         self.warn = warn
         self._guards = guards
         self._on_lost = on_lost
-        #: whether a target has finished (succeeded, failed or skipped) by the record
+        #: whether a target ran to its end (succeeded or failed) by the record
         self._finished = finished
         self.kept: dict[str, Kept] = {}
         self._proof: asyncio.Future[None] | None = None
