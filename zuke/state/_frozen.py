@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from operator import attrgetter
-from typing import Any, TypeVar
+from typing import Any, TypeVar, dataclass_transform
 
 T = TypeVar("T")
 
@@ -42,6 +42,7 @@ class _Factory:
 _FACTORY: Any = _Factory()
 
 
+@dataclass_transform(field_specifiers=(dataclasses.field, dataclasses.Field))
 def dataclass(cls: type[Any] | None = None, /, **options: Any) -> Any:
     """``dataclass(frozen=True)``, cheap at import (see the module docstring); any other
     use (``@dataclass``, other options) is :func:`dataclasses.dataclass` itself."""
