@@ -345,3 +345,13 @@ def test_connections_the_server_killed_are_replaced_without_a_failed_request(
         assert stored is not None
         assert (stored.record.actor, stored.version) == ("after-the-kill", appended.version)
         assert isinstance(s.acquire_lock(f"k-{run_id}", holder(run_id), 60_000), LockAcquired)
+
+
+def test_a_bad_pool_size_is_one_line_exit_1(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, pg_url: str
+) -> None:
+    monkeypatch.setenv("ZUKE_PG_POOL_SIZE", "lots")
+    assert main(["--no-auth", "--port", "0", "--db", with_password(pg_url)]) == 1
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and PASSWORD not in err
+    assert "ZUKE_PG_POOL_SIZE must be a whole number" in err
