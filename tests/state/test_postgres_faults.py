@@ -221,11 +221,11 @@ def test_a_write_overtaken_while_its_answer_was_lost_is_a_conflict(
         proxy.arm(marker, "request")
         original = store.database.call
 
-        def call_after_another_write(work, **kwargs):  # type: ignore[no-untyped-def]
+        def call_after_another_write(work, **kwargs):
             landed = kwargs.get("landed")
             if landed is not None:
 
-                def overtaken(conn):  # type: ignore[no-untyped-def]
+                def overtaken(conn):
                     moved = RunDelta(updated_at="2026-01-02T03:04:06.000Z")
                     other.append_run(record.id, moved, expected_version=created.version)
                     return landed(conn)
