@@ -355,3 +355,14 @@ def test_a_bad_pool_size_is_one_line_exit_1(
     err = capsys.readouterr().err
     assert len(err.splitlines()) == 1 and PASSWORD not in err
     assert "ZUKE_PG_POOL_SIZE must be a whole number" in err
+
+
+def test_the_postgres_scheme_names_the_same_database(
+    replicas: tuple[StateServer, StateServer], pg_url: str, tmp_path: Path
+) -> None:
+    run_id = f"r-{uuid.uuid4().hex[:8]}"
+    with HttpStateStore(replicas[0].url, token=TOKEN) as a:
+        assert isinstance(a.create_run(record(run_id)), Written)
+    short = pg_url.replace("postgresql://", "postgres://", 1)
+    with in_process(tmp_path, db=short) as (server, client):
+        assert client.get(f"/runs/{run_id}").status_code == 200
