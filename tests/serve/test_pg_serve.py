@@ -364,5 +364,5 @@ def test_the_postgres_scheme_names_the_same_database(
     with HttpStateStore(replicas[0].url, token=TOKEN) as a:
         assert isinstance(a.create_run(record(run_id)), Written)
     short = pg_url.replace("postgresql://", "postgres://", 1)
-    with in_process(tmp_path, db=short) as (server, client):
+    with in_process(tmp_path, db=short) as (_, client):
         assert client.get(f"/runs/{run_id}").status_code == 200
