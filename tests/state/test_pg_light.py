@@ -159,9 +159,13 @@ def test_a_refused_connection_says_what_the_store_says(pg_cluster: PgCluster) ->
 
 
 def test_zuke_state_names_the_light_store(pg_url: str) -> None:
-    store = configured_store({"ZUKE_STATE": pg_url})
+    store = configured_store({"ZUKE_STATE": pg_url, "ZUKE_PG_POOL_SIZE": "3"})
     assert isinstance(store, LightPostgresStore) and isinstance(store, PostgresStateStore)
+    assert store.database._max == 3  # the pool size the store reads, read here too
     store.close()
+    off = configured_store({"ZUKE_STATE": pg_url, "ZUKE_PG_LIGHT": "0"})
+    assert type(off) is PostgresStateStore  # the way out: psycopg for every call
+    off.close()
 
 
 def test_runs_list_on_postgres_loads_no_psycopg(pg_url: str, tmp_path: Path) -> None:

@@ -286,9 +286,7 @@ def from_url(spec: str, env: Mapping[str, str]) -> PostgresStateStore:
 
     if env.get("ZUKE_PG_LIGHT", "") == "0":  # the operator's way out: psycopg for every call
         return postgres.from_url(spec, env)
-    sized = getattr(postgres, "pool_size", None)  # ZUKE_PG_POOL_SIZE, where the store reads it
-    size = sized(env) if callable(sized) else DEFAULT_MAX_CONNECTIONS
-    return LightPostgresStore(spec, max_connections=size)
+    return LightPostgresStore(spec, max_connections=postgres.pool_size(env))
 
 
 __all__ = ["LightPostgresStore", "LightReader", "find_libpq", "from_url", "numbered", "text_array"]
