@@ -217,12 +217,6 @@ class RunHeldLocks:
                     f"state: lock {key} was no longer this run's when it suspended; the "
                     "resume will fail rather than go on without it"
                 )
-                continue
-            until = iso(SYSTEM_CLOCK.now_ms() + ttl)
-            self.writer.append_event(
-                "held-lock", detail=f'lock "{key}" kept while suspended, until {until} at most',
-                args={"key": key, "until": kept.row.until},
-            )  # fmt: skip
 
     async def stop(self) -> None:
         """Stop heartbeating (the run's lease was lost): the locks lapse unless adopted."""
