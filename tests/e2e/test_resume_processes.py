@@ -36,7 +36,7 @@ DELIVERED = re.compile(r"^zuke: signal 'approved' (delivered to|was already deli
 RESUMERS = 8
 ROUNDS = 10
 #: rounds on Postgres: the race is the same, the suite's time is not free
-PG_ROUNDS = 4
+PG_ROUNDS = 3
 
 RELEASE_BUILD = (
     MARKER_WRITER
