@@ -17,7 +17,8 @@ Measured:
 
 - baselines: ``python -c pass``, ``python -c "import zuke"``, ``zuke --list``
   and a run of the only target of a 1-target build;
-- ``zuke --list`` on a 20-target build;
+- ``zuke --list`` on a 20-target build, and ``zuke runs list --limit 20`` on an
+  empty filesystem store (a management command's start-up);
 - a 1000-target chain (each target depends on the previous one), trivial sync bodies;
 - a 1000-target wide graph (1000 independent targets under one root),
   sequential and with ``--parallel`` (CPU count);
@@ -156,7 +157,12 @@ def bench_baselines(s: Setup) -> list[Timing]:
 
 def bench_list(s: Setup) -> list[Timing]:
     listed = write_build(s.root, "listed", listed_build(20))
-    return [s.time("list, 20 targets", [*zuke_command(), "--list"], listed)]
+    empty = {**s.env, "ZUKE_STATE_DIR": str(s.root / "empty-store")}
+    argv = [*zuke_command(), "runs", "list", "--limit", "20"]
+    return [
+        s.time("list, 20 targets", [*zuke_command(), "--list"], listed),
+        measure("runs list, empty store", argv, cwd=s.root, env=empty, runs=s.runs),
+    ]
 
 
 def bench_chain(s: Setup) -> list[Timing]:

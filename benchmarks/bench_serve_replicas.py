@@ -82,9 +82,11 @@ class Replica:
 
 
 @contextmanager
-def replica(db_url: str, token: str, log: Path) -> Iterator[Replica]:
+def replica(db_url: str, token: str, log: Path, pool: int | None = None) -> Iterator[Replica]:
     """A ``zuke serve --db postgresql://…`` process; SIGTERM and exit 0 at the end."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("ZUKE_")}
+    if pool is not None:
+        env["ZUKE_PG_POOL_SIZE"] = str(pool)
     argv = [*zuke(), "serve", "--host", "127.0.0.1", "--port", "0", "--db", db_url]
     with log.open("wb") as stderr:
         proc = subprocess.Popen(
@@ -265,6 +267,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--racers", type=int, default=12)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--race-rounds", type=int, default=20)
+    parser.add_argument("--pool", type=int, help="ZUKE_PG_POOL_SIZE of each replica (16)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     reason = unavailable()
@@ -278,9 +281,8 @@ def main(argv: list[str] | None = None) -> int:
             tempfile.TemporaryDirectory(prefix="zuke-bench-replicas-") as tmp,
             ExitStack() as stack,
         ):
-            a, b = (
-                stack.enter_context(replica(db_url, token, Path(tmp) / f"{n}.log")) for n in "ab"
-            )
+            logs = (Path(tmp) / f"{n}.log" for n in "ab")
+            a, b = (stack.enter_context(replica(db_url, token, log, args.pool)) for log in logs)
             sizes = {"writers": args.writers, "writes": args.writes, "rounds": args.rounds}
             results: dict[str, object] = {
                 "cas_one": cas([a.port], token, **sizes),

@@ -12,6 +12,10 @@ the next session stops the clusters whose owner is gone.
 
 When the binaries (or psycopg) are missing, :func:`unavailable` says why; the
 fixture skips with that reason, or fails when ``ZUKE_REQUIRE_POSTGRES=1`` (CI).
+
+For fault tests: :meth:`PgCluster.restart` (``pg_ctl restart -m immediate``),
+:meth:`PgCluster.password_role`, and :class:`LosingProxy`, a TCP proxy that
+loses one answer (after the server committed) or one request.
 """
 
 from __future__ import annotations
@@ -24,10 +28,12 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 REQUIRE_ENV = "ZUKE_REQUIRE_POSTGRES"
 #: a directory holding ``initdb`` and ``pg_ctl`` to use instead of looking for them
@@ -183,6 +189,107 @@ class PgCluster:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
+# ------------------------------------------------------------------ a proxy that loses
+
+
+#: ReadyForQuery: the server has finished (and, in autocommit, committed) the statement
+READY = b"Z\x00\x00\x00\x05"
+Mode = Literal["answer", "request"]
+
+
+class _Pair:
+    def __init__(self, client: socket.socket, server: socket.socket) -> None:
+        self.client, self.server = client, server
+        self.losing = False
+
+    def close(self) -> None:
+        for sock in (self.client, self.server):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
+
+
+def _recv(sock: socket.socket) -> bytes:
+    try:
+        return sock.recv(65536)
+    except OSError:
+        return b""
+
+
+class LosingProxy:
+    """Forwards Postgres connections; once armed, loses one answer or one request."""
+
+    def __init__(self, upstream_port: int) -> None:
+        self._upstream = ("127.0.0.1", upstream_port)
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = int(self._listener.getsockname()[1])
+        self._lock = threading.Lock()
+        self._marker: bytes | None = None
+        self._mode: Mode = "answer"
+        self._pairs: list[_Pair] = []
+        #: set once the armed loss happened
+        self.tripped = threading.Event()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def arm(self, marker: str, mode: Mode) -> None:
+        with self._lock:
+            self._marker, self._mode = marker.encode(), mode
+            self.tripped.clear()
+
+    def close(self) -> None:
+        self._listener.close()
+        with self._lock:
+            pairs, self._pairs = self._pairs, []
+        for pair in pairs:
+            pair.close()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            pair = _Pair(client, socket.create_connection(self._upstream))
+            with self._lock:
+                self._pairs.append(pair)
+            threading.Thread(target=self._up, args=(pair,), daemon=True).start()
+            threading.Thread(target=self._down, args=(pair,), daemon=True).start()
+
+    def _up(self, pair: _Pair) -> None:
+        while data := _recv(pair.client):
+            with self._lock:
+                hit = self._marker is not None and self._marker in data
+                mode = self._mode
+                if hit:
+                    self._marker = None
+            if hit and mode == "request":  # the server never sees it
+                pair.close()
+                self.tripped.set()
+                return
+            pair.losing = pair.losing or hit  # set before the server can answer
+            try:
+                pair.server.sendall(data)
+            except OSError:
+                break
+        pair.close()
+
+    def _down(self, pair: _Pair) -> None:
+        answer = b""
+        while data := _recv(pair.server):
+            if pair.losing:
+                answer += data
+                if READY in answer:  # done and committed: the client never hears of it
+                    pair.close()
+                    self.tripped.set()
+                    return
+                continue
+            try:
+                pair.client.sendall(data)
+            except OSError:
+                break
+        pair.close()
+
+
 def reap_orphans(tmp: Path) -> None:
     """Stop the clusters of earlier sessions whose pytest process is gone."""
     base = bindir()
@@ -234,4 +341,4 @@ def start_cluster() -> PgCluster:
     raise AssertionError("unreachable")
 
 
-__all__ = ["PgCluster", "required", "start_cluster", "unavailable"]
+__all__ = ["LosingProxy", "Mode", "PgCluster", "required", "start_cluster", "unavailable"]

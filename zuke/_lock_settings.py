@@ -24,13 +24,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zuke._duration import Duration, format_duration, parse_duration
 from zuke._errors import BuildDefinitionError, DurationError
 from zuke._redact import Redactor
 from zuke.state._protocol import RESERVED_LOCK_PREFIXES, LockHolder
+
+if TYPE_CHECKING:
+    from dataclasses import dataclass
+else:  # a frozen dataclass without compiling its methods at import (zuke.state._frozen)
+    from zuke.state._frozen import dataclass
 
 #: The least safety margin: the time a holder allows itself to stop (wake its heartbeat,
 #: cancel async bodies, end its process and its children's) under any TTL.

@@ -16,12 +16,17 @@ nor does a secret handed to another parameter; every form a secret can take
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any, Generic, Literal, TypeVar, cast, overload
+from dataclasses import field, replace
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, cast, overload
 
 from zuke._errors import ParameterError
 from zuke._param_parse import UNSET, parse_value, secret_forms, short_secret
 from zuke._redact import MIN_SECRET_LENGTH, Redactor
+
+if TYPE_CHECKING:
+    from dataclasses import dataclass
+else:  # a frozen dataclass without compiling its methods at import (zuke.state._frozen)
+    from zuke.state._frozen import dataclass
 
 T = TypeVar("T")
 Kind = Literal["string", "number", "integer", "boolean"]

@@ -25,13 +25,17 @@ from __future__ import annotations
 import inspect
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from zuke._clock import parse_iso
 from zuke._configure import configured
 from zuke._duration import Duration, parse_duration
 from zuke._errors import BuildDefinitionError
+
+if TYPE_CHECKING:
+    from dataclasses import dataclass
+else:  # a frozen dataclass without compiling its methods at import (zuke.state._frozen)
+    from zuke.state._frozen import dataclass
 
 if TYPE_CHECKING:
     from zuke._target import Target

@@ -47,7 +47,8 @@ class Release(Build):
         return (
             t.description("Deploy the image to staging")
             .depends_on(self.unit_tests, self.lint)
-            .lock(lambda s: self._one_deploy_at_a_time(s, "staging"))
+            # staging stays this release's until production is out: across the QA gate
+            .lock(lambda s: self._one_deploy_at_a_time(s, "staging").held_until(self.release))
             .timeout("5m")
             .executes(lambda ctx: self._deploy(ctx, "staging"))
         )
@@ -78,8 +79,8 @@ class Release(Build):
             )
         )
 
-    def _one_deploy_at_a_time(self, s: LockSettings, environment: str) -> None:
-        s.lock_key("deploy", self.service.value, environment).with_ttl("30m")
+    def _one_deploy_at_a_time(self, s: LockSettings, environment: str) -> LockSettings:
+        return s.lock_key("deploy", self.service.value, environment).with_ttl("30m")
 
     def _deploy(self, ctx: Context, environment: str) -> None:
         image = ctx.state_of(self.compile).get()["image"]

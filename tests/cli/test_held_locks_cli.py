@@ -24,7 +24,7 @@ def suspended() -> tuple[Any, MemoryStateStore, str, list[Any]]:
 
 
 def test_locks_list_shows_the_run_that_keeps_it_suspended_at_its_gate(cli: CliRunner) -> None:
-    h, store, run_id, _ = suspended()
+    h, _, run_id, _ = suspended()
     result = cli("locks", "list", build=h.build)
     assert result.code == 0, result.text
     header, row = result.out.splitlines()
@@ -75,7 +75,7 @@ def test_locks_break_force_then_the_resume_fails_rather_than_promote_unguarded(
 
 
 def test_runs_show_says_the_run_holds_it_never_its_token(cli: CliRunner) -> None:
-    h, store, run_id, _ = suspended()
+    h, _, run_id, _ = suspended()
     token = h.record(run_id).locks[KEY]
     shown = cli("runs", "show", run_id, build=h.build)
     assert shown.code == 0, shown.text

@@ -23,6 +23,9 @@ from tests.e2e.resume_support import OBSERVER, fs_store, record_of, suspend
 from tests.e2e.support import ZUKE, clean_env, finish, spawn, write_build
 from zuke.state._protocol import LockAcquired
 
+#: every case runs real zuke processes (about 150 of them): CI's suite, not the inner loop
+pytestmark = pytest.mark.e2e
+
 BUILD = """
     from pathlib import Path
     from zuke import Build, external_signal, parameter, resume_when, target

@@ -94,6 +94,12 @@ def test_no_runs_found_names_the_store_it_looked_in(app: Path, cli: CliRunner) -
         f"No runs found in {where}"
     )
     assert cli("--file", "app/build.py", "locks", "list").out == f"No locks held in {where}.\n"
+    assert cli("-f", "app/build.py", "resume", "--check").out.startswith(
+        f"Checked 0 suspended run(s) in {where}: "
+    )
+    assert cli("-f", "app/build.py", "runs", "prune", "--keep-last", "1").out == (
+        f"Pruned 0 run(s) in {where}.\n"
+    )
 
 
 @pytest.mark.parametrize(

@@ -146,7 +146,7 @@ def test_prune_keeps_the_newest_and_the_young(runs_dir: Path, cli: CliRunner) ->
         "Would prune 1 run(s): r1"
     )
     assert cli("runs", "prune", "--keep", "36500d", "--dry-run").out.strip() == (
-        "Would prune 0 run(s)."
+        f"Would prune 0 run(s) in {runs_dir / '.zuke' / 'runs'}."
     )
 
 

@@ -5,7 +5,8 @@ for twenty rounds. In each round the parent creates a fresh run; every worker
 reads its version and answers ``ready``; only when all eight are ready does the
 parent send ``go`` to each, so the writes start together (the workers are
 blocked in a read, not sleeping). Exactly one write per round may land; the
-same holds for acquiring a free lock. The listing index, which every one of
+same holds for acquiring a free lock — on the filesystem store, and on
+Postgres (the workers name a fresh database's URL). The listing index, which every one of
 those writes updates (an actor change is a listed field), must agree with the
 journals afterwards, and processes creating and finishing runs side by side
 must lose none of them from it.
@@ -21,14 +22,18 @@ from pathlib import Path
 
 import pytest
 
+from tests.pg_support import PgCluster
 from zuke.state._protocol import LockHeld, RunQuery, Written
 from zuke.state.filesystem import FileSystemStateStore
+from zuke.state.postgres import PostgresStateStore
 from zuke.testing.store_contract import sample_holder, sample_record
 
 pytestmark = pytest.mark.e2e
 
 WORKERS = 8
 ROUNDS = 20
+#: rounds on Postgres (put, append and a lock each)
+PG_ROUNDS = 10
 
 _WORKER = textwrap.dedent(
     """
@@ -39,7 +44,11 @@ _WORKER = textwrap.dedent(
     from zuke.state.records import RunDelta
 
     directory, me = sys.argv[1], sys.argv[2]
-    store = FileSystemStateStore(directory, mutex_timeout_s=30)
+    if directory.startswith("postgresql://"):
+        from zuke.state.postgres import PostgresStateStore
+        store = PostgresStateStore(directory)
+    else:
+        store = FileSystemStateStore(directory, mutex_timeout_s=30)
     for command in sys.stdin:
         op, run_id = command.split()
         stored = store.get_run(run_id)
@@ -60,7 +69,8 @@ _WORKER = textwrap.dedent(
 
 
 class Workers:
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path | str) -> None:
+        """Workers on the filesystem store at ``directory``, or on a ``postgresql://`` URL."""
         self.procs = [
             subprocess.Popen(
                 [sys.executable, "-c", _WORKER, str(directory), f"worker-{i}"],
@@ -146,6 +156,33 @@ def test_racing_processes_for_a_free_lock_have_exactly_one_winner(
         held = store.acquire_lock(key, sample_holder(), 1000)
         assert isinstance(held, LockHeld)
         assert held.holder.actor == f"worker-{results.index('LockAcquired')}"
+
+
+def test_racing_processes_on_postgres_have_exactly_one_winner(pg_cluster: PgCluster) -> None:
+    url = pg_cluster.create_database()
+    store = PostgresStateStore(url)
+    pool = Workers(url)
+    try:
+        for round_ in range(PG_ROUNDS):
+            for op in ("put", "append"):
+                run_id = f"race-{op}-{round_}"
+                assert isinstance(store.create_run(sample_record(run_id)), Written)
+                results = pool.race(op, run_id)
+                assert sorted(results) == ["Conflict"] * (WORKERS - 1) + ["Written"], results
+                stored = store.get_run(run_id)
+                assert stored is not None
+                assert stored.record.actor == f"worker-{results.index('Written')}", results
+            key = f"race-lock-{round_}"
+            results = pool.race("lock", key)
+            assert sorted(results) == ["LockAcquired"] + ["LockHeld"] * (WORKERS - 1), results
+            held = store.acquire_lock(key, sample_holder(), 1000)
+            assert isinstance(held, LockHeld)
+            assert held.holder.actor == f"worker-{results.index('LockAcquired')}"
+        assert len(store.list_runs()) == 2 * PG_ROUNDS
+    finally:
+        pool.close()
+        store.close()
+    assert [p.returncode for p in pool.procs] == [0] * WORKERS
 
 
 _CREATOR = textwrap.dedent(

@@ -11,6 +11,9 @@ listens again on the same port.
   with its record whole — every target once, the journal folded to the
   same record — and its lease given back (DBOS#716: a restart during
   recovery stranded workflows PENDING).
+* A resume whose continuing compare-and-swap committed but lost its answer
+  (a proxy drops the connection then) reads back that it won, and
+  continues the run itself, once.
 * Eight resumers of one run, and three sweeps over several runs, caught by
   a restart: each run is continued exactly once, its side effect made
   once (DBOS#759: duplicate side-effecting runs). A process that could not
@@ -30,7 +33,7 @@ import pytest
 from tests.e2e.resume_support import MARKER_WRITER, lines, record_of
 from tests.e2e.support import finish, kill, output_of, spawn, wait_until, write_build
 from tests.e2e.test_resume_processes import RELEASE_BUILD, SATISFIED_BUILD
-from tests.pg_support import PgCluster, start_cluster
+from tests.pg_support import LosingProxy, PgCluster, start_cluster
 from zuke.state.postgres import PostgresStateStore
 from zuke.state.records import RunRecord
 
@@ -227,3 +230,27 @@ def test_three_sweeps_caught_by_a_restart_resume_each_run_once(
         record = record_of(store, run_id)
         assert_whole(record, 2)
         assert [e.tool for e in record.events].count("resume") == 1
+
+
+def test_a_resume_whose_continuation_lost_its_answer_continues_the_run_itself_once(
+    tmp_path: Path, restartable: PgCluster, pg_url: str, store: PostgresStateStore
+) -> None:
+    # The connection breaks right after the server committed the compare-and-swap that
+    # continues the run (its "resume" event): the resumer must read back that it won.
+    write_build(tmp_path, RELEASE_BUILD)
+    markers = tmp_path / "m"
+    run_id = suspended(tmp_path, {"ZUKE_STATE": pg_url, **LEASE}, markers)
+    proxy = LosingProxy(restartable.port)
+    try:
+        proxy.arm('"tool":"resume"', "answer")
+        env = {"ZUKE_STATE": pg_url.replace(f":{restartable.port}/", f":{proxy.port}/"), **LEASE}
+        argv = ["resume", run_id, "--signal", "approved", "--data", '{"by": "qa"}']
+        code, out = finish(spawn(argv, tmp_path, env))
+    finally:
+        proxy.close()
+    assert proxy.tripped.is_set()
+    assert code == 0, out
+    assert [json.loads(line) for line in lines(markers / "promoted")] == [{"by": "qa"}]
+    record = record_of(store, run_id)
+    assert_whole(record, 3)
+    assert [e.tool for e in record.events].count("resume") == 1

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.postgres_axis import STORE_AXIS, axis_store
 from tests.e2e.resume_support import (
     MARKER_WRITER,
     actions,
@@ -133,15 +134,19 @@ def test_a_run_killed_mid_body_is_reaped_and_completed_and_a_second_sweep_is_a_n
     assert len(lines(markers / "compile")) == 2
 
 
+@STORE_AXIS
 def test_an_owed_effect_of_a_killed_run_is_re_driven_exactly_once_and_sees_redriven(
-    tmp_path: Path,
+    tmp_path: Path, kind: str, request: pytest.FixtureRequest
 ) -> None:
     write_build(tmp_path, SHIP_BUILD)
+    axis = axis_store(kind, tmp_path, request)
+    # Postgres: the first call (import, connect, schema check) takes part of the first period.
+    env = axis.with_env({} if kind == "fs" else {"ZUKE_RUN_LEASE_TTL": "3s"})
     markers = tmp_path / "m"
     markers.mkdir()
     (markers / "go").write_text("")
-    proc = start(tmp_path, "announce", markers)
-    store = fs_store(tmp_path)
+    proc = start(tmp_path, "announce", markers, env)
+    store = axis.store
     try:
         wait_until(lambda: len(lines(markers / "notify")) == 1, "the effect's body to start")
         (run,) = store.list_runs()
@@ -154,7 +159,7 @@ def test_an_owed_effect_of_a_killed_run_is_re_driven_exactly_once_and_sees_redri
     wait_for_lease_to_lapse(store, run.id)
 
     # Two sweeps race for the abandoned run: one reaps and resumes it, the other stands by.
-    sweepers = [spawn(["resume", "--check", "--json"], tmp_path) for _ in range(2)]
+    sweepers = [spawn(["resume", "--check", "--json"], tmp_path, axis.env) for _ in range(2)]
     summaries = []
     for proc in sweepers:
         code, out = finish(proc)
@@ -173,7 +178,7 @@ def test_an_owed_effect_of_a_killed_run_is_re_driven_exactly_once_and_sees_redri
     assert len(lines(markers / "announce")) == 1
     assert len(lines(markers / "compile")) == 1  # compile had succeeded: never again
 
-    code, again = sweep(tmp_path)
+    code, again = sweep(tmp_path, axis.env)
     assert code == 0 and again["runs"] == [], again
     assert len(lines(markers / "notify")) == 2
 

@@ -26,6 +26,7 @@ from zuke import (
     LockAcquired,
     LockHolder,
     NotYet,
+    Satisfied,
     WaitContext,
     WaitFailed,
     WaitTrigger,
@@ -108,6 +109,7 @@ def release_build(
     promote_locks: bool = False,
     compensate: bool = False,
     deadline: str | None = None,
+    rollback: bool = False,
 ) -> type[Build]:
     """``deploy`` (env-staging, held until ``promote``) → ``qa`` (gate) → ``promote``."""
 
@@ -122,6 +124,10 @@ def release_build(
 
     def qa(self: Build, t: TargetBuilder) -> TargetBuilder:
         configure = gate or (lambda s: s.on(external_signal("approved")).timeout("1h"))
+        if rollback:
+            configure = lambda s: (  # noqa: E731
+                s.on(external_signal("approved")).timeout("1h").on_timeout(self.rollback)  # type: ignore[attr-defined]
+            )
         return t.depends_on(self.deploy).waits_for(configure)  # type: ignore[attr-defined]
 
     def promote(self: Build, t: TargetBuilder) -> TargetBuilder:
@@ -137,6 +143,9 @@ def release_build(
     def undeploy(self: Build, t: TargetBuilder) -> TargetBuilder:
         return t.executes(lambda: calls.append(("undeploy", self.version.value)))  # type: ignore[attr-defined]
 
+    def rollback_target(self: Build, t: TargetBuilder) -> TargetBuilder:
+        return t.executes(lambda: calls.append(("rollback", holders(store))))
+
     namespace: dict[str, Any] = {
         "version": parameter("the build").default("1"),
         "state_store": lambda self: store,
@@ -145,6 +154,7 @@ def release_build(
         "qa": target(qa),
         "promote": target(promote),
         "undeploy": target(undeploy),
+        "rollback": target(rollback_target),
     }
     return type("Release", (Build,), namespace)
 
@@ -292,6 +302,25 @@ class FailLater(WaitTrigger):
 
     def check(self, ctx: WaitContext) -> NotYet | WaitFailed:
         return WaitFailed("QA said no") if self.fail else NotYet()
+
+
+@pytest.mark.parametrize("way", ["resume", "sweep"])
+def test_a_timeout_into_a_rollback_target_releases_it_after_the_rollback(
+    store: StateStore, way: str
+) -> None:
+    calls: list[Any] = []
+    h = harness(store, calls, rollback=True, compensate=True)
+    run_id = parked(h)
+    h.clock.advance(HOUR + 1)
+    if way == "resume":
+        status = h.resume(run_id).status
+    else:
+        [entry] = h.sweep().entries
+        status = entry.result
+    assert status == "cancelled"
+    assert ("rollback", {KEY: run_id}) in calls  # the rollback ran while the run kept it
+    assert ("undeploy", "1") in calls
+    assert holders(store) == {} and h.record(run_id).held == {}
 
 
 @pytest.mark.parametrize("where", ["in-process", "sweep"])
@@ -477,3 +506,50 @@ def test_a_lock_lost_between_its_targets_stops_the_run_before_promote() -> None:
     assert f'lock "{KEY}", which the run keeps from `deploy` until `promote`' in result.stop_reason
     found = store.get_run(result.run_id)
     assert found is not None and found.record.held == {}
+
+
+class PassLater(WaitTrigger):
+    """Not yet, until the test says QA passed it (a sweep then passes the gate)."""
+
+    def __init__(self) -> None:
+        self.ok = False
+
+    @property
+    def descriptor(self) -> str:
+        return "pass-later"
+
+    def check(self, ctx: WaitContext) -> NotYet | Satisfied:
+        return Satisfied() if self.ok else NotYet()
+
+
+def test_a_lock_held_until_a_gate_that_a_sweep_passes_is_given_back_before_what_follows(
+    store: StateStore,
+) -> None:
+    trigger = PassLater()
+    seen: list[dict[str, str]] = []
+
+    class Release(Build):
+        def state_store(self) -> StateStore:
+            return store
+
+        @target
+        def deploy(self, t: TargetBuilder) -> TargetBuilder:
+            lock = lambda s: s.key(KEY).with_ttl("10m").held_until(self.qa)  # noqa: E731
+            return t.lock(lock).executes(lambda: None)
+
+        @target
+        def qa(self, t: TargetBuilder) -> TargetBuilder:
+            return t.depends_on(self.deploy).waits_for(lambda s: s.on(trigger).timeout("1h"))
+
+        @target
+        def promote(self, t: TargetBuilder) -> TargetBuilder:
+            return t.depends_on(self.qa).executes(lambda: seen.append(holders(store)))
+
+    h = Harness(Release, store, ManualClock())
+    result = h.start("promote")
+    assert result.status == "suspended" and holders(store) == {KEY: result.run_id}
+    trigger.ok = True
+    h.sweep()
+    assert h.record(result.run_id).status == "succeeded"
+    assert seen == [{}]  # qa had finished: the run gave the lock back before promote ran
+    assert holders(store) == {} and h.record(result.run_id).held == {}

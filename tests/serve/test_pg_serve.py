@@ -317,3 +317,52 @@ def test_a_db_of_another_scheme_is_a_usage_error_in_one_line(
 def test_help_shows_the_postgres_form(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--help"]) == 0
     assert "postgresql://USER@HOST:PORT/DB" in " ".join(capsys.readouterr().out.split())
+
+
+def test_connections_the_server_killed_are_replaced_without_a_failed_request(
+    pg_cluster: PgCluster, tmp_path: Path
+) -> None:
+    """What a database restart does to a replica's pool: every connection dies at once."""
+    import psycopg
+
+    url = pg_cluster.create_database()
+    name = url.rsplit("/", 1)[1]
+    with in_process(tmp_path, db=url) as (server, _), HttpStateStore(server.url, token=TOKEN) as s:
+        run_id = f"r-{uuid.uuid4().hex[:8]}"
+        written = s.create_run(record(run_id))
+        assert isinstance(written, Written)
+        with psycopg.connect(pg_cluster.url(), autocommit=True) as admin:
+            killed = admin.execute(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                " WHERE datname = %s AND pid <> pg_backend_pid()",
+                (name,),
+            ).fetchone()
+        assert killed is not None and killed[0] >= 1
+        delta = RunDelta(updated_at="2026-03-01T00:00:01.000Z", actor="after-the-kill")
+        appended = s.append_run(run_id, delta, expected_version=written.version)
+        assert isinstance(appended, Written)
+        stored = s.get_run(run_id)
+        assert stored is not None
+        assert (stored.record.actor, stored.version) == ("after-the-kill", appended.version)
+        assert isinstance(s.acquire_lock(f"k-{run_id}", holder(run_id), 60_000), LockAcquired)
+
+
+def test_a_bad_pool_size_is_one_line_exit_1(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, pg_url: str
+) -> None:
+    monkeypatch.setenv("ZUKE_PG_POOL_SIZE", "lots")
+    assert main(["--no-auth", "--port", "0", "--db", with_password(pg_url)]) == 1
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and PASSWORD not in err
+    assert "ZUKE_PG_POOL_SIZE must be a whole number" in err
+
+
+def test_the_postgres_scheme_names_the_same_database(
+    replicas: tuple[StateServer, StateServer], pg_url: str, tmp_path: Path
+) -> None:
+    run_id = f"r-{uuid.uuid4().hex[:8]}"
+    with HttpStateStore(replicas[0].url, token=TOKEN) as a:
+        assert isinstance(a.create_run(record(run_id)), Written)
+    short = pg_url.replace("postgresql://", "postgres://", 1)
+    with in_process(tmp_path, db=short) as (_, client):
+        assert client.get(f"/runs/{run_id}").status_code == 200

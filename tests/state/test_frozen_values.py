@@ -152,3 +152,42 @@ def test_importing_the_values_compiles_no_dataclass_method() -> None:
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert "dataclasses.py" not in out.stdout, out.stdout  # before: 6 methods a class
+
+
+def test_a_class_keeps_its_own_methods_and_each_fields_options() -> None:
+    @_frozen.dataclass(frozen=True)
+    class Custom:
+        """A value with its own repr and a field left out of repr and comparison."""
+
+        a: int
+        _note: str = dataclasses.field(default="", repr=False, compare=False)
+
+        def __repr__(self) -> str:
+            return "custom"
+
+    @_frozen.dataclass(frozen=True)
+    class Shown:
+        """Fields left out of repr and comparison, as dataclasses leaves them out."""
+
+        a: int
+        _note: str = dataclasses.field(default="", repr=False, compare=False)
+
+    assert repr(Custom(1)) == "custom"
+    assert repr(Shown(1, "x")).endswith("Shown(a=1)")
+    assert Shown(1, "x") == Shown(1, "y") and hash(Shown(1, "x")) == hash(Shown(1, "y"))
+    with pytest.raises(TypeError, match="__setattr__"):
+
+        @_frozen.dataclass(frozen=True)
+        class Settable:
+            a: int
+
+            def __setattr__(self, name: str, value: Any) -> None:
+                pass
+
+    @_frozen.dataclass
+    class Mutable:
+        a: int
+
+    changed = Mutable(1)
+    changed.a = 2  # a plain @dataclass is dataclasses' own: mutable
+    assert changed == Mutable(2)

@@ -8,6 +8,7 @@ import pytest
 
 from tests.conftest import BuildWriter, CliRunner
 from tests.pg_support import PgCluster
+from zuke.state import _pg_schema
 from zuke.state.postgres import PostgresStateStore
 
 BUILD = """
@@ -63,3 +64,37 @@ def test_a_gated_run_suspends_lists_and_resumes_once_on_postgres(
         assert store.list_locks() == []  # the lease and env-sit given back
     finally:
         store.close()
+
+
+def test_state_init_migrates_a_fresh_database_and_says_so(
+    cli: CliRunner, pg_cluster: PgCluster
+) -> None:
+    import psycopg
+
+    url = pg_cluster.create_database()
+    with psycopg.connect(url) as conn:  # nothing of zuke's yet
+        assert conn.execute("SELECT to_regclass('zuke_runs')").fetchone() == (None,)
+    result = cli("state", "init", env={"ZUKE_STATE": url})
+    assert result.code == 0, result.text
+    shown = url.split("?")[0]
+    assert f"{shown} is ready (schema version" in result.out
+    with psycopg.connect(url) as conn:
+        assert conn.execute("SELECT max(version) FROM zuke_schema_version").fetchone() == (
+            _pg_schema.SCHEMA_VERSION,
+        )
+        assert conn.execute("SELECT count(*) FROM zuke_fence_floors").fetchone() == (1,)
+    again = cli("state", "init", env={"ZUKE_STATE": url})  # twice is once
+    assert again.code == 0 and "is ready" in again.out, again.text
+
+
+def test_state_init_on_a_server_that_refuses_is_one_line(cli: CliRunner) -> None:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    result = cli("state", "init", env={"ZUKE_STATE": f"postgresql://zuke:pw@127.0.0.1:{port}/x"})
+    assert result.code != 0
+    lines = [line for line in result.err.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("zuke: "), result.err
+    assert f"127.0.0.1:{port}/x" in lines[0] and ":pw@" not in result.text

@@ -123,6 +123,7 @@ class DurableRun:
         self.held = RunHeldLocks(
             store, writer, warn=warn, on_lost=self._stop,
             guards=lambda: guarding(state.run_id, None, self.end_process),
+            finished=lambda name: writer.row(name).status in ("succeeded", "failed"),
         )  # fmt: skip
         self.locks = TargetLocks(
             store, writer, state, env=env, clock=clock, warn=warn, held=self.held,

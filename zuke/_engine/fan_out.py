@@ -17,14 +17,19 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 from zuke._engine.plan import BuildGraph, TargetSpec, freeze
 from zuke._errors import BuildDefinitionError, ZukeError
 from zuke._fan_out import STAGE_NAME, item_keys, split_sub_name, sub_name
 from zuke._redact import Redactor
 from zuke._target import TargetBuilder
+
+if TYPE_CHECKING:
+    from dataclasses import dataclass
+else:  # a frozen dataclass without compiling its methods at import (zuke.state._frozen)
+    from zuke.state._frozen import dataclass
 
 
 class FanOutError(ZukeError):

@@ -87,12 +87,15 @@ class RunHeldLocks:
         warn: Callable[[str], None],
         guards: Callable[[], Guarded],
         on_lost: Callable[[str], None],
+        finished: Callable[[str], bool] = lambda target: False,
     ) -> None:
         self.store = store
         self.writer = writer
         self.warn = warn
         self._guards = guards
         self._on_lost = on_lost
+        #: whether a target ran to its end (succeeded or failed) by the record
+        self._finished = finished
         self.kept: dict[str, Kept] = {}
         self._proof: asyncio.Future[None] | None = None
         #: reaches a body on the loop's thread when a refusal stops the run (the
@@ -144,6 +147,10 @@ class RunHeldLocks:
         await asyncio.shield(self._proof)
 
     async def _prove(self) -> None:
+        # An ``until`` that finished while the run was parked (a gate a sweep passed): the
+        # run no longer needs the lock, so it is given back now rather than at its end.
+        done = [k for k, kept in self.kept.items() if self._finished(kept.row.until)]
+        await self.release(done)
         for key, kept in list(self.kept.items()):
             if kept.proven:
                 continue
@@ -219,12 +226,6 @@ class RunHeldLocks:
                     f"state: lock {key} was no longer this run's when it suspended; the "
                     "resume will fail rather than go on without it"
                 )
-                continue
-            until = iso(SYSTEM_CLOCK.now_ms() + ttl)
-            self.writer.append_event(
-                "held-lock", detail=f'lock "{key}" kept while suspended, until {until} at most',
-                args={"key": key, "until": kept.row.until},
-            )  # fmt: skip
 
     async def stop(self) -> None:
         """Stop heartbeating (the run's lease was lost): the locks lapse unless adopted."""

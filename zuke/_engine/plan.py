@@ -8,13 +8,18 @@ so a 10,000-target chain does not hit Python's recursion limit.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import field
+from typing import TYPE_CHECKING, Any
 
 from zuke._errors import BuildDefinitionError, GraphError
 from zuke._fan_out import FanOutSpec, freeze_fan_out
 from zuke._target import BodySpec, Target, TargetBuilder, body_spec
 from zuke._waits import WaitSpec, freeze_wait
+
+if TYPE_CHECKING:
+    from dataclasses import dataclass
+else:  # a frozen dataclass without compiling its methods at import (zuke.state._frozen)
+    from zuke.state._frozen import dataclass
 
 
 @dataclass(frozen=True)

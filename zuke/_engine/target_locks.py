@@ -119,8 +119,10 @@ class TargetLocks:
         return UntilDone(self.held, spec.name, own, finished=lambda: self._finished(spec.name))
 
     def _finished(self, name: str) -> bool:
-        """Whether ``name`` ended (rather than parked at a gate, to run on later)."""
-        return self.writer.row(name).status in ("succeeded", "failed", "skipped")
+        """Whether ``name`` ran to its end (rather than parked at a gate, to run on later).
+        One skipped never ran: the run keeps the lock until it ends (a timeout's rollback
+        runs under it)."""
+        return self.writer.row(name).status in ("succeeded", "failed")
 
     async def _lock(self, spec: TargetSpec, ctx: Context) -> Held | None:
         if spec.lock is None:

@@ -29,7 +29,7 @@ import signal
 import socket
 import sys
 import threading
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,8 +52,17 @@ TOKEN_ENV = "ZUKE_SERVE_TOKEN"
 START_TIMEOUT_S = 30.0
 #: Worker threads for the app (SQLite calls block; writers queue on one lock anyway).
 WORKERS = 8
-#: Worker threads (and pooled connections) on Postgres, whose calls wait on the network.
+#: Worker threads (and pooled connections) on Postgres, whose calls wait on the network,
+#: unless ``ZUKE_PG_POOL_SIZE`` says otherwise.
 PG_WORKERS = 16
+
+
+def pg_connections(env: Mapping[str, str]) -> int:
+    """Connections (and worker threads) of a replica: ``ZUKE_PG_POOL_SIZE``, else 16."""
+    from zuke.state._pg_conn import POOL_SIZE_ENV
+    from zuke.state.postgres import pool_size
+
+    return pool_size(env) if env.get(POOL_SIZE_ENV, "").strip() else PG_WORKERS
 
 
 def check_db(spec: str | os.PathLike[str]) -> str | Path:
@@ -71,15 +80,15 @@ def check_db(spec: str | os.PathLike[str]) -> str | Path:
     return Path(text)
 
 
-def open_db(spec: str | Path, *, clock: Clock, wait_s: float) -> ServeDb:
+def open_db(spec: str | Path, *, clock: Clock, wait_s: float, connections: int) -> ServeDb:
     """The database :func:`check_db` accepted: Postgres for a URL, else a SQLite file.
 
-    ``wait_s``: on Postgres, the longest a request waits for a pooled connection.
+    On Postgres, up to ``connections``, and a request waits at most ``wait_s`` for one.
     """
     if isinstance(spec, str):
         from zuke._serve.pg import PgServeDb  # psycopg only when Postgres is asked for
 
-        return PgServeDb(spec, connections=PG_WORKERS, wait_s=wait_s)
+        return PgServeDb(spec, connections=connections, wait_s=wait_s)
     return StateDb(spec, clock=clock)
 
 
@@ -199,8 +208,12 @@ class StateServer:
         """Open the database, bind, and serve on a background thread."""
         if self._running is not None:
             raise RuntimeError("StateServer already started")
-        db = open_db(self._db_spec, clock=self._clock, wait_s=self._limits.request_timeout_s)
-        workers = PG_WORKERS if is_postgres(self._db_spec) else WORKERS
+        on_postgres = isinstance(self._db_spec, str)
+        workers = pg_connections(os.environ) if on_postgres else WORKERS
+        db = open_db(
+            self._db_spec, clock=self._clock, wait_s=self._limits.request_timeout_s,
+            connections=workers,
+        )  # fmt: skip
         try:
             sock = _bind(self._host, self._port, self._limits.backlog)
         except BaseException:

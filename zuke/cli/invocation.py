@@ -71,7 +71,8 @@ class Invocation:
 
     def load_build(self) -> type[Build] | None:
         """The build, imported once; ``None`` if there is no build file or it failed to load
-        (then :attr:`problem` says why). A missing ``--file`` is a usage error."""
+        (then :attr:`problem` says why). A missing ``--file`` is a usage error; a missing
+        ``ZUKE_FILE`` or ``./build.py`` is no build."""
         if self.build is not None or self._tried:
             return self.build
         self._tried = True
@@ -80,7 +81,7 @@ class Invocation:
         try:
             path = find_build_file(self.file, self.env)
         except UsageError:
-            if self.file is not None or self.env.get("ZUKE_FILE"):
+            if self.file is not None:  # asked for on this line: a typo is an error
                 raise
             return None
         try:

@@ -151,15 +151,17 @@ def runs_prune(keep: str | None, keep_last: str | None, dry_run: bool) -> None:
     if keep_last is not None and not (keep_last.isascii() and keep_last.isdigit()):
         raise UsageError(f"--keep-last {keep_last}: expected a whole number >= 0")
     keep_ms = None if keep is None else parse_duration(keep, what="--keep")
+    store = inv.store()
     ids = prune_runs(
-        inv.store(),
+        store,
         keep_ms=keep_ms,
         keep_last=None if keep_last is None else int(keep_last),
         now_ms=SYSTEM_CLOCK.now_ms(),
         dry_run=dry_run,
     )
     verb = "Would prune" if dry_run else "Pruned"
-    inv.print(f"{verb} {len(ids)} run(s)" + (": " + ", ".join(ids) if ids else "."))
+    where = runs_view.safe(store_where(store))
+    inv.print(f"{verb} {len(ids)} run(s)" + (": " + ", ".join(ids) if ids else f" in {where}."))
 
 
 @app.command("cancel", context_settings=_HELP)

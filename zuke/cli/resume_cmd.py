@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from zuke._errors import BuildDefinitionError, RunNotFoundError, UsageError
 from zuke._jsondepth import check_json_text_depth
 from zuke.cli import args as cli_args
-from zuke.cli.invocation import naming_store, needs_build
+from zuke.cli.invocation import naming_store, needs_build, store_where
 
 if TYPE_CHECKING:
     from zuke._build import Build
@@ -244,7 +244,8 @@ def _resume(
         finally:
             if sweeping is not None:
                 sweeping.pause()
-        text = json.dumps(report.as_json(), indent=2) if as_json else sweep_text(report)
+        where = store_where(store) if not report.entries else None  # nothing found: say where
+        text = json.dumps(report.as_json(), indent=2) if as_json else sweep_text(report, where)
         out.write(text + "\n")
         out.flush()  # the report first: a warning about the outputs comes after it
         gha.publish(gha.sweep_report(report, run_id), env, err, reporter.redactor.text)
@@ -296,14 +297,18 @@ def _check_without_build(
     except RunNotFoundError as exc:
         raise naming_store(exc, store) from None
     as_json = "--json" in switches
-    out.write((json.dumps(report.as_json(), indent=2) if as_json else sweep_text(report)) + "\n")
+    where = store_where(store) if not report.entries else None
+    text = json.dumps(report.as_json(), indent=2) if as_json else sweep_text(report, where)
+    out.write(text + "\n")
     out.flush()
     err.write(f"zuke: {reason}\n")
     err.flush()
     return 1
 
 
-def sweep_text(report: SweepReport) -> str:
+def sweep_text(report: SweepReport, where: str | None = None) -> str:
+    """The sweep's lines and its closing count (``where``: the store, named when it held no
+    run to check)."""
     lines = []
     for e in report.entries:
         gate = f" [{e.gate}]" if e.gate else ""
@@ -312,7 +317,8 @@ def sweep_text(report: SweepReport) -> str:
         lines.append(f"{e.run_id} {e.build}{gate}: {e.action} → {e.result}{mark}{detail}")
     c = report.counts()
     lines.append(
-        f"Checked {c['checked']} suspended run(s): {c['resumed']} resumed, "
+        f"Checked {c['checked']} suspended run(s){f' in {where}' if where else ''}: "
+        f"{c['resumed']} resumed, "
         f"{c['still_waiting']} still waiting, {c['timed_out']} timed out, "
         f"{c['deferred']} deferred, {c['failed']} failed"
         f"; reaped {c['reaped']}, skipped {c['skipped']}, {c['errors']} check error(s)"

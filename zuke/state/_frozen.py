@@ -22,16 +22,18 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from operator import attrgetter
-from typing import Any, TypeVar
+from typing import Any, TypeVar, dataclass_transform
 
 T = TypeVar("T")
 
-#: each value class -> its fields' names, in order, and a function reading them as a tuple
-_KEYS: dict[type, tuple[tuple[str, ...], Callable[[Any], tuple[Any, ...]]]] = {}
+#: each value class -> the names its repr shows, and functions reading the fields it compares
+#: and hashes as tuples
+_KEYS: dict[type, tuple[tuple[str, ...], Callable[[Any], Any], Callable[[Any], Any]]] = {}
 
 
 class _Factory:
-    """ "No value given": the field's ``default_factory`` makes one (shown as dataclasses do)."""
+    """Stands for "no value given": the field's ``default_factory`` makes one (shown as
+    dataclasses show it)."""
 
     def __repr__(self) -> str:
         return "<factory>"
@@ -40,10 +42,12 @@ class _Factory:
 _FACTORY: Any = _Factory()
 
 
-def dataclass(**options: Any) -> Callable[[type[T]], type[T]]:
-    """``dataclass(frozen=True)``, cheap at import (see the module docstring)."""
-    if options != {"frozen": True}:
-        return dataclasses.dataclass(**options)
+@dataclass_transform(field_specifiers=(dataclasses.field, dataclasses.Field))
+def dataclass(cls: type[Any] | None = None, /, **options: Any) -> Any:
+    """``dataclass(frozen=True)``, cheap at import (see the module docstring); any other
+    use (``@dataclass``, other options) is :func:`dataclasses.dataclass` itself."""
+    if cls is not None or options != {"frozen": True}:
+        return dataclasses.dataclass(cls, **options)
     return _frozen
 
 
@@ -54,39 +58,55 @@ def _frozen(cls: type[T]) -> type[T]:
     if undocumented:
         cls.__doc__ = "(set below)"
     cls = dataclasses.dataclass(init=False, repr=False, eq=False)(cls)
-    names = tuple(f.name for f in dataclasses.fields(cls))  # type: ignore[arg-type]
+    fields = dataclasses.fields(cls)  # type: ignore[arg-type]
+    _check(cls, fields)
     if undocumented:
-        cls.__doc__ = f"{cls.__name__}({', '.join(names)})"
-    _check(cls, names)
-    if len(names) > 1:
-        key: Callable[[Any], tuple[Any, ...]] = attrgetter(*names)
-    else:
-        key = (lambda value: ()) if not names else (lambda value: (getattr(value, names[0]),))
-    _KEYS[cls] = (names, key)
+        cls.__doc__ = f"{cls.__name__}({', '.join(f.name for f in fields)})"
+    compared = [f.name for f in fields if f.compare]
+    hashed = [f.name for f in fields if (f.compare if f.hash is None else f.hash)]
+    _KEYS[cls] = (tuple(f.name for f in fields if f.repr), _getter(compared), _getter(hashed))
+    own = cls.__dict__
+    # as dataclasses does: a method the class defines is kept (a __hash__ only if it is not
+    # the None that defining __eq__ implies), and a frozen class may not define __setattr__
+    explicit_hash = "__hash__" in own and not (own["__hash__"] is None and "__eq__" in own)
     for name, method in (
         ("__init__", _first_init),
         ("__repr__", _repr),
         ("__eq__", _eq),
-        ("__hash__", _hash),
+        ("__hash__", None if explicit_hash else _hash),
         ("__setattr__", _setattr),
         ("__delattr__", _delattr),
     ):
-        if name in cls.__dict__:
-            raise TypeError(f"{cls.__qualname__} defines {name}: use dataclasses.dataclass")
-        setattr(cls, name, method)
+        if name in ("__setattr__", "__delattr__") and name in own:
+            raise TypeError(f"Cannot overwrite attribute {name} in class {cls.__name__}")
+        if method is not None and (name not in own or name == "__hash__"):
+            setattr(cls, name, method)
     return cls
 
 
-def _check(cls: type, names: tuple[str, ...]) -> None:
+def _getter(names: list[str]) -> Callable[[Any], tuple[Any, ...]]:
+    """A function reading ``names`` off a value as a tuple (C speed for two or more)."""
+    if len(names) > 1:
+        return attrgetter(*names)
+    if names:
+        name = names[0]
+        return lambda value: (getattr(value, name),)
+    return lambda value: ()
+
+
+def _check(cls: type, fields: tuple[dataclasses.Field[Any], ...]) -> None:
     """Refuse what :func:`_make_init` does not write (as ``dataclasses`` would refuse it)."""
     defaulted = False
-    for f in dataclasses.fields(cls):
+    for f in fields:
         has_default = f.default is not dataclasses.MISSING
         has_default = has_default or f.default_factory is not dataclasses.MISSING
         if defaulted and not has_default:
             raise TypeError(f"{cls.__qualname__}: non-default argument {f.name!r} follows default")
         defaulted = defaulted or has_default
-        if not f.init or f.kw_only or f.name == "self" or f.name.startswith("_"):
+        reserved = f.name in ("self", "_set", "_FACTORY") or f.name.startswith(
+            ("_default_", "_factory_")
+        )
+        if not f.init or f.kw_only or reserved:
             raise TypeError(f"{cls.__qualname__}.{f.name}: a field this decorator does not write")
     if hasattr(cls, "__post_init__"):
         raise TypeError(f"{cls.__qualname__}: __post_init__ is not supported here")
@@ -136,7 +156,7 @@ def _eq(self: Any, other: object) -> Any:  # bool, or NotImplemented
 
 
 def _hash(self: Any) -> int:
-    return hash(_KEYS[type(self)][1](self))
+    return hash(_KEYS[type(self)][2](self))
 
 
 def _setattr(self: Any, name: str, value: Any) -> None:

@@ -105,7 +105,6 @@ def _strings(values: Sequence[bytes]) -> ctypes.Array[ctypes.c_char_p]:
 
 _PLACEHOLDER = re.compile(rb"%[s%]")
 _ELEMENT = re.compile(r'"((?:[^"\\]|\\.)*)"|([^,{}]+)', re.DOTALL)
-_ESCAPED = re.compile(r"\\(.)", re.DOTALL)
 
 
 def numbered(sql: bytes) -> bytes:
@@ -131,8 +130,10 @@ def text_array(text: str) -> list[str]:
             if bare.upper() == "NULL":
                 raise ValueError("a NULL element")
             items.append(bare.strip())
+        elif "\\" in quoted:  # only \\ and \" are escaped; text holds no NUL to stand in
+            items.append(quoted.replace("\\\\", "\0").replace('\\"', '"').replace("\0", "\\"))
         else:
-            items.append(_ESCAPED.sub(r"\1", quoted))
+            items.append(quoted)
     return items
 
 
@@ -286,9 +287,7 @@ def from_url(spec: str, env: Mapping[str, str]) -> PostgresStateStore:
 
     if env.get("ZUKE_PG_LIGHT", "") == "0":  # the operator's way out: psycopg for every call
         return postgres.from_url(spec, env)
-    sized = getattr(postgres, "pool_size", None)  # ZUKE_PG_POOL_SIZE, where the store reads it
-    size = sized(env) if callable(sized) else DEFAULT_MAX_CONNECTIONS
-    return LightPostgresStore(spec, max_connections=size)
+    return LightPostgresStore(spec, max_connections=postgres.pool_size(env))
 
 
 __all__ = ["LightPostgresStore", "LightReader", "find_libpq", "from_url", "numbered", "text_array"]

@@ -23,7 +23,6 @@ deletion holds the floor row ``FOR UPDATE`` and an acquisition reads it
 
 from __future__ import annotations
 
-import hashlib
 import uuid
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -44,6 +43,8 @@ _RELEASED = "token_sha256 = NULL, holder = NULL, run_id = NULL, expires_at = NUL
 
 
 def token_hash(token: str) -> bytes:
+    import hashlib  # OpenSSL: loaded by the first lock call, not by a listing (_pg_light)
+
     return hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()
 
 

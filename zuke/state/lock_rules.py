@@ -1,9 +1,16 @@
 """The rules of a cross-run lock, written once: expiry, renewal, release, fencing.
 
-Every store (memory, filesystem, the ``zuke serve`` database, the branch
-store) keeps a :class:`ClaimState` per key in its own way and asks these pure
-functions what the next state is. They take the store's clock reading and a
-fresh token as arguments, so they do no I/O and are trivially testable.
+The memory, filesystem, ``zuke serve`` (SQLite) and branch stores keep a
+:class:`ClaimState` per key in their own way and ask these pure functions
+what the next state is. They take the store's clock reading and a fresh token
+as arguments, so they do no I/O and are trivially testable.
+
+The Postgres store (and ``zuke serve`` on Postgres) encodes the same rules in
+SQL instead (:mod:`zuke.state._pg_locks`): each decision is one statement, so
+that the database's row locks decide a race between processes on many hosts
+and its clock (``clock_timestamp()``) every expiry — reading a claim into
+Python to ask these functions would let two processes decide on the same
+state. The shipped contract suite holds both to the same behaviour.
 
 The rules:
 

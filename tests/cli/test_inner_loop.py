@@ -1,0 +1,33 @@
+"""Issue 19 §3 item 9: the README's inner loop (``pytest -m "not e2e and not act and not sim"``)
+leaves out every test of tests/e2e and tests/action, by their folders' conftest hooks."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+INNER = "not e2e and not act and not sim"
+
+
+def collect(*args: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *args],
+        cwd=ROOT, capture_output=True, text=True, check=False, timeout=300,
+    )  # fmt: skip
+    return done.stdout + done.stderr
+
+
+def test_the_inner_loop_leaves_out_every_e2e_and_action_test() -> None:
+    inner = collect("-m", INNER, "tests/e2e", "tests/action")
+    found = re.search(r"no tests collected \((\d+) deselected\)", inner)
+    assert found is not None, inner[-500:]
+    assert int(found.group(1)) > 100  # every test of both folders, none left in
+
+
+def test_the_readme_gives_both_commands() -> None:
+    readme = (ROOT / "README.md").read_text()
+    assert "pip install -e '.[test]' && pytest -q" in readme
+    assert f'pytest -q -m "{INNER}"' in readme
