@@ -24,10 +24,6 @@ WAIT = 10.0  # a deadline for events, never a sleep
 MAIN = threading.main_thread()
 
 
-def run(build: type[Build], targets: list[str], **options: Any) -> Any:
-    return asyncio.run(execute_async(build, RunOptions(targets=targets, env={}, **options)))
-
-
 class Where(Build):
     """Each body notes the thread it ran on."""
 
@@ -199,7 +195,7 @@ def test_a_cancel_from_another_thread_reaches_a_body_on_the_loops_thread(
             scheduler.interrupt_from_thread()
 
         threading.Thread(target=cancel_from_a_thread, daemon=True).start()
-        return await execute_async(Long, RunOptions(targets=["after"], env={}))
+        return await execute_async(Long, RunOptions(targets=["after"], env={}, inline=True))
 
     result = asyncio.run(main())
     assert told == [True]  # told while it ran; `after` never started
@@ -240,7 +236,8 @@ def test_a_refused_lease_reaches_a_body_on_the_loops_thread() -> None:
 
     result = asyncio.run(
         execute_async(
-            Leased, RunOptions(targets=["work"], env={"ZUKE_RUN_LEASE_TTL": "1s"}, state=True)
+            Leased,
+            RunOptions(targets=["work"], env={"ZUKE_RUN_LEASE_TTL": "1s"}, state=True, inline=True),
         )
     )
     assert told == [True]
@@ -278,8 +275,42 @@ def test_a_long_inline_body_does_not_starve_the_lease() -> None:
 
     result = asyncio.run(
         execute_async(
-            Long, RunOptions(targets=["work"], env={"ZUKE_RUN_LEASE_TTL": "1s"}, state=True)
+            Long,
+            RunOptions(targets=["work"], env={"ZUKE_RUN_LEASE_TTL": "1s"}, state=True, inline=True),
         )
     )
     assert result.ok, result.stop_reason
     assert len(rivals) == 3 and all(isinstance(r, LockHeld) for r in rivals)
+
+
+def test_a_loop_shared_with_other_work_keeps_every_body_on_a_worker_thread() -> None:
+    """``zuke mcp`` runs a build on its server's loop: a body must never hold that loop
+    (``RunOptions.inline`` is off unless the loop runs the run alone)."""
+    seen: list[threading.Thread] = []
+    ticked = threading.Event()
+
+    class Blocking(Build):
+        @target
+        def work(self, t):
+            def body() -> None:
+                seen.append(threading.current_thread())
+                assert ticked.wait(WAIT)  # the loop's other work goes on meanwhile
+
+            return t.executes(body)
+
+    async def main() -> Any:
+        async def other_work() -> None:
+            await asyncio.sleep(0)
+            while not ticked.is_set():
+                ticked.set()
+                await asyncio.sleep(0)
+
+        ticker = asyncio.ensure_future(other_work())
+        try:
+            return await execute_async(Blocking, RunOptions(targets=["work"], env={}))
+        finally:
+            ticker.cancel()
+
+    result = asyncio.run(main())
+    assert result.ok, result.outcomes["work"].error
+    assert seen and seen[0] is not MAIN

@@ -96,9 +96,11 @@ async def drive(
             if options.handle_signals
             else None,
         )
+        scheduler.inline = options.inline
         if durable is not None:
             durable.attach(scheduler)
-            durable.writer.inline = scheduler.alone
+            if options.inline:
+                durable.writer.inline = scheduler.alone
         crashed = False
         # Installed until the walk has ended: a signal mid-compensation must not kill it.
         with _signal_handlers(scheduler, options, state.run_id):

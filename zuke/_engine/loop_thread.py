@@ -53,8 +53,9 @@ class LoopThread:
 
     def _init_loop_thread(self) -> None:
         #: whether a plain synchronous body may run on the loop's thread when it is the
-        #: run's only work (see :meth:`_run_direct`)
-        self.inline = True
+        #: run's only work (see :meth:`_run_direct`): only when the loop runs nothing else
+        #: (``RunOptions.inline``)
+        self.inline = False
         #: the target the scheduler awaits itself, with no task of its own, if any
         self._direct: str | None = None
         #: the target whose body runs on the loop's thread right now, if any

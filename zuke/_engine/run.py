@@ -58,6 +58,11 @@ class RunOptions:
     on_warning: Callable[[str], None] = lambda message: None
     #: the directory ``.zuke/runs`` is relative to
     cwd: Path | None = None
+    #: the event loop runs nothing but this run (``asyncio.run`` of it: the CLI,
+    #: ``execute()``), so the run's only work may hold it: a plain sync body runs on the
+    #: loop's thread and a local store is written there (see docs/architecture.md, Rules).
+    #: Off for a loop shared with other work (``zuke mcp``'s server, a sweeper).
+    inline: bool = False
 
 
 def check_targets(graph: BuildGraph, names: Sequence[str], what: str = "target") -> None:
@@ -146,5 +151,6 @@ def execute(
         parallel=parallel,
         actor=actor,
         observers=observers,
+        inline=True,  # asyncio.run below: the loop is the run's alone
     )
     return asyncio.run(execute_async(build_cls, options))
