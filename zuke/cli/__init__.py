@@ -201,6 +201,7 @@ def run_targets(
         on_warning=on_interrupt,
         state=parsed.state,
         cwd=home,
+        inline=True,  # the loop below runs this run alone (docs/architecture.md, Rules)
     )
     try:
         result = asyncio.run(execute_async(build, options))
