@@ -164,6 +164,7 @@ def _resume(
     from zuke.cli import gha
     from zuke.cli.console import ConsoleReporter
     from zuke.cli.progress import PauseOnRun, SweepProgress, on_terminal
+    from zuke.runs.lifecycle import check_settings
     from zuke.runs.resume import ResumeOptions, SignalDelivery, resume_run_async
     from zuke.runs.store import open_store
     from zuke.runs.sweep import resume_check_async
@@ -224,6 +225,9 @@ def _resume(
         cwd=home,
     )
     store = open_store(env, build=build, cwd=home)
+    # A bad setting (ZUKE_RUN_LEASE_TTL=banana) is the operator's, said as itself; what is
+    # raised past this point while loading is the build's.
+    check_settings(env, store)
     if watching:
         from zuke.cli.watch_cmd import run_watch
 
