@@ -84,7 +84,7 @@ def drive(monkeypatch: pytest.MonkeyPatch, on_wait: Callable[[int], None]) -> No
         watch_cmd.run_watch, clock=clock, waiter=Waits(clock, on_wait)))  # fmt: skip
 
 
-def stop_at(n: int, then: dict[int, Callable[[], None]]) -> Callable[[int], None]:
+def stop_at(n: int, then: dict[int, Callable[[], object]]) -> Callable[[int], None]:
     """``on_wait``: run ``then[k]`` at wait k; at wait ``n`` stop the watcher (SIGTERM)."""
 
     def on_wait(k: int) -> None:
@@ -240,3 +240,52 @@ def test_the_watcher_reloads_the_file_fresh(
     assert result.code == 0, result.text
     assert f"{run_id} Release: not-checked → suspended" in result.out
     assert f"{run_id} Release [approve]: still-waiting → suspended" in result.out
+
+
+def test_a_build_that_loads_late_and_names_its_own_store_moves_the_sweeps_there() -> None:
+    """Until the build loads, its ``state_store()`` is unknown: the environment's store is
+    reported; once it loads, the sweeps (and the watcher's wakes) move to the build's."""
+    from zuke import Build, target
+    from zuke._engine.run import RunOptions
+    from zuke.cli.watch_cmd import BuildSweeps, Ready
+    from zuke.runs.continuation import ResumeOptions
+    from zuke.runs.watch import NotChecked
+    from zuke.state.memory import MemoryStateStore
+    from zuke.state.records import GraphNode, RunRecord, TargetRecord
+
+    environments, builds = MemoryStateStore(), MemoryStateStore()
+    at = "2026-01-01T00:00:00.000Z"
+    environments.create_run(RunRecord(
+        id="r1", build="Own", root_target="hello", status="suspended", actor="ci",
+        created_at=at, updated_at=at, graph=(GraphNode("hello"),),
+        targets={"hello": TargetRecord(status="waiting")}))  # fmt: skip
+
+    class Own(Build):
+        @target
+        def hello(self, t):
+            return t.executes(lambda: None)
+
+        def state_store(self) -> MemoryStateStore:
+            return builds
+
+    attempts = iter([BuildDefinitionError("loading build.py failed (line 1): SyntaxError: x")])
+
+    def load() -> type[Build]:
+        problem = next(attempts, None)
+        if problem is not None:
+            raise problem
+        return Own
+
+    def prepare(build: type[Build]) -> Ready:
+        return Ready(build, ResumeOptions(), RunOptions(env={}))
+
+    sweeps = BuildSweeps(environments, None, load=load, prepare=prepare)
+    moved: list[object] = []
+    sweeps.moved = moved.append
+    with pytest.raises(NotChecked) as broken:
+        sweeps(lambda: False)
+    assert [(e.run_id, e.action) for e in broken.value.report.entries] == [("r1", "not-checked")]
+    report = sweeps(lambda: False)
+    assert report.entries == [] and sweeps.store is builds and moved == [builds]
+    found = environments.get_run("r1")
+    assert found is not None and found.record.status == "suspended"
