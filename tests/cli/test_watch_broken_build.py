@@ -289,3 +289,29 @@ def test_a_build_that_loads_late_and_names_its_own_store_moves_the_sweeps_there(
     assert report.entries == [] and sweeps.store is builds and moved == [builds]
     found = environments.get_run("r1")
     assert found is not None and found.record.status == "suspended"
+
+
+def test_on_a_terminal_the_status_says_the_last_sweep_could_not_use_the_build(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import io
+
+    from zuke.cli.resume_cmd import sweep_text
+    from zuke.cli.watch_cmd import LiveStatus
+    from zuke.runs.sweep_report import SweepEntry, SweepReport
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.setenv("COLUMNS", "200")
+    out, err = Terminal(), io.StringIO()
+    live = LiveStatus(out, err, str, sweep_text, wakes=False)
+    at = 1_700_000_000_000
+    report = SweepReport([SweepEntry("r-1", "Release", "not-checked", "suspended", detail="x")])
+    live.unchecked(report, REASON, at, at + 300_000)
+    live.idle(at + 300_000)
+    live.close()
+    assert "r-1 Release: not-checked → suspended — x" in out.getvalue()
+    assert "the build cannot be used, 1 run(s) not checked" in out.getvalue()
+    assert err.getvalue() == f"zuke: {REASON}{RETRY}\n"
