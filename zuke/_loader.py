@@ -8,11 +8,13 @@ one naming the call: zuke imports the file, it never runs it as a script.
 
 from __future__ import annotations
 
+import importlib.machinery
 import importlib.util
 import sys
 import traceback
 from collections.abc import Mapping
 from pathlib import Path
+from types import CodeType
 from typing import TYPE_CHECKING
 
 from zuke._errors import BuildDefinitionError, UsageError
@@ -21,6 +23,13 @@ if TYPE_CHECKING:
     from zuke._build import Build
 
 DEFAULT_BUILD_FILE = "build.py"
+
+
+class _SourceOnly(importlib.machinery.SourceFileLoader):
+    """Compiles the file's source every time, never its cached bytecode."""
+
+    def get_code(self, fullname: str) -> CodeType:
+        return self.source_to_code(self.get_data(self.path), self.path)
 
 
 def find_build_file(explicit: str | None, env: Mapping[str, str], cwd: Path | None = None) -> Path:
@@ -63,12 +72,18 @@ def build_home(explicit: str | None, env: Mapping[str, str], cwd: Path | None = 
     return path.parent if path.is_file() else where
 
 
-def load_build_class(path: Path) -> type[Build]:
-    """Import ``path`` and return the build it defines."""
+def load_build_class(path: Path, *, fresh: bool = False) -> type[Build]:
+    """Import ``path`` and return the build it defines. ``fresh`` (a watcher reading the file
+    again after it failed to load) compiles the source as it is now: cached bytecode is
+    trusted by the source's mtime in whole seconds and its size, so a fix of the same size
+    within the second would otherwise load the broken file again."""
     from zuke._build import Build  # here, so finding a build file needs no authoring modules
 
     module_name = "_zuke_build_" + path.stem.replace("-", "_")
-    spec = importlib.util.spec_from_file_location(module_name, path)
+    loader = _SourceOnly(module_name, str(path)) if fresh else None
+    if fresh:
+        importlib.invalidate_caches()  # a module the fix added is found, too
+    spec = importlib.util.spec_from_file_location(module_name, path, loader=loader)
     if spec is None or spec.loader is None:
         raise BuildDefinitionError(f"cannot import {path}")
     module = importlib.util.module_from_spec(spec)

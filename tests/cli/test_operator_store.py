@@ -284,3 +284,18 @@ def test_a_build_whose_definitions_raise_blocks_only_what_needs_it(
     found = store.get_run("r2")
     assert found is not None and found.record.status == "running"
     assert cli("cancel", "r2", "--no-compensations").code == 0
+
+
+@pytest.mark.parametrize("argv", [("resume", "--check"), ("resume", "r1")])
+def test_a_bad_setting_is_said_as_itself_not_as_a_broken_build(
+    tmp_path: Path, cli: CliRunner, argv: tuple[str, ...]
+) -> None:
+    (tmp_path / "build.py").write_text(HELLO)
+    FileSystemStateStore(tmp_path / ".zuke" / "runs").create_run(
+        record("r1", "suspended", {"hello": "waiting"})
+    )
+    result = cli(*argv, env={"ZUKE_RUN_LEASE_TTL": "banana"})
+    assert result.code == 2 and result.out == ""
+    [line] = result.err.splitlines()
+    assert line.startswith("zuke: ZUKE_RUN_LEASE_TTL") and "banana" in line
+    assert "needs it" not in line and "not-checked" not in line

@@ -16,8 +16,15 @@ from zuke import resume_when
 from zuke._clock import ManualClock
 from zuke._errors import StoreUnavailableError
 from zuke.runs.continuation import ResumeOptions
-from zuke.runs.sweep_report import SweepReport
-from zuke.runs.watch import PipeWaiter, Watcher, WatchObserver, WatchSettings, watch
+from zuke.runs.sweep_report import SweepEntry, SweepReport
+from zuke.runs.watch import (
+    NotChecked,
+    PipeWaiter,
+    Watcher,
+    WatchObserver,
+    WatchSettings,
+    watch,
+)
 from zuke.state.memory import MemoryStateStore
 
 MIN = 60_000
@@ -60,6 +67,9 @@ class Seen(WatchObserver):
 
     def note(self, message: str) -> None:
         self.events.append(("note", message))
+
+    def unchecked(self, report: SweepReport, reason: str, at_ms: int, next_ms: int) -> None:
+        self.events.append(("unchecked", reason, report.count("not-checked"), next_ms - at_ms))
 
     def whys(self) -> list[str]:
         return [e[1] for e in self.events if e[0] == "sweeping"]
@@ -254,6 +264,77 @@ def test_the_listen_hook_is_opened_and_closed_and_its_wakes_sweep() -> None:
     assert watcher.run() == 2
     assert closed == [True]
     assert starts[1] == starts[0]  # woken at once, not after the interval
+
+
+def test_a_sweep_that_cannot_use_the_build_is_said_and_the_watcher_sweeps_on_at_the_interval() -> (
+    None
+):
+    """A bad merge: no backoff, no exit; each sweep says its runs were not checked."""
+    broken = iter(range(2))
+    reason = "loading build.py failed (line 3): SyntaxError: invalid syntax"
+
+    def sweep(stop: Callable[[], bool]) -> SweepReport:
+        if next(broken, None) is not None:
+            report = SweepReport([SweepEntry("r1", "App", "not-checked", "suspended")])
+            raise NotChecked(reason, report)
+        return SweepReport([SweepEntry("r1", "App", "still-waiting", "suspended")])
+
+    watcher, waiter, clock, seen, starts = loop(sweep)
+    t0 = clock.now_ms()
+    stop_after(watcher, waiter, 3)
+    assert watcher.run() == 3  # each broken sweep is a sweep: it reported
+    assert starts == [t0, t0 + EVERY, t0 + 2 * EVERY]
+    assert seen.whys() == ["start", "interval", "interval"]
+    assert [e for e in seen.events if e[0] != "sweeping"] == [
+        ("unchecked", reason, 1, EVERY),
+        ("unchecked", reason, 1, EVERY),
+        ("swept", 1, EVERY),
+    ]
+
+
+def test_listen_to_moves_the_wakes_to_another_store() -> None:
+    """A build that loads late may name its own store: its wakes count, the old one's stop."""
+    clock = ManualClock()
+    waiter = FakeWaiter(clock)
+    opened: list[str] = []
+    closed: list[str] = []
+    wakes: dict[str, Callable[[str, str | None], None]] = {}
+
+    def listener(name: str) -> Callable[[Callable[[str, str | None], None]], Any]:
+        class Listening:
+            def close(self) -> None:
+                closed.append(name)
+
+        def listen(wake: Callable[[str, str | None], None]) -> Listening:
+            opened.append(name)
+            wakes[name] = wake
+            return Listening()
+
+        return listen
+
+    starts: list[int] = []
+    watcher: Watcher
+
+    def sweep(stop: Callable[[], bool]) -> SweepReport:
+        starts.append(clock.now_ms())
+        if len(starts) == 1:
+            watcher.listen_to(listener("build's"))
+        return SweepReport()
+
+    watcher = Watcher(sweep, clock=clock, waiter=waiter, listen=listener("environment's"),
+                      settings=WatchSettings(settle_ms=0, min_gap_ms=0))  # fmt: skip
+
+    def on_wait(n: int) -> None:
+        if n == 1:
+            wakes["build's"]("notify", "r1")
+        else:
+            watcher.stop()
+
+    waiter.on_wait = on_wait
+    assert watcher.run() == 2
+    assert starts[1] == starts[0]  # the new store's wake swept at once
+    assert opened == ["environment's", "build's"]
+    assert closed == ["environment's", "build's"]  # each closed once
 
 
 # ------------------------------------------------------------------ with the real sweep

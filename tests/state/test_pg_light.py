@@ -21,7 +21,7 @@ import pytest
 
 from tests.pg_support import PgCluster
 from zuke._errors import StoreUnavailableError
-from zuke.state._pg_light import LightPostgresStore, numbered, text_array
+from zuke.state._pg_light import LightPostgresStore, LightReader, numbered, text_array
 from zuke.state._protocol import LockAcquired, RunQuery, Written
 from zuke.state.postgres import PostgresStateStore
 from zuke.state.records import RunDelta, Signal, TargetRecord
@@ -252,3 +252,10 @@ def test_a_sweep_with_nothing_due_loads_no_psycopg(pg_url: str, tmp_path: Path) 
     code, out, loaded = json.loads(swept.stdout.splitlines()[-1])
     assert code == 0 and "1 still waiting" in out, (out, swept.stderr)
     assert loaded == []  # every read went the light way; nothing was due, nothing written
+
+
+def test_what_utf8_cannot_carry_is_left_to_the_store() -> None:
+    reader = LightReader("postgresql://zuke@127.0.0.1:1/db\ud800")
+    assert reader.rows(b"SELECT 1", ()) is None
+    assert not reader.usable  # and every later read goes to the full store
+    assert reader.rows(b"SELECT 1", ()) is None

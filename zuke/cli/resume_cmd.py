@@ -28,7 +28,13 @@ from zuke.cli import args as cli_args
 from zuke.cli.invocation import naming_store, needs_build, store_where
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from zuke._build import Build
+    from zuke._engine.observer import Observer
+    from zuke._engine.run import RunOptions
+    from zuke.cli.console import ConsoleReporter
+    from zuke.runs.continuation import ResumeOptions
     from zuke.runs.sweep_report import SweepReport
 
 USAGE = """\
@@ -135,6 +141,13 @@ def run_resume(
     file, _ = cli_args.prescan(rest)
     if home is None or file is not None:
         home = build_home(file, env)
+    given = build
+
+    def reload() -> type[Build]:  # the watcher's: build.py as it is now, or the caller's build
+        if given is not None:
+            return given
+        return load_build_class(find_build_file(file, env), fresh=True)
+
     if build is None:
         path = find_build_file(file, env)
         try:
@@ -142,9 +155,138 @@ def run_resume(
         except BuildDefinitionError as exc:
             if "--check" not in switches:
                 raise needs_build(exc, "zuke resume RUN", "to continue the run") from None
+            if "--watch" in switches:  # a sweeper outlives a bad merge: tried each sweep
+                return _watch(None, reload, values, switches, rest, env=env, out=out, err=err,
+                              home=home, live=live)  # fmt: skip
             return _check_without_build(exc, rest, switches, env=env, out=out, err=err,
                                         home=home)  # fmt: skip
+    if "--watch" in switches:
+        return _watch(build, reload, values, switches, rest, env=env, out=out, err=err,
+                      home=home, live=live)  # fmt: skip
     return _resume(build, values, switches, rest, env=env, out=out, err=err, home=home, live=live)
+
+
+def _request(
+    parsed: cli_args.RunArgs, values: dict[str, str], switches: set[str]
+) -> tuple[str | None, ResumeOptions]:
+    """The command line's run and resume options; a usage error for what does not fit."""
+    from zuke.runs.resume import ResumeOptions, SignalDelivery
+
+    if parsed.skip or parsed.list or parsed.targets[1:]:
+        raise UsageError(
+            "usage: zuke resume RUN_ID [--signal NAME [--data JSON]] | "
+            "zuke resume --check [RUN_ID] [--json]"
+        )
+    run_id = parsed.targets[0] if parsed.targets else None
+    check = "--check" in switches
+    if not check and run_id is None:
+        raise UsageError("zuke resume needs a RUN_ID (or --check to sweep every suspended run)")
+    if "--signal" not in values and ("--data" in values or "--signal-id" in values):
+        raise UsageError("--data and --signal-id go with --signal NAME")
+    if check and "--signal" in values:
+        raise UsageError("--check sweeps; deliver a signal with zuke resume RUN_ID --signal NAME")
+    watching = "--watch" in switches
+    if "--every" in values and not watching:
+        raise UsageError("--every goes with --watch: zuke resume --check --watch --every 5m")
+    if watching:
+        from zuke.cli.watch_cmd import parse_every
+
+        if not check or run_id is not None:
+            raise UsageError("--watch sweeps every suspended run: zuke resume --check --watch")
+        parse_every(values.get("--every"))
+    signal = None
+    if "--signal" in values:
+        data = parse_data(values.get("--data"))
+        signal = SignalDelivery(values["--signal"], data, values.get("--signal-id"))
+    resume = ResumeOptions(
+        signal=signal,
+        force_graph="--force-graph" in switches,
+        resume_degraded="--resume-degraded" in switches,
+        actor=parsed.actor,
+        params=parsed.params,
+    )
+    return run_id, resume
+
+
+def _warner(reporter: ConsoleReporter, err: TextIO) -> Callable[[str], None]:
+    def warn(message: str) -> None:
+        err.write(reporter.redactor.text(message) + "\n")
+        err.flush()
+
+    return warn
+
+
+def _run_options(
+    parsed: cli_args.RunArgs,
+    warn: Callable[[str], None],
+    *,
+    env: Mapping[str, str],
+    home: Path,
+    observers: list[Observer],
+) -> RunOptions:
+    from zuke._engine.run import RunOptions
+
+    return RunOptions(
+        params=parsed.params,
+        env=env,
+        actor=parsed.actor,
+        on_warning=warn,
+        on_interrupt=warn,
+        observers=observers,
+        handle_signals=threading.current_thread() is threading.main_thread(),
+        cwd=home,
+    )
+
+
+def _watch(
+    build: type[Build] | None,
+    reload: Callable[[], type[Build]],
+    values: dict[str, str],
+    switches: set[str],
+    rest: list[str],
+    *,
+    env: Mapping[str, str],
+    out: TextIO,
+    err: TextIO,
+    home: Path,
+    live: bool | None,
+) -> int:
+    """``--check --watch``: the long-lived sweeper. A build that cannot be used — at the
+    start or after a failed sweep — does not stop it (:class:`~zuke.cli.watch_cmd.BuildSweeps`);
+    what the command line says without the build is checked at once."""
+    from zuke._build import parameters
+    from zuke.cli.console import ConsoleReporter
+    from zuke.cli.watch_cmd import BuildSweeps, Ready, parse_every, run_watch
+    from zuke.runs.lifecycle import check_settings
+    from zuke.runs.store import open_store
+
+    as_json = "--json" in switches
+    reporter = ConsoleReporter(out=err if as_json else out, err=err, live=live)
+    warn = _warner(reporter, err)
+
+    def prepare(loaded: type[Build]) -> Ready:
+        parsed = cli_args.parse(rest, parameters(loaded))
+        _, resume = _request(parsed, values, switches)
+        observers: list[Observer] = [] if as_json else [reporter]
+        options = _run_options(parsed, warn, env=env, home=home, observers=observers)
+        return Ready(loaded, resume, options)
+
+    if build is not None:  # the command line is checked against it now: exit 2 if it does not fit
+        ready: Ready | None = prepare(build)
+        store = open_store(env, build=build, cwd=home)
+    else:
+        try:  # without the build its parameter flags are unknown: checked once it loads
+            bare: cli_args.RunArgs | None = cli_args.parse(rest, [])
+        except UsageError:
+            bare = None
+        if bare is not None:
+            _request(bare, values, switches)
+        ready, store = None, open_store(env, cwd=home)
+    check_settings(env, store)  # a bad setting is the operator's: said as itself, exit 2
+    sweeps = BuildSweeps(store, ready, load=reload, prepare=prepare)
+    return run_watch(sweeps, every_ms=parse_every(values.get("--every")), as_json=as_json,
+                     out=out, err=err, redact=reporter.redactor.text,
+                     render=sweep_text)  # fmt: skip
 
 
 def _resume(
@@ -160,76 +302,32 @@ def _resume(
     live: bool | None,
 ) -> int:
     from zuke._build import parameters
-    from zuke._engine.run import RunOptions
     from zuke.cli import gha
     from zuke.cli.console import ConsoleReporter
     from zuke.cli.progress import PauseOnRun, SweepProgress, on_terminal
-    from zuke.runs.resume import ResumeOptions, SignalDelivery, resume_run_async
+    from zuke.runs.lifecycle import check_settings
+    from zuke.runs.resume import resume_run_async
     from zuke.runs.store import open_store
     from zuke.runs.sweep import resume_check_async
 
     parsed = cli_args.parse(rest, parameters(build))
-    if parsed.skip or parsed.list or parsed.targets[1:]:
-        raise UsageError(
-            "usage: zuke resume RUN_ID [--signal NAME [--data JSON]] | "
-            "zuke resume --check [RUN_ID] [--json]"
-        )
-    run_id = parsed.targets[0] if parsed.targets else None
+    run_id, resume = _request(parsed, values, switches)
     check = "--check" in switches
-    if not check and run_id is None:
-        raise UsageError("zuke resume needs a RUN_ID (or --check to sweep every suspended run)")
-    if "--signal" not in values and ("--data" in values or "--signal-id" in values):
-        raise UsageError("--data and --signal-id go with --signal NAME")
-    if check and "--signal" in values:
-        raise UsageError("--check sweeps; deliver a signal with zuke resume RUN_ID --signal NAME")
-    watching, every_ms = "--watch" in switches, 0
-    if "--every" in values and not watching:
-        raise UsageError("--every goes with --watch: zuke resume --check --watch --every 5m")
-    if watching:
-        from zuke.cli.watch_cmd import parse_every
-
-        if not check or run_id is not None:
-            raise UsageError("--watch sweeps every suspended run: zuke resume --check --watch")
-        every_ms = parse_every(values.get("--every"))
-    signal = None
-    if "--signal" in values:
-        data = parse_data(values.get("--data"))
-        signal = SignalDelivery(values["--signal"], data, values.get("--signal-id"))
-    resume = ResumeOptions(
-        signal=signal,
-        force_graph="--force-graph" in switches,
-        resume_degraded="--resume-degraded" in switches,
-        actor=parsed.actor,
-        params=parsed.params,
-    )
     as_json = "--json" in switches
     reporter = ConsoleReporter(out=err if as_json else out, err=err, live=live)
     # A sweep on a terminal: "12/300 runs checked" while it works; never piped, never --json.
     sweeping = None
-    if check and not watching and not as_json and on_terminal(out, live):
+    if check and not as_json and on_terminal(out, live):
         sweeping = SweepProgress(out)
-
-    def warn(message: str) -> None:
-        err.write(reporter.redactor.text(message) + "\n")
-        err.flush()
-
-    options = RunOptions(
-        params=parsed.params,
-        env=env,
-        actor=parsed.actor,
-        on_warning=warn,
-        on_interrupt=warn,
-        observers=[] if as_json else [*([PauseOnRun(sweeping)] if sweeping else []), reporter],
-        handle_signals=threading.current_thread() is threading.main_thread(),
-        cwd=home,
-    )
+    observers: list[Observer] = [] if as_json else [
+        *([PauseOnRun(sweeping)] if sweeping else []), reporter,
+    ]  # fmt: skip
+    warn = _warner(reporter, err)
+    options = _run_options(parsed, warn, env=env, home=home, observers=observers)
     store = open_store(env, build=build, cwd=home)
-    if watching:
-        from zuke.cli.watch_cmd import run_watch
-
-        return run_watch(build, store, resume=resume, options=options, every_ms=every_ms,
-                         as_json=as_json, out=out, err=err, redact=reporter.redactor.text,
-                         render=sweep_text)  # fmt: skip
+    # A bad setting (ZUKE_RUN_LEASE_TTL=banana) is the operator's, said as itself; what is
+    # raised past this point while loading is the build's.
+    check_settings(env, store)
     if check:
         try:
             report = asyncio.run(

@@ -10,9 +10,13 @@ sweeps once.
 
 A sweep that fails as a whole (the store is unreachable) is reported and the
 next one is tried after a backoff that doubles from ``backoff_ms`` up to the
-interval; the watcher never exits for it. :meth:`Watcher.stop` (SIGTERM,
-Ctrl-C) lets the run in hand finish — the sweep looks at the stop between
-runs, never inside one's transition — and then :meth:`Watcher.run` returns.
+interval; the watcher never exits for it. Nor for a build that cannot be used
+(a bad merge): that sweep raises :class:`NotChecked` with the runs it left
+alone, reported as such, and the next sweep comes at the interval as usual.
+
+:meth:`Watcher.stop` (SIGTERM, Ctrl-C) lets the run in hand finish — the
+sweep looks at the stop between runs, never inside one's transition — and then
+:meth:`Watcher.run` returns.
 
 Time and waiting are injected (a :class:`~zuke._clock.Clock` and a
 :class:`Waiter`), so tests drive the loop without sleeping.
@@ -87,6 +91,15 @@ class PipeWaiter:
                 os.close(fd)
 
 
+class NotChecked(Exception):
+    """A sweep that could not use the build: nothing moved; ``report`` lists the runs it
+    would have looked at, each not checked, and ``reason`` says why."""
+
+    def __init__(self, reason: str, report: SweepReport) -> None:
+        super().__init__(reason)
+        self.reason, self.report = reason, report
+
+
 class WatchObserver:
     """What the watcher tells its caller (the CLI renders it); every method a no-op here."""
 
@@ -99,6 +112,9 @@ class WatchObserver:
     def failed(self, message: str, at_ms: int, next_ms: int) -> None:
         """A sweep failed as a whole; the next try is at ``next_ms``."""
 
+    def unchecked(self, report: SweepReport, reason: str, at_ms: int, next_ms: int) -> None:
+        """A sweep could not use the build (``reason``): its runs are not checked."""
+
     def idle(self, next_ms: int) -> None:
         """The watcher waits for the next sweep (due at ``next_ms``)."""
 
@@ -106,6 +122,8 @@ class WatchObserver:
         """Something worth a line: the listen connection dropped or came back."""
 
 
+#: a store's ``listen(wake)``: the returned handle is closed when the watcher stops
+Listen = Callable[[Callable[[str, str | None], None]], Any]
 #: a sweep: ``stop`` is asked between runs; a whole failure raises ZukeError
 SweepFn = Callable[[Callable[[], bool]], "SweepReport"]
 
@@ -121,7 +139,7 @@ class Watcher:
         clock: Clock = SYSTEM_CLOCK,
         waiter: Waiter | None = None,
         observer: WatchObserver | None = None,
-        listen: Callable[[Callable[[str, str | None], None]], Any] | None = None,
+        listen: Listen | None = None,
     ) -> None:
         self._sweep = sweep
         self.settings = settings or WatchSettings()
@@ -132,6 +150,7 @@ class Watcher:
         self._waiter = waiter
         self._observer = observer or WatchObserver()
         self._listen = listen
+        self._listening: Any = None
         self._lock = threading.Lock()
         self._woken_at: int | None = None  # the first wake not yet swept
         self._why = "wake"
@@ -181,14 +200,25 @@ class Watcher:
         for message in notes:
             self._observer.note(message)
 
+    def listen_to(self, listen: Listen | None) -> None:
+        """Take wakes from another store (the one a build that loaded late names); called
+        from a sweep, on the watcher's own thread."""
+        if self._listening is not None:
+            self._listening.close()
+            self._listening = None
+        self._listen = listen
+        if listen is not None:
+            self._listening = listen(self.wake)
+
     def run(self) -> int:
         """Sweep until stopped; the number of sweeps made."""
-        listening = self._listen(self.wake) if self._listen is not None else None
+        self._listening = self._listen(self.wake) if self._listen is not None else None
         try:
             self._loop()
         finally:
-            if listening is not None:
-                listening.close()
+            if self._listening is not None:
+                self._listening.close()
+                self._listening = None
             if self._owned is not None:
                 self._owned.close()
         return self.sweeps
@@ -205,6 +235,13 @@ class Watcher:
             last_start = self._clock.now_ms()
             try:
                 report = self._sweep(self._halted)
+            except NotChecked as exc:  # a broken build: said, and tried again at the interval
+                backoff = 0
+                self.sweeps += 1
+                at = self._clock.now_ms()
+                next_ms = at + self.settings.every_ms
+                self._observer.unchecked(exc.report, exc.reason, at, next_ms)
+                why_next = "interval"
             except (ZukeError, OSError) as exc:  # the store, unreachable: try again later
                 backoff = min(backoff * 2 or self.settings.backoff_ms, self.settings.every_ms)
                 at = self._clock.now_ms()
@@ -278,6 +315,7 @@ def watch(
 
 __all__ = [
     "DEFAULT_EVERY_MS",
+    "NotChecked",
     "PipeWaiter",
     "Waiter",
     "WatchObserver",

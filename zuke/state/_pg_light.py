@@ -156,7 +156,10 @@ class LightReader:
         with self._lock:
             if not self.usable:
                 return None
-            found = self._execute(sql, args) if self._connected() else None
+            try:
+                found = self._execute(sql, args) if self._connected() else None
+            except UnicodeError:  # a URL or a value UTF-8 cannot carry: the store's to judge
+                found = None
             if found is None:
                 self._give_up()
             return found
@@ -210,6 +213,11 @@ class LightReader:
         finally:
             lib.PQclear(result)
 
+    def give_up(self) -> None:
+        """Leave every later read to the full store (an answer this path cannot read)."""
+        with self._lock:
+            self._give_up()
+
     def _give_up(self) -> None:
         self.usable = False
         self.close_connection()
@@ -258,8 +266,14 @@ class LightPostgresStore(PostgresStateStore):
         if not rows:
             return None
         text, version, deltas = rows[0]
-        assert text is not None and version is not None and deltas is not None
-        return _pg_runs.stored(run_id, (text, version, text_array(deltas)))
+        try:
+            journal = None if deltas is None else text_array(deltas)
+        except ValueError:
+            journal = None
+        if text is None or version is None or journal is None:  # not what the SQL returns
+            self.reader.give_up()
+            return super().get_run(run_id)
+        return _pg_runs.stored(run_id, (text, version, journal))
 
     def list_locks(self, *, run_id: str | None = None) -> list[LockEntry]:
         reader = self._light()
