@@ -38,6 +38,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.pg_support import PgCluster
+
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "zuke"
 
@@ -426,3 +428,41 @@ def test_list_graph_and_help_of_a_build_load_no_asyncio_nor_the_run(tmp_path: Pa
         loaded = _loaded_by(argv, tmp_path, which=lambda m: True)
         assert "zuke._engine.loading" in loaded, argv  # the build was loaded
         assert not heavy & set(loaded), argv
+
+
+def test_reading_commands_on_postgres_load_no_psycopg(
+    pg_cluster: PgCluster, tmp_path: Path
+) -> None:
+    """``runs list``, ``runs show`` and ``locks list`` on ``ZUKE_STATE=postgresql://`` read
+    through libpq (``zuke.state._pg_light``): psycopg and its pool are 0.14 s of start-up,
+    and a listing hashes no token (no OpenSSL ``_hashlib``). (A sweep with nothing due:
+    ``tests/state/test_pg_light.py``.)"""
+    from zuke.state.postgres import PostgresStateStore
+    from zuke.testing.store_contract import sample_holder, sample_record
+
+    url = pg_cluster.create_database()
+    store = PostgresStateStore(url)
+    try:
+        record = sample_record()
+        store.create_run(record)
+        store.acquire_lock("env-sit", sample_holder(record.id), 60_000)
+    finally:
+        store.close()
+    probe = (
+        "import io, json, sys\n"
+        "from zuke.cli import main\n"
+        "out = io.StringIO()\n"
+        "code = main(sys.argv[1:], out=out, err=sys.stderr)\n"
+        "print(json.dumps([code, out.getvalue(), sorted(m for m in sys.modules"
+        " if m.startswith('psycopg') or m == '_hashlib')]))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ZUKE_")}
+    env["ZUKE_STATE"] = url
+    for argv in (["runs", "list", "--limit", "20"], ["runs", "show", record.id], ["locks", "list"]):
+        child = subprocess.run(
+            [sys.executable, "-c", probe, *argv],
+            capture_output=True, text=True, cwd=tmp_path, env=env, timeout=60, check=True,
+        )  # fmt: skip
+        code, out, loaded = json.loads(child.stdout.splitlines()[-1])
+        assert code == 0 and (record.id in out or "env-sit" in out), (argv, out, child.stderr)
+        assert loaded == [], argv

@@ -168,42 +168,6 @@ def test_zuke_state_names_the_light_store(pg_url: str) -> None:
     off.close()
 
 
-def test_runs_list_on_postgres_loads_no_psycopg(pg_url: str, tmp_path: Path) -> None:
-    full = PostgresStateStore(pg_url)
-    try:
-        ids = _fill(full)
-    finally:
-        full.close()
-    probe = (
-        "import io, json, sys\n"
-        "from zuke.cli import main\n"
-        "out = io.StringIO()\n"
-        "code = main(sys.argv[1:], out=out, err=sys.stderr)\n"
-        "print(json.dumps([code, out.getvalue(), sorted(m for m in sys.modules"
-        " if m.startswith('psycopg') or m == '_hashlib')]))\n"
-    )
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ZUKE_")}
-    env["ZUKE_STATE"] = pg_url
-    outputs = []
-    for argv in (
-        ["runs", "list", "--limit", "20", "--json"],
-        ["runs", "show", ids[0]],
-        ["locks", "list", "--json"],
-    ):
-        child = subprocess.run(
-            [sys.executable, "-c", probe, *argv],
-            capture_output=True, text=True, cwd=tmp_path, env=env, timeout=60, check=True,
-        )  # fmt: skip
-        code, out, loaded = json.loads(child.stdout.splitlines()[-1])
-        assert code == 0, (argv, child.stderr)
-        assert loaded == [], argv  # nor OpenSSL's hashlib: a listing hashes no token
-        outputs.append(out)
-    listed, shown, locks = outputs
-    assert sorted(run["id"] for run in json.loads(listed)) == sorted(ids)
-    assert ids[0] in shown
-    assert len(json.loads(locks)) == len(ids)
-
-
 def test_placeholders_and_arrays_are_read_as_postgres_writes_them() -> None:
     assert numbered(b"a = %s AND b = %s LIMIT %s") == b"a = $1 AND b = $2 LIMIT $3"
     assert numbered(b"x LIKE 'a%%' AND y = %s") == b"x LIKE 'a%' AND y = $1"
