@@ -34,14 +34,14 @@ def local(store: StateStore) -> bool:
     """Whether a write to ``store`` is cheap and bounded enough to make on the event loop's
     thread while nothing else of the run needs the loop (see ``RunStateWriter.inline``).
 
-    The filesystem store (a small append under a mutex whose wait is bounded by its
-    ``mutex_timeout_s``) and the memory store, exactly: a subclass or a wrapper (a
-    test's faulty store, a network store) is written from a worker thread, as before.
+    A store says so with a true ``inline_writes`` attribute *of its own class*: the
+    filesystem store (a small append under a mutex whose wait is bounded by its
+    ``mutex_timeout_s``), the memory store, and the Postgres store (one round trip on a
+    pooled connection: less than the hop to a worker thread and back). It is not
+    inherited: a subclass or a wrapper (a test's faulty store, a store that may stall)
+    is written from a worker thread unless its own class says so too.
     """
-    from zuke.state.filesystem import FileSystemStateStore
-    from zuke.state.memory import MemoryStateStore
-
-    return type(store) in (FileSystemStateStore, MemoryStateStore)
+    return type(store).__dict__.get("inline_writes", False) is True
 
 
 #: What any resume writes besides its targets' own: the lease, ``running``, its end (or its

@@ -64,7 +64,7 @@ POOL_SIZE_ENV = "ZUKE_PG_POOL_SIZE"
 #: fresh connections one call tries after its connection broke (a restart breaks them all)
 RECONNECTS = 3
 #: versions drawn from the sequence in one round trip, for the writes that follow
-VERSION_BLOCK = 32
+VERSION_BLOCK = 128
 CHECK = (
     "check that the server is up and reachable, and the user, password and database in ZUKE_STATE"
 )
@@ -258,19 +258,21 @@ class PgDatabase:
         *,
         landed: Callable[[Conn], T | None] | None = None,
         resend: bool = True,
+        unsure: bool = False,
     ) -> T:
         """``work(conn)`` on a pooled connection, again on a fresh one if the connection broke.
 
         ``landed(conn)``, for a write: after a broken connection, whether the
         write was applied (its outcome) or not (``None``: ``work`` runs again).
         ``resend=False``: a write that cannot tell is not sent again; the
-        error says it may have landed.
+        error says it may have landed. ``unsure``: the write went out already, on
+        another connection that broke (the light path's): ``landed`` is asked first.
         """
         import psycopg
         from psycopg_pool import PoolTimeout
 
         pool = self._open()
-        unsure = False  # a write was sent on a connection that broke: did it land?
+        # a write was sent on a connection that broke: did it land?
         for attempt in range(RECONNECTS + 1):
             conn: Conn | None = None
             try:
@@ -292,16 +294,22 @@ class PgDatabase:
                 pool.check()  # its other idle connections broke too (a restart)
         raise AssertionError("unreachable")
 
-    def version(self) -> int:
-        """A version no other write carries: drawn from the database's sequence, in blocks."""
+    def version(self, call: Callable[[Callable[[Conn], Any]], Any] | None = None) -> int:
+        """A version no other write carries: drawn from the database's sequence, in blocks
+        (through ``call``, :meth:`call` unless given: the light path's)."""
         with self._versions_lock:
             if not self._versions:
-                rows = self.call(lambda conn: conn.execute(
+                rows = (call or self.call)(lambda conn: conn.execute(
                     "SELECT nextval('zuke_run_versions') FROM generate_series(1, %s)",
                     (VERSION_BLOCK,),
                 ).fetchall())  # fmt: skip
                 self._versions = sorted((int(v) for (v,) in rows), reverse=True)
             return self._versions.pop()
+
+    def unsure(self, said: str) -> StoreUnavailableError:
+        """A write that went out on a connection that broke, which cannot tell whether it
+        landed and must not be sent again (the light path's, :meth:`call`'s ``resend=False``)."""
+        return self._failed(Exception(said), lost=1, unsure=True)
 
     def _failed(
         self, exc: BaseException, *, lost: int = 0, unsure: bool = False

@@ -33,17 +33,23 @@ import re
 import sys
 import threading
 import weakref
-from collections.abc import Mapping, Sequence
-from typing import Final
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Final, TypeVar, cast
 
 from zuke._errors import StateError
 from zuke.state import _pg_locks, _pg_runs
 from zuke.state._ids import check_id
 from zuke.state._pg_conn import CONNECT_TIMEOUT_S, DEFAULT_MAX_CONNECTIONS
+from zuke.state._pg_libpq import LibpqConnection, LibpqFailed, LibpqLost, declare, text_array
 from zuke.state._pg_schema import SCHEMA_VERSION
 from zuke.state._protocol import LockEntry, RunQuery, StoredRun
 from zuke.state.postgres import PostgresStateStore
 from zuke.state.records import RunSummary
+
+if TYPE_CHECKING:
+    from zuke.state._pg_conn import Conn
+
+T = TypeVar("T")
 
 _EVERY_RUN: Final = RunQuery()
 _CONNECTION_OK = 0
@@ -87,6 +93,7 @@ def _prepared(path: str) -> ctypes.CDLL:
     ):
         function = getattr(lib, name)
         function.argtypes, function.restype = args, result
+    declare(lib)
     return lib
 
 
@@ -104,7 +111,6 @@ def _strings(values: Sequence[bytes]) -> ctypes.Array[ctypes.c_char_p]:
 
 
 _PLACEHOLDER = re.compile(rb"%[s%]")
-_ELEMENT = re.compile(r'"((?:[^"\\]|\\.)*)"|([^,{}]+)', re.DOTALL)
 
 
 def numbered(sql: bytes) -> bytes:
@@ -121,20 +127,14 @@ def numbered(sql: bytes) -> bytes:
     return _PLACEHOLDER.sub(number, sql)
 
 
-def text_array(text: str) -> list[str]:
-    """A one-dimensional ``text[]`` in Postgres' text output (``{"a","b\\"c",d}``); no NULLs."""
-    items = []
-    for match in _ELEMENT.finditer(text, 1, len(text) - 1):
-        quoted, bare = match.groups()
-        if bare is not None:
-            if bare.upper() == "NULL":
-                raise ValueError("a NULL element")
-            items.append(bare.strip())
-        elif "\\" in quoted:  # only \\ and \" are escaped; text holds no NUL to stand in
-            items.append(quoted.replace("\\\\", "\0").replace('\\"', '"').replace("\0", "\\"))
-        else:
-            items.append(quoted)
-    return items
+class LightUnavailable(Exception):
+    """The light path cannot answer; ``sent``: a statement went out and may have landed (the
+    full store checks before it sends a write again)."""
+
+    def __init__(self, *, sent: bool, reason: str = "the light path cannot answer") -> None:
+        super().__init__(reason)
+        self.sent = sent
+        self.reason = reason
 
 
 class LightReader:
@@ -148,8 +148,41 @@ class LightReader:
         self._conn: int | None = None
         self._finalizer: weakref.finalize[..., LightReader] | None = None
         self._lock = threading.Lock()
+        #: the connection's statements run once (``None``) or prepared (their name)
+        self._statements: dict[tuple[bytes, tuple[int, ...]], bytes | None] = {}
         #: ``False`` once anything failed: the full store answers from then on
         self.usable = True
+
+    def run(self, work: Callable[[LibpqConnection], T]) -> T:
+        """``work`` on this path's connection (the store's own statements, psycopg's calls
+        answered by :class:`~._pg_libpq.LibpqConnection`).
+
+        Raises :class:`LightUnavailable` when this path cannot answer — it was given
+        up, cannot connect, or the call failed (the path is given up then) — saying
+        whether a statement may have landed; anything else ``work`` raises (a record
+        that does not parse) is the store's answer, as through psycopg.
+        """
+        with self._lock:
+            if not self.usable:
+                raise LightUnavailable(sent=False)
+            try:
+                connected = self._connected()
+            except UnicodeError:  # a URL UTF-8 cannot carry: the store's to judge
+                connected = False
+            if not connected:
+                self._give_up()
+                raise LightUnavailable(sent=False)
+            assert self._lib is not None and self._conn is not None
+            conn = LibpqConnection(self._lib, self._conn, self._statements)
+            try:
+                return work(conn)
+            except LibpqFailed as exc:
+                # refused and rolled back — unless an earlier statement of the call landed
+                self._give_up()
+                raise LightUnavailable(sent=conn.sent > 1, reason=str(exc)) from None
+            except LibpqLost as exc:
+                self._give_up()
+                raise LightUnavailable(sent=True, reason=str(exc)) from None
 
     def rows(self, sql: bytes, args: Sequence[str | int]) -> list[Row] | None:
         """The rows of one read-only statement, or ``None`` if this path cannot answer."""
@@ -224,6 +257,7 @@ class LightReader:
 
     def close_connection(self) -> None:
         self._conn = None
+        self._statements.clear()
         if self._finalizer is not None:
             self._finalizer()
 
@@ -231,6 +265,8 @@ class LightReader:
 class LightPostgresStore(PostgresStateStore):
     """The Postgres store, whose ``list_runs``, ``get_run`` and ``list_locks`` go through
     :class:`LightReader` until the store's own pool is open (then psycopg is loaded anyway)."""
+
+    inline_writes = True  # as the store's own writes (``store_traits.local``)
 
     def __init__(
         self,
@@ -247,6 +283,26 @@ class LightPostgresStore(PostgresStateStore):
         # the pool is PgDatabase's; once it is open, psycopg is paid for and the store reads
         opened = getattr(self.database, "_pool", None) is not None
         return None if opened or not self.reader.usable else self.reader
+
+    def _call(
+        self,
+        work: Callable[[Conn], T],
+        *,
+        landed: Callable[[Conn], T | None] | None = None,
+        resend: bool = True,
+    ) -> T:
+        """``work`` on the light path's connection; if it cannot answer, on the pool's, which
+        first checks whether a write that went out landed (``landed``), as after any broken
+        connection — so a write is applied once, whichever path carried it."""
+        reader = self._light()
+        if reader is None:
+            return self.database.call(work, landed=landed, resend=resend)
+        try:
+            return reader.run(cast("Callable[[LibpqConnection], T]", work))
+        except LightUnavailable as unavailable:
+            if unavailable.sent and not resend:  # it cannot tell, and must not send it again
+                raise self.database.unsure(unavailable.reason) from None
+            return self.database.call(work, landed=landed, resend=resend, unsure=unavailable.sent)
 
     def list_runs(self, query: RunQuery = _EVERY_RUN) -> list[RunSummary]:
         reader = self._light()
@@ -304,4 +360,7 @@ def from_url(spec: str, env: Mapping[str, str]) -> PostgresStateStore:
     return LightPostgresStore(spec, max_connections=postgres.pool_size(env))
 
 
-__all__ = ["LightPostgresStore", "LightReader", "find_libpq", "from_url", "numbered", "text_array"]
+__all__ = [
+    "LightPostgresStore", "LightReader", "LightUnavailable", "find_libpq", "from_url", "numbered",
+    "text_array",
+]  # fmt: skip

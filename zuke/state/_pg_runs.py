@@ -167,7 +167,11 @@ def append(
     expected: int,
     *,
     version: int | None = None,
+    after: RunRecord | None = None,
 ) -> Written | Conflict:
+    """Append ``delta`` if the run is at ``expected``; ``after``, when the caller knows it, is
+    the record the delta makes — a compaction due then writes it instead of reading back and
+    folding the whole journal (:func:`_compact_known`)."""
     line = dumps(delta_to_json(delta))
     row = conn.execute(
         "WITH u AS (UPDATE zuke_runs"
@@ -191,7 +195,10 @@ def append(
     if row is None:
         return Conflict()
     if row[1]:
-        _compact(conn, ns, run_id)
+        if after is None:
+            _compact(conn, ns, run_id)
+        else:
+            _compact_known(conn, ns, run_id, int(row[0]), after)
     return Written(version=str(row[0]))
 
 
@@ -202,6 +209,20 @@ def version_of(conn: Conn, ns: str, run_id: str) -> int | None:
         "SELECT version FROM zuke_runs WHERE ns = %s AND id = %s", (ns, run_id)
     ).fetchone()
     return None if row is None else int(row[0])
+
+
+def _compact_known(conn: Conn, ns: str, run_id: str, version: int, record: RunRecord) -> None:
+    """Replace the run's record and journal by ``record``, what they fold to at ``version``
+    — one statement, and only while the run is still at ``version`` (a write since then
+    made another record: its own append compacts, later)."""
+    text = dumps(record_to_json(record))
+    conn.execute(
+        "WITH u AS (UPDATE zuke_runs SET record = %(record)s, base_bytes = %(bytes)s,"
+        " journal_bytes = 0 WHERE ns = %(ns)s AND id = %(id)s AND version = %(version)s"
+        " RETURNING ns, id)"
+        " DELETE FROM zuke_run_deltas d USING u WHERE d.ns = u.ns AND d.run_id = u.id",
+        {"record": text, "bytes": len(text), "ns": ns, "id": run_id, "version": version},
+    )
 
 
 def _compact(conn: Conn, ns: str, run_id: str) -> None:

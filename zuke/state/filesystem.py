@@ -93,6 +93,10 @@ class FileSystemStateStore:
     dying, not against the machine losing power (see ``docs/state.md``).
     """
 
+    #: a write is a small append under a bounded mutex: the engine may make it on the
+    #: event loop's thread (``zuke._engine.store_traits.local``)
+    inline_writes = True
+
     def __init__(
         self,
         directory: str | os.PathLike[str] = ".zuke/runs",

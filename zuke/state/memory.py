@@ -49,6 +49,9 @@ _EVERY_RUN: Final = RunQuery()
 class MemoryStateStore:
     """An in-process, thread-safe :class:`~zuke.state.JournalingStateStore`."""
 
+    #: a write never waits: the engine may make it on the event loop's thread
+    inline_writes = True
+
     def __init__(self, *, clock: Clock = SYSTEM_CLOCK) -> None:
         self.clock: Final[Clock] = clock
         self._mutex = threading.Lock()

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, TypeVar
 
 from zuke._errors import StateError
 from zuke.state import _pg_listen, _pg_locks, _pg_runs
@@ -46,10 +46,16 @@ SCHEMES = ("postgresql", "postgres")
 #: the largest pool ``ZUKE_PG_POOL_SIZE`` may ask for
 MAX_POOL_SIZE = 1000
 _EVERY_RUN: Final = RunQuery()
+T = TypeVar("T")
 
 
 class PostgresStateStore:
     """A :class:`~zuke.state.JournalingStateStore` with ``list_locks`` and ``break_lock``."""
+
+    #: a write is one round trip on a pooled connection, cheaper than the hop to a worker
+    #: thread and back: the engine makes it on the event loop's thread while nothing else
+    #: of the run needs the loop (``zuke._engine.store_traits.local``)
+    inline_writes = True
 
     def __init__(
         self,
@@ -98,11 +104,11 @@ class PostgresStateStore:
 
     def get_run(self, run_id: str) -> StoredRun | None:
         check_id(run_id)
-        return self.database.call(lambda conn: _pg_runs.get(conn, self.namespace, run_id))
+        return self._call(lambda conn: _pg_runs.get(conn, self.namespace, run_id))
 
     def create_run(self, record: RunRecord) -> Written | Conflict:
         check_id(record.id)
-        ns, version = self.namespace, self.database.version()
+        ns, version = self.namespace, self._version()
 
         def landed(conn: Conn) -> Written | Conflict | None:
             now = _pg_runs.version_of(conn, ns, record.id)
@@ -110,7 +116,7 @@ class PostgresStateStore:
                 return None
             return Written(version=str(version)) if now == version else Conflict()
 
-        return self.database.call(
+        return self._call(
             lambda conn: _pg_runs.create(conn, ns, record, version=version), landed=landed
         )
 
@@ -119,8 +125,8 @@ class PostgresStateStore:
         expected = _pg_runs.parse_version(expected_version)
         if expected is None:
             return Conflict()
-        ns, version = self.namespace, self.database.version()
-        return self.database.call(
+        ns, version = self.namespace, self._version()
+        return self._call(
             lambda conn: _pg_runs.put(conn, ns, record, expected, version=version),
             landed=self._landed(record.id, expected, version),
         )
@@ -132,9 +138,26 @@ class PostgresStateStore:
         expected = _pg_runs.parse_version(expected_version)
         if expected is None:
             return Conflict()
-        ns, version = self.namespace, self.database.version()
-        return self.database.call(
+        ns, version = self.namespace, self._version()
+        return self._call(
             lambda conn: _pg_runs.append(conn, ns, run_id, delta, expected, version=version),
+            landed=self._landed(run_id, expected, version),
+        )
+
+    def append_run_known(
+        self, run_id: str, delta: RunDelta, *, expected_version: str, after: RunRecord
+    ) -> Written | Conflict:
+        """:meth:`append_run`, given ``after``, the record the delta makes (``update_run``
+        knows it): a compaction due writes it instead of reading the journal back."""
+        check_id(run_id)
+        expected = _pg_runs.parse_version(expected_version)
+        if expected is None:
+            return Conflict()
+        ns, version = self.namespace, self._version()
+        return self._call(
+            lambda conn: _pg_runs.append(
+                conn, ns, run_id, delta, expected, version=version, after=after
+            ),
             landed=self._landed(run_id, expected, version),
         )
 
@@ -160,10 +183,10 @@ class PostgresStateStore:
                 _pg_locks.forget_lease(conn, self.namespace, run_id)
                 _pg_runs.delete(conn, self.namespace, run_id)
 
-        self.database.call(delete)  # twice is once: the run is gone either way
+        self._call(delete)  # twice is once: the run is gone either way
 
     def list_runs(self, query: RunQuery = _EVERY_RUN) -> list[RunSummary]:
-        return self.database.call(lambda conn: _pg_runs.listing(conn, self.namespace, query))
+        return self._call(lambda conn: _pg_runs.listing(conn, self.namespace, query))
 
     # ------------------------------------------------------------------ locks
 
@@ -176,30 +199,42 @@ class PostgresStateStore:
             self._ensure_floor(conn)
             return _pg_locks.acquire(conn, ns, key, holder, ttl_ms, token=token)
 
-        return self.database.call(
-            acquire, landed=lambda conn: _pg_locks.held_by(conn, ns, key, token)
-        )
+        return self._call(acquire, landed=lambda conn: _pg_locks.held_by(conn, ns, key, token))
 
     def renew_lock(self, key: str, token: str, ttl_ms: int) -> bool:
         check_id(key, "lock key")
         check_ttl(ttl_ms)
-        return self.database.call(  # twice is once: the TTL counts from the last
+        return self._call(  # twice is once: the TTL counts from the last
             lambda conn: _pg_locks.renew(conn, self.namespace, key, token, ttl_ms)
         )
 
     def release_lock(self, key: str, token: str) -> None:
         check_id(key, "lock key")
-        self.database.call(lambda conn: _pg_locks.release(conn, self.namespace, key, token))
+        self._call(lambda conn: _pg_locks.release(conn, self.namespace, key, token))
 
     def break_lock(self, key: str) -> LockHolder | None:
         check_id(key, "lock key")
         # Sent again after a lost answer, it would say "not held" of a claim it broke.
-        return self.database.call(
+        return self._call(
             lambda conn: _pg_locks.break_claim(conn, self.namespace, key), resend=False
         )
 
     def list_locks(self, *, run_id: str | None = None) -> list[LockEntry]:
-        return self.database.call(lambda conn: _pg_locks.listing(conn, self.namespace, run_id))
+        return self._call(lambda conn: _pg_locks.listing(conn, self.namespace, run_id))
+
+    def _call(
+        self,
+        work: Callable[[Conn], T],
+        *,
+        landed: Callable[[Conn], T | None] | None = None,
+        resend: bool = True,
+    ) -> T:
+        """Every statement of the store's calls goes through here (:meth:`PgDatabase.call`)."""
+        return self.database.call(work, landed=landed, resend=resend)
+
+    def _version(self) -> int:
+        """A version for the next write, drawn through :meth:`_call` (in blocks)."""
+        return self.database.version(self._call)
 
     def _ensure_floor(self, conn: Conn) -> None:
         if not self._floor_ready:
