@@ -466,3 +466,51 @@ def test_reading_commands_on_postgres_load_no_psycopg(
         code, out, loaded = json.loads(child.stdout.splitlines()[-1])
         assert code == 0 and (record.id in out or "env-sit" in out), (argv, out, child.stderr)
         assert loaded == [], argv
+
+
+#: the durable side of a run: a run with no store needs none of it (about 10 ms of start-up)
+_DURABLE = (
+    "zuke._engine.durable",
+    "zuke._engine.claims",
+    "zuke._engine.writer",
+    "zuke._engine.gates",
+    "zuke._engine.walk",
+    "zuke._engine.held",
+)
+
+
+def test_a_run_without_a_store_loads_no_durable_side(tmp_path: Path) -> None:
+    """A run that records nothing — a chain without ``--state``, a fan-out under
+    ``ZUKE_STATE=off`` — loads neither the durable run, its claims, writer and gates, nor
+    the compensation walk; a run with a store does."""
+    (tmp_path / "build.py").write_text(
+        "from zuke import Build, target\n"
+        "class Release(Build):\n"
+        "    @target\n"
+        "    def compile(self, t):\n"
+        "        return t.executes(lambda: None)\n"
+        "    @target\n"
+        "    def batch(self, t):\n"
+        "        return t.for_each(lambda: ['a', 'b'],\n"
+        "                          lambda item, index: {'s': target().executes(lambda: None)})\n"
+    )
+    probe = (
+        "import io, json, sys\n"
+        "from zuke.cli import main\n"
+        "code = main(sys.argv[1:], out=io.StringIO(), err=sys.stderr)\n"
+        f"print(json.dumps([code, sorted(set({_DURABLE!r}) & set(sys.modules))]))\n"
+    )
+    base = {k: v for k, v in os.environ.items() if not k.startswith("ZUKE_")}
+    cases = [
+        (["compile"], base, []),
+        (["batch"], {**base, "ZUKE_STATE": "off"}, []),
+        (["--state", "compile"], base, sorted(_DURABLE)),
+    ]
+    for argv, env, expected in cases:
+        child = subprocess.run(
+            [sys.executable, "-c", probe, *argv],
+            capture_output=True, text=True, cwd=tmp_path, env=env, timeout=60, check=True,
+        )  # fmt: skip
+        code, loaded = json.loads(child.stdout.splitlines()[-1])
+        assert code == 0, (argv, child.stderr)
+        assert loaded == expected, argv

@@ -9,7 +9,8 @@ time, ids, pools and exits are the simulation's; outside one, everything is as u
   wait on the simulated clock;
 * ``uuid.uuid4`` draws from the actor's own generator, so ids do not depend on which
   actor ran first;
-* zuke's ``ThreadPoolExecutor`` is a :class:`~tests.sim.loops.SimExecutor`, and new
+* zuke's ``ThreadPoolExecutor`` (and the run's ``BodyThreads``) is a
+  :class:`~tests.sim.loops.SimExecutor`, and new
   event loops are :class:`~tests.sim.loops.SimLoop` (an event loop policy);
 * ``os._exit`` ends the actor (a crash), ``os.kill`` finds no child process;
 * zuke's process-wide singletons (:data:`PER_PROCESS`) are one per actor.
@@ -34,6 +35,7 @@ from tests.sim import runtime
 from tests.sim.loops import SimExecutor, SimPolicy
 from tests.sim.runtime import _REAL_START, Actor, Crash, Sim, current_actor
 from zuke._clock import SystemClock
+from zuke._engine.body_threads import BodyThreads
 
 
 class _PerActor:
@@ -214,12 +216,15 @@ def patched() -> Iterator[None]:
             if found is not None:
                 singletons[id(found)] = _PerActor(found)
         pool = _pool_factory(concurrent.futures.ThreadPoolExecutor)
+        body_pool = _pool_factory(BodyThreads)
         sim_time = _SimTime()
         for name, module in sorted(sys.modules.items()):
             if not name.startswith("zuke") or module is None:
                 continue
             if getattr(module, "ThreadPoolExecutor", None) is concurrent.futures.ThreadPoolExecutor:
                 patch(module, "ThreadPoolExecutor", pool)
+            if getattr(module, "BodyThreads", None) is BodyThreads:  # the run's pool (drive.py)
+                patch(module, "BodyThreads", body_pool)
             if getattr(module, "time", None) is time:
                 patch(module, "time", sim_time)
             for attr, value in list(vars(module).items()):

@@ -16,19 +16,18 @@ import signal
 import threading
 import time
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from zuke._engine import children
+from zuke._engine.body_threads import BodyThreads
 from zuke._engine.context import RunState
-from zuke._engine.durable import DurableRun
 from zuke._engine.observer import Observers
 from zuke._engine.plan import Plan
 from zuke._engine.result import Outcome, RunResult, RunVerdict
 from zuke._engine.scheduler import Scheduler
-from zuke._engine.walk import rolling_back
 
 if TYPE_CHECKING:
+    from zuke._engine.durable import DurableRun
     from zuke._engine.run import RunOptions
 
 
@@ -74,7 +73,7 @@ async def drive(
     fanning = sum(s.fan_out.concurrency for s in plan.specs.values() if s.fan_out is not None)
     workers = max(32, options.parallel * 4 + 2 * fanning)
     # Not a `with` block: its exit would wait for timed-out bodies still running on threads.
-    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="zuke-body")
+    pool = BodyThreads(max_workers=workers, thread_name_prefix="zuke-body")
     existing = frozenset(children.descendants()) if options.handle_signals else frozenset()
     try:
         hooks = durable.hooks(pool) if durable is not None else None
@@ -208,6 +207,8 @@ class _signal_handlers:
         if self._relayed:
             self._relayed -= 1  # the relay has handled this one already
             return
+        from zuke._engine.walk import rolling_back  # a run without a store never walks
+
         step = rolling_back(self.run_id)
         if step is not None:
             what = step or "the compensation walk"

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from zuke._duration import format_duration
+from zuke._engine import body_threads
 from zuke._engine.context import Context
 from zuke._engine.plan import TargetSpec
 from zuke._errors import TargetTimeoutError, ZukeError
@@ -193,6 +194,8 @@ async def _call_body(body: BodySpec, ctx: Context, pool: ThreadPoolExecutor) -> 
     args = (ctx,) if body.takes_ctx else ()
     if body.is_async:
         result: Any = body.fn(*args)
+    elif isinstance(pool, body_threads.BodyThreads):  # not when a test swapped the pool
+        result = await _on_body_thread(pool, body, ctx, args)
     else:
         work = pool.submit(_counted, body.fn, ctx, args)
         thread = asyncio.wrap_future(work)
@@ -208,6 +211,24 @@ async def _call_body(body: BodySpec, ctx: Context, pool: ThreadPoolExecutor) -> 
         result = thread.result()
     if inspect.isawaitable(result):
         await _counted_async(result, ctx)
+
+
+async def _on_body_thread(
+    pool: body_threads.BodyThreads, body: BodySpec, ctx: Context, args: tuple[Any, ...]
+) -> Any:
+    """A synchronous body on one of the run's threads (the lean path: no thread future)."""
+    job = pool.start(_counted, (body.fn, ctx, args))
+    try:
+        await job.future
+    except asyncio.CancelledError:
+        # Told to stop: say so to the body (or keep it from starting), then wait for its
+        # thread to return.
+        ctx.cancelled.set()
+        returned = pool.stop(job)
+        if returned is not None:
+            await settle(returned, forward=False)
+        raise
+    return job.outcome()
 
 
 async def _attempt(

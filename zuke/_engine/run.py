@@ -16,22 +16,29 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from zuke._build import Build, parameters
 from zuke._clock import SYSTEM_CLOCK, Clock
 from zuke._duration import parse_duration
 from zuke._engine.context import RunState
 from zuke._engine.drive import drive
-from zuke._engine.durable import DurableRun
 from zuke._engine.loading import LoadedBuild as LoadedBuild  # callers import it from here
 from zuke._engine.loading import load as load
 from zuke._engine.observer import Observer
-from zuke._engine.plan import BuildGraph, make_plan
+from zuke._engine.plan import BuildGraph, Plan, make_plan, requires_state
 from zuke._engine.preflight import preflight
 from zuke._engine.result import RunResult
 from zuke._errors import BuildDefinitionError, UsageError, ZukeError
 from zuke._provenance import resolve_actor
 from zuke._target import Target
+
+if TYPE_CHECKING:
+    from zuke._engine.durable import DurableRun
+    from zuke.state._protocol import StateStore
+
+#: what names a store in the environment (:func:`zuke.state.resolve.configured_store`)
+_STORE_VARIABLES = ("ZUKE_STATE_URL", "ZUKE_STATE_DIR", "ZUKE_STATE")
 
 
 @dataclass
@@ -63,6 +70,24 @@ class RunOptions:
     #: loop's thread and a local store is written there (see docs/architecture.md, Rules).
     #: Off for a loop shared with other work (``zuke mcp``'s server, a sweeper).
     inline: bool = False
+
+
+def stateless(
+    override: StateStore | None, env: Mapping[str, str], plan: Plan, *, required: bool
+) -> bool:
+    """Whether the run certainly has no store — decided before the durable side
+    (:mod:`zuke._engine.durable`, its claims, writer and gates) is imported, which a run
+    without a store never needs. ``False`` leaves the decision to
+    :meth:`~zuke._engine.durable.DurableRun.open` (which may still find no store, or
+    refuse a run that needs one under ``ZUKE_STATE=off``)."""
+    if override is not None:
+        return False
+    if env.get("ZUKE_STATE", "") == "off":
+        return not any(requires_state(spec) for spec in plan.specs.values())
+    if required or any(env.get(name, "") for name in _STORE_VARIABLES):
+        return False
+    # ``durable.needs_state``: a fan-out keeps a record even without ``--state``.
+    return not any(requires_state(s) or s.fan_out is not None for s in plan.specs.values())
 
 
 def check_targets(graph: BuildGraph, names: Sequence[str], what: str = "target") -> None:
@@ -109,24 +134,28 @@ async def execute_async(build_cls: type[Build], options: RunOptions) -> RunResul
         params=loaded.public_params,
     )
     secret_names = {p.name for p in parameters(build_cls) if p.is_secret}
-    durable = await DurableRun.open(
-        build_name=build_cls.__name__,
-        override=override,
-        deadline=deadline,
-        plan=plan,
-        roots=list(options.targets),
-        params={
-            k: loaded.redactor.text(v)
-            for k, v in loaded.resolution.raw.items()
-            if k not in secret_names
-        },
-        state=state,
-        env=options.env,
-        clock=options.clock,
-        required=options.state,
-        cwd=options.cwd,
-        warn=options.on_warning,
-    )
+    durable: DurableRun | None = None
+    if not stateless(override, options.env, plan, required=options.state):
+        from zuke._engine.durable import DurableRun  # the record, lease and locks: ~10 ms
+
+        durable = await DurableRun.open(
+            build_name=build_cls.__name__,
+            override=override,
+            deadline=deadline,
+            plan=plan,
+            roots=list(options.targets),
+            params={
+                k: loaded.redactor.text(v)
+                for k, v in loaded.resolution.raw.items()
+                if k not in secret_names
+            },
+            state=state,
+            env=options.env,
+            clock=options.clock,
+            required=options.state,
+            cwd=options.cwd,
+            warn=options.on_warning,
+        )
     return await drive(plan, state=state, durable=durable, options=options, started=started)
 
 
