@@ -91,7 +91,7 @@ class PipeWaiter:
                 os.close(fd)
 
 
-class NotChecked(Exception):
+class NotChecked(ZukeError):
     """A sweep that could not use the build: nothing moved; ``report`` lists the runs it
     would have looked at, each not checked, and ``reason`` says why."""
 
