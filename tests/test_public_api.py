@@ -111,7 +111,7 @@ INTERNAL = {
     "zuke._serve.answers.Refusal",  # an HTTP answer of the service, sent by the app
     "zuke._serve.jsontext.NotJsonError",  # a request body that is not JSON: a 400
     "zuke.state._fs_index.IndexUnavailable",  # the listing index is down: list by scanning
-    "zuke.state._pg_light.LightUnavailable",  # the light read path cannot answer: the full store does
+    "zuke.state._pg_light.LightUnavailable",  # the light path cannot answer: the store does
 }
 
 
