@@ -38,6 +38,9 @@ from zuke._engine.plan import TargetSpec
 from zuke._errors import TargetTimeoutError, ZukeError
 from zuke._target import BodySpec
 
+#: hands the caller what cancels the body now running (its task, or its job's future)
+Register = Callable[[asyncio.Future[None]], None]
+
 _HIDDEN_PREFIXES = (
     str(Path(__file__).resolve().parent.parent),
     str(Path(concurrent.futures.__file__).resolve().parent),
@@ -182,20 +185,24 @@ async def call_body(body: BodySpec, ctx: Context, pool: ThreadPoolExecutor) -> N
     task.result()
 
 
-async def _call_once(body: BodySpec, ctx: Context, pool: ThreadPoolExecutor) -> None:
+async def _call_once(
+    body: BodySpec, ctx: Context, pool: ThreadPoolExecutor, register: Register | None = None
+) -> None:
     try:
-        await _call_body(body, ctx, pool)
+        await _call_body(body, ctx, pool, register)
     except SystemExit as exc:
         # Never let it reach the event loop (this runs as a task of its own).
         raise ZukeError(f"the body called sys.exit({exc.code!r})") from None
 
 
-async def _call_body(body: BodySpec, ctx: Context, pool: ThreadPoolExecutor) -> None:
+async def _call_body(
+    body: BodySpec, ctx: Context, pool: ThreadPoolExecutor, register: Register | None = None
+) -> None:
     args = (ctx,) if body.takes_ctx else ()
     if body.is_async:
         result: Any = body.fn(*args)
     elif isinstance(pool, body_threads.BodyThreads):  # not when a test swapped the pool
-        result = await _on_body_thread(pool, body, ctx, args)
+        result = await _on_body_thread(pool, body, ctx, args, register)
     else:
         work = pool.submit(_counted, body.fn, ctx, args)
         thread = asyncio.wrap_future(work)
@@ -209,15 +216,31 @@ async def _call_body(body: BodySpec, ctx: Context, pool: ThreadPoolExecutor) -> 
             await settle(thread, forward=False)
             raise
         result = thread.result()
-    if inspect.isawaitable(result):
+    if inspect.isawaitable(result) and register is not None:
+        # Awaited in the caller's task: the awaitable gets a task the caller can cancel.
+        task = asyncio.ensure_future(_counted_async(result, ctx))
+        register(task)
+        await settle(task)
+        task.result()
+    elif inspect.isawaitable(result):
         await _counted_async(result, ctx)
 
 
 async def _on_body_thread(
-    pool: body_threads.BodyThreads, body: BodySpec, ctx: Context, args: tuple[Any, ...]
+    pool: body_threads.BodyThreads,
+    body: BodySpec,
+    ctx: Context,
+    args: tuple[Any, ...],
+    register: Register | None,
 ) -> Any:
-    """A synchronous body on one of the run's threads (the lean path: no thread future)."""
+    """A synchronous body on one of the run's threads (the lean path: no thread future).
+
+    ``register`` is given the job's future: cancelling it stops the body as cancelling
+    the task that awaits it would (the caller awaits the body in a task of its own).
+    """
     job = pool.start(_counted, (body.fn, ctx, args))
+    if register is not None:
+        register(job.future)
     try:
         await job.future
     except asyncio.CancelledError:
@@ -238,12 +261,13 @@ async def _attempt(
     pool: ThreadPoolExecutor,
     notify: Callable[[str], None],
     own_task: bool,
+    register: Register | None = None,
 ) -> None:
     if spec.timeout_ms is None and not own_task:
         # Awaited directly, no task of its own: a cancellation reaches the body where it
         # waits — a thread's body is told and waited for (`_call_body`), an async one is
         # cancelled — as it would through a task.
-        await _call_once(body, ctx, pool)
+        await _call_once(body, ctx, pool, register)
         return
     task = asyncio.ensure_future(_call_once(body, ctx, pool))
     if spec.timeout_ms is None:
@@ -272,6 +296,25 @@ async def _attempt(
     with contextlib.suppress(Exception, asyncio.CancelledError):
         await settle(task)
     raise TargetTimeoutError(f"{spec.name} timed out after {format_duration(spec.timeout_ms)}")
+
+
+def in_own_task(spec: TargetSpec, pool: ThreadPoolExecutor) -> bool:
+    """Whether ``spec``'s body needs a task of its own for a cancellation to reach it.
+
+    A synchronous body on the run's body threads with no timeout and no retry does not:
+    its caller awaits it directly and registers the job's future (``run_body(register=
+    ...)``), whose cancellation tells the body and waits for it, as the task's would.
+    (A cancellation that comes once the body has returned, before its caller resumed,
+    finds nothing to stop: the body's outcome stands.) One task less a body.
+    """
+    body = spec.body
+    return not (
+        body is not None
+        and not body.is_async
+        and spec.timeout_ms is None
+        and not spec.retries
+        and isinstance(pool, body_threads.BodyThreads)
+    )
 
 
 def inlinable(spec: TargetSpec) -> bool:
@@ -355,6 +398,7 @@ async def run_body(
     notify: Callable[[str], None] = lambda message: None,
     *,
     own_task: bool = True,
+    register: Register | None = None,
 ) -> None:
     """Run ``spec``'s body with its retries; raise :class:`BodyFailure` on the last failure.
 
@@ -369,7 +413,7 @@ async def run_body(
     for attempt in range(1, attempts + 1):
         attempt_ctx = ctx.for_attempt()
         try:
-            await _attempt(spec, spec.body, attempt_ctx, pool, notify, own_task)
+            await _attempt(spec, spec.body, attempt_ctx, pool, notify, own_task, register)
             return
         except (asyncio.CancelledError, KeyboardInterrupt):
             raise

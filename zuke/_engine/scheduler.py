@@ -23,7 +23,7 @@ from typing import Any, cast
 
 from zuke._clock import SYSTEM_CLOCK, Clock, iso
 from zuke._engine.context import Context, RunState
-from zuke._engine.executor import BodyFailure, describe, run_body, settle
+from zuke._engine.executor import BodyFailure, describe, in_own_task, run_body, settle
 from zuke._engine.hooks import EffectRunner, GateCheck, GateVerdict, Held, TargetGuard
 from zuke._engine.loop_thread import DRAIN_NOTICE_S, LoopThread, waiting_notice
 from zuke._engine.observer import Observer, Transition
@@ -326,18 +326,26 @@ class Scheduler(LoopThread):
                     )
                 return await self._settle(name, "succeeded", duration_ms=elapsed())
             started_body = True
-            body = asyncio.ensure_future(
-                run_body(spec, ctx, self.pool, self.notify, own_task=held is not None)
-            )
-            self._bodies[name] = body
-            try:
-                if held is None:
-                    await settle(body)  # even if this task is torn down: the body returns first
-                    body.result()
-                else:
-                    await self._body_while_held(body, held)
-            finally:
-                self._bodies.pop(name, None)
+            if held is None and not in_own_task(spec, self.pool):
+                await self._body_awaited(spec, ctx)
+                if await self._stopping():  # told to stop while it ran, as an inline body
+                    error = self.stop_reason or self.cancel_reason or "cancelled while running"
+                    return await self._settle(
+                        name, "failed", error=error, duration_ms=elapsed(), interrupted=True
+                    )
+            else:
+                body = asyncio.ensure_future(
+                    run_body(spec, ctx, self.pool, self.notify, own_task=held is not None)
+                )
+                self._bodies[name] = body
+                try:
+                    if held is None:
+                        await settle(body)  # even if this task is torn down: the body first
+                        body.result()
+                    else:
+                        await self._body_while_held(body, held)
+                finally:
+                    self._bodies.pop(name, None)
             if self.effects is not None and spec.effects:
                 await self.effects(spec, ctx)
         except BodyFailure as failure:
@@ -363,6 +371,19 @@ class Scheduler(LoopThread):
             if held is not None:
                 await self._release_lock(name, held)
         return await self._settle(name, "succeeded", duration_ms=elapsed())
+
+    async def _body_awaited(self, spec: TargetSpec, ctx: Context) -> None:
+        """The body awaited in this task (no task of its own, see ``in_own_task``): a
+        cancellation reaches it through its job's future, registered as its body."""
+        name = spec.name
+
+        def register(job: asyncio.Future[None]) -> None:
+            self._bodies[name] = job
+
+        try:
+            await run_body(spec, ctx, self.pool, own_task=False, register=register)
+        finally:
+            self._bodies.pop(name, None)
 
     async def _check_gate(self, spec: TargetSpec, ctx: Context) -> GateVerdict:
         if self.gate is None:
