@@ -236,7 +236,7 @@ async def _on_body_thread(
     """A synchronous body on one of the run's threads (the lean path: no thread future).
 
     ``register`` is given the job's future: cancelling it stops the body as cancelling
-    the task that awaits it would (the caller awaits the body in a task of its own).
+    a task of the body's own would (the caller awaits it in the target's task).
     """
     job = pool.start(_counted, (body.fn, ctx, args))
     if register is not None:
@@ -305,7 +305,8 @@ def in_own_task(spec: TargetSpec, pool: ThreadPoolExecutor) -> bool:
     its caller awaits it directly and registers the job's future (``run_body(register=
     ...)``), whose cancellation tells the body and waits for it, as the task's would.
     (A cancellation that comes once the body has returned, before its caller resumed,
-    finds nothing to stop: the body's outcome stands.) One task less a body.
+    finds nothing to stop; a run being cancelled still fails the target, as an inline
+    body's, in ``Scheduler._run_target``.) One task less a body.
     """
     body = spec.body
     return not (
