@@ -151,7 +151,8 @@ async def _burst(host: str, port: int, auth: dict[str, str], clients: int) -> Bu
     )
 
 
-async def _cas(host: str, port: int, auth: dict[str, str], writers: int, writes: int) -> Cas:
+async def _cas(host: str, ports: list[int], auth: dict[str, str], writers: int, writes: int) -> Cas:
+    """Writer ``i`` goes to ``ports[i % len(ports)]``: one replica, or several in turn."""
     latencies: list[float] = []
     created: list[int] = []
     all_created, go = asyncio.Event(), asyncio.Event()
@@ -159,7 +160,7 @@ async def _cas(host: str, port: int, auth: dict[str, str], writers: int, writes:
     async def writer(i: int) -> None:
         run_id = f"cas-{i}-{time.monotonic_ns()}"
         body = json.dumps(record_to_json(sample_record(run_id))).encode()
-        conn = await Connection.open(host, port)
+        conn = await Connection.open(host, ports[i % len(ports)])
         status, headers, _ = await conn.request(
             "PUT", f"/runs/{run_id}", {**auth, "If-None-Match": "*"}, body
         )
@@ -214,8 +215,8 @@ def run(
     asyncio.run(setup())
     asyncio.run(_burst(host, port, auth, clients))  # warm-up
     bursts = [asyncio.run(_burst(host, port, auth, clients)) for _ in range(rounds)]
-    asyncio.run(_cas(host, port, auth, writers, 5))  # warm-up
-    cas = [asyncio.run(_cas(host, port, auth, writers, writes)) for _ in range(rounds)]
+    asyncio.run(_cas(host, [port], auth, writers, 5))  # warm-up
+    cas = [asyncio.run(_cas(host, [port], auth, writers, writes)) for _ in range(rounds)]
     return {
         "burst": {
             "clients": clients,

@@ -37,17 +37,16 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.pg_support
 from _timing import BenchmarkError, dump_json, machine, machine_line
 from _timing import zuke_command as zuke
-from bench_serve import Connection, _percentile, sample_record
+from bench_serve import _cas as serve_cas
 
 from tests.pg_support import start_cluster, unavailable
-from zuke.state.wire import record_to_json
 from zuke.testing.serve import listening_url
 
 DEADLINE_S = 60.0
@@ -107,46 +106,7 @@ def replica(db_url: str, token: str, log: Path, pool: int | None = None) -> Iter
 
 async def _cas(ports: list[int], token: str, writers: int, writes: int) -> dict[str, float]:
     auth = {"Authorization": f"Bearer {token}"}
-    latencies: list[float] = []
-    ready, go = asyncio.Event(), asyncio.Event()
-    created: list[int] = []
-
-    async def writer(i: int) -> None:
-        run_id = f"cas-{i}-{uuid.uuid4().hex[:8]}"
-        body = json.dumps(record_to_json(sample_record(run_id))).encode()
-        conn = await Connection.open("127.0.0.1", ports[i % len(ports)])
-        status, headers, _ = await conn.request(
-            "PUT", f"/runs/{run_id}", {**auth, "If-None-Match": "*"}, body
-        )
-        if status != 201:
-            raise BenchmarkError(f"create answered {status}")
-        etag = headers["etag"]
-        created.append(i)
-        if len(created) == writers:
-            ready.set()
-        await go.wait()
-        for _ in range(writes):
-            start = time.perf_counter()
-            status, headers, _ = await conn.request(
-                "PUT", f"/runs/{run_id}", {**auth, "If-Match": etag}, body
-            )
-            latencies.append(time.perf_counter() - start)
-            if status != 200:
-                raise BenchmarkError(f"CAS write answered {status}")
-            etag = headers["etag"]
-        await conn.close()
-
-    tasks = [asyncio.create_task(writer(i)) for i in range(writers)]
-    await ready.wait()
-    start = time.perf_counter()
-    go.set()
-    await asyncio.gather(*tasks)
-    wall = time.perf_counter() - start
-    return {
-        "writes_per_s": writers * writes / wall,
-        "p50_ms": _percentile(latencies, 0.5) * 1000,
-        "p99_ms": _percentile(latencies, 0.99) * 1000,
-    }
+    return asdict(await serve_cas("127.0.0.1", ports, auth, writers, writes))
 
 
 def cas(
