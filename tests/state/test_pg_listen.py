@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from tests.pg_support import PgCluster
+from tests.state.pg_store_support import open_at_once, schema_versions
 from zuke.state import _pg_schema
 from zuke.state._pg_listen import APPLICATION_NAME
 from zuke.state._protocol import Written
@@ -59,12 +60,6 @@ class Heard:
 
     def close(self) -> None:
         self.conn.close()
-
-
-def _versions(store: PostgresStateStore) -> list[int]:
-    with store.database.connection() as conn:
-        rows = conn.execute("SELECT version FROM zuke_schema_version ORDER BY version").fetchall()
-    return [int(v) for (v,) in rows]
 
 
 def _suspended(store: PostgresStateStore) -> tuple[str, str]:
@@ -157,27 +152,13 @@ def test_an_older_store_is_migrated_to_the_triggers_once(
         old = PostgresStateStore(pg_url)
         record = sample_record(fresh())
         assert isinstance(old.create_run(record), Written)
-        assert _versions(old) == [1]
+        assert schema_versions(old) == [1]
         old.close()
     stores = [PostgresStateStore(pg_url) for _ in range(4)]
-    barrier = threading.Barrier(len(stores))
-    errors: list[BaseException] = []
-
-    def open_one(s: PostgresStateStore) -> None:
-        try:
-            barrier.wait(timeout=DEADLINE_S)
-            s.list_runs()
-        except BaseException as exc:
-            errors.append(exc)
-
-    threads = [threading.Thread(target=open_one, args=(s,)) for s in stores]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=60)
+    errors = open_at_once(stores, DEADLINE_S)
     try:
         assert errors == []
-        assert _versions(stores[0]) == [1, 2]
+        assert schema_versions(stores[0]) == [1, 2]
         assert stores[0].get_run(record.id) is not None
         with stores[0].database.connection() as conn:
             triggers = conn.execute(

@@ -13,7 +13,6 @@ import json
 import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import replace
@@ -23,6 +22,7 @@ import pytest
 
 from tests.conftest import CliRunner
 from tests.pg_support import PgCluster
+from tests.state.pg_store_support import open_at_once, schema_versions
 from zuke._errors import StateError, StoreUnavailableError
 from zuke.state import _pg_runs, _pg_schema
 from zuke.state._pg_conn import PgDatabase
@@ -53,12 +53,6 @@ def _closed_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-def _versions(store: PostgresStateStore) -> list[int]:
-    with store.database.connection() as conn:
-        rows = conn.execute("SELECT version FROM zuke_schema_version ORDER BY version").fetchall()
-    return [int(v) for (v,) in rows]
 
 
 # ------------------------------------------------------------------ the database's clock
@@ -111,24 +105,10 @@ def test_the_database_holds_no_token(store: PostgresStateStore) -> None:
 
 def test_one_database_opened_by_many_processes_at_once_is_migrated_once(pg_url: str) -> None:
     stores = [PostgresStateStore(pg_url) for _ in range(6)]
-    barrier = threading.Barrier(len(stores))
-    errors: list[BaseException] = []
-
-    def open_one(s: PostgresStateStore) -> None:
-        try:
-            barrier.wait(timeout=30)
-            s.list_runs()
-        except BaseException as exc:
-            errors.append(exc)
-
-    threads = [threading.Thread(target=open_one, args=(s,)) for s in stores]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=60)
+    errors = open_at_once(stores, 30)
     try:
         assert errors == []
-        assert _versions(stores[0]) == list(range(1, _pg_schema.SCHEMA_VERSION + 1))
+        assert schema_versions(stores[0]) == list(range(1, _pg_schema.SCHEMA_VERSION + 1))
     finally:
         for s in stores:
             s.close()
@@ -148,7 +128,7 @@ def test_a_database_of_an_older_zuke_is_migrated_on_first_use(
     new = PostgresStateStore(pg_url)
     try:
         assert new.get_run(record.id) is not None
-        assert _versions(new) == list(range(1, newer + 1))
+        assert schema_versions(new) == list(range(1, newer + 1))
         with new.database.connection() as conn:
             assert conn.execute("SELECT note FROM zuke_runs").fetchall() == [(None,)]
     finally:
