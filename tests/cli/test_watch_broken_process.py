@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.resume_support import fs_store, record_of, suspend
-from tests.e2e.support import finish, output_of, spawn, wait_until, write_build
+from tests.e2e.support import finish, kill, output_of, spawn, wait_until, write_build
 
 pytestmark = pytest.mark.e2e
 
@@ -54,9 +54,7 @@ def test_a_watcher_started_on_a_broken_build_resumes_the_run_once_the_file_is_fi
         watcher.send_signal(signal.SIGTERM)
         code, _ = finish(watcher)
     finally:
-        if watcher.poll() is None:
-            watcher.kill()
-            watcher.wait()
+        kill(watcher)
     text = output_of(out)
     assert code == 0, text
     assert "SyntaxError: expected ':'; 'zuke resume --check --watch' needs it" in text

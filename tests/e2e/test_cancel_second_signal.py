@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.resume_support import MARKER_WRITER, fs_store, lines, record_of, sweep
-from tests.e2e.support import finish, output_of, spawn, wait_until, write_build
+from tests.e2e.support import finish, kill, output_of, spawn, wait_until, write_build
 
 pytestmark = pytest.mark.e2e
 
@@ -79,9 +79,7 @@ def test_a_second_sigint_mid_compensation_lets_it_finish_and_it_runs_once(
         (markers / "release").write_text("")
         code, _ = finish(proc)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        kill(proc)
     out = output_of(log)
     assert code == 130, out
     assert out.count("rolling back:") == 2, out  # one line per signal

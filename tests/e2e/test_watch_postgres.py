@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.resume_support import MARKER_WRITER, lines, record_of, suspend
-from tests.e2e.support import finish, output_of, spawn, wait_until, write_build
+from tests.e2e.support import finish, kill, output_of, spawn, wait_until, write_build
 from tests.pg_support import PgCluster
 from zuke.state._pg_listen import APPLICATION_NAME
 from zuke.state.postgres import PostgresStateStore
@@ -82,9 +82,7 @@ def test_the_watcher_wakes_on_a_signal_well_before_its_interval(
         watcher.send_signal(signal.SIGTERM)
         code, _ = finish(watcher)
     finally:
-        if watcher.poll() is None:
-            watcher.kill()
-            watcher.wait()
+        kill(watcher)
         store.close()
     text = output_of(out)
     assert code == 0, text

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.resume_support import MARKER_WRITER, fs_store, lines, record_of, suspend, sweep
-from tests.e2e.support import finish, output_of, spawn, wait_until, write_build
+from tests.e2e.support import finish, kill, output_of, spawn, wait_until, write_build
 
 pytestmark = pytest.mark.e2e
 
@@ -63,9 +63,7 @@ def test_sigterm_inside_a_slow_gate_check_finishes_that_run_once_then_exits_0(
         (tmp_path / "go").write_text("go")  # the check answers after the signal
         code, _ = finish(watcher)
     finally:
-        if watcher.poll() is None:
-            watcher.kill()
-            watcher.wait()
+        kill(watcher)
     text = output_of(out)
     assert code == 0, text
     assert text.strip().splitlines()[-1] == STOPPED
@@ -92,9 +90,7 @@ def test_sigterm_while_idle_exits_0_at_once(tmp_path: Path) -> None:
         watcher.send_signal(signal.SIGTERM)
         code, _ = finish(watcher)  # well before the hour: the wait is interrupted
     finally:
-        if watcher.poll() is None:
-            watcher.kill()
-            watcher.wait()
+        kill(watcher)
     text = output_of(out)
     assert code == 0, text
     assert text.strip().splitlines()[-1] == STOPPED
@@ -139,9 +135,7 @@ def test_sigterm_while_a_resumed_run_runs_lets_it_finish_and_never_cancels_it(
         (tmp_path / "go").write_text("go")
         code, _ = finish(watcher)
     finally:
-        if watcher.poll() is None:
-            watcher.kill()
-            watcher.wait()
+        kill(watcher)
     text = output_of(out)
     assert code == 0, text
     assert text.strip().splitlines()[-1] == STOPPED
