@@ -183,6 +183,14 @@ def parked(h: Harness, version: str = "1") -> str:
     return result.run_id
 
 
+def resumed_by(h: Harness, run_id: str, way: str) -> str:
+    """The run's status after ``zuke resume`` (way "resume") or one sweep's result for it."""
+    if way == "resume":
+        return h.resume(run_id).status
+    [entry] = h.sweep().entries
+    return entry.result
+
+
 def test_the_lock_outlives_its_body_and_the_suspension_and_is_released_after_promote(
     store: StateStore,
 ) -> None:
@@ -279,11 +287,7 @@ def test_a_timeout_disposition_releases_it(store: StateStore, disposition: str, 
     h = harness(store, calls, gate=gate)
     run_id = parked(h)
     h.clock.advance(HOUR + 1)
-    if way == "resume":
-        status = h.resume(run_id).status
-    else:
-        [entry] = h.sweep().entries
-        status = entry.result
+    status = resumed_by(h, run_id, way)
     assert status == ("failed" if disposition == "fail" else "cancelled")
     assert holders(store) == {}
     record = h.record(run_id)
@@ -312,11 +316,7 @@ def test_a_timeout_into_a_rollback_target_releases_it_after_the_rollback(
     h = harness(store, calls, rollback=True, compensate=True)
     run_id = parked(h)
     h.clock.advance(HOUR + 1)
-    if way == "resume":
-        status = h.resume(run_id).status
-    else:
-        [entry] = h.sweep().entries
-        status = entry.result
+    status = resumed_by(h, run_id, way)
     assert status == "cancelled"
     assert ("rollback", {KEY: run_id}) in calls  # the rollback ran while the run kept it
     assert ("undeploy", "1") in calls
