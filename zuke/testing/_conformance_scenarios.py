@@ -40,10 +40,15 @@ def run_body(
     return record_to_json(record)
 
 
+def _put_new(api: Api, path: str, body: dict[str, Any], verb: str, what: str) -> str:
+    """``PUT path`` with ``If-None-Match: *`` (create it, never overwrite); its ETag."""
+    reply = api.call("PUT", path, body=body, headers={"If-None-Match": "*"})
+    expect_status(reply, (200, 201), what)
+    return etag_of(reply, verb)
+
+
 def _create(api: Api, body: dict[str, Any]) -> str:
-    reply = api.call("PUT", f"/runs/{body['id']}", body=body, headers={"If-None-Match": "*"})
-    expect_status(reply, (200, 201), f"create run {body['id']}")
-    return etag_of(reply, "create")
+    return _put_new(api, f"/runs/{body['id']}", body, "create", f"create run {body['id']}")
 
 
 def create_round_trip(api: Api) -> None:
@@ -199,9 +204,7 @@ def descriptor(
 
 
 def _register(api: Api, body: dict[str, Any]) -> str:
-    reply = api.call("PUT", f"/builds/{body['id']}", body=body, headers={"If-None-Match": "*"})
-    expect_status(reply, (200, 201), f"register {body['id']}")
-    return etag_of(reply, "register")
+    return _put_new(api, f"/builds/{body['id']}", body, "register", f"register {body['id']}")
 
 
 def register_round_trip(api: Api) -> None:
