@@ -1,6 +1,7 @@
 """The Postgres fixtures (see ``pg_support``) and CI's rule about them; ``conftest`` loads them.
 
-``pg_cluster`` is one throwaway cluster for the session. Without Postgres it
+``pg_cluster`` is one throwaway cluster for the session; ``restartable`` one
+per test module, for tests that restart it. Without Postgres it
 skips with a loud reason — unless ``ZUKE_REQUIRE_POSTGRES=1`` (``.ci/run``),
 where it fails, and where any other skip of a test that uses it fails too:
 CI must never pass with the Postgres tests silently skipped.
@@ -25,6 +26,17 @@ def pg_cluster() -> Iterator[PgCluster]:
             pytest.fail(f"{message} ({REQUIRE_ENV}=1)", pytrace=False)
         pytest.skip(f"{message} (set {REQUIRE_ENV}=1 to make this an error)")
     cluster = start_cluster()  # also stopped at exit (atexit), should this finaliser not run
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def restartable(pg_cluster: PgCluster) -> Iterator[PgCluster]:
+    """A cluster of the test module's own, for tests that restart or stop it (``pg_cluster``
+    first: its skip and CI rules apply)."""
+    cluster = start_cluster()
     try:
         yield cluster
     finally:

@@ -33,7 +33,7 @@ import pytest
 from tests.e2e.resume_support import MARKER_WRITER, lines, record_of
 from tests.e2e.support import finish, kill, output_of, spawn, wait_until, write_build
 from tests.e2e.test_resume_processes import RELEASE_BUILD, SATISFIED_BUILD
-from tests.pg_support import LosingProxy, PgCluster, start_cluster
+from tests.pg_support import LosingProxy, PgCluster
 from zuke.state.postgres import PostgresStateStore
 from zuke.state.records import RunRecord
 
@@ -44,16 +44,6 @@ RESTART_AT = (30, 70, 110)
 RESUMERS = 8
 #: short enough that a lease a failed process left lapses soon, long enough to ride a restart
 LEASE = {"ZUKE_RUN_LEASE_TTL": "5s"}
-
-
-@pytest.fixture(scope="module")
-def restartable(pg_cluster: PgCluster) -> Iterator[PgCluster]:
-    """A cluster of this module's own (``pg_cluster`` first: its skip and CI rules apply)."""
-    cluster = start_cluster()
-    try:
-        yield cluster
-    finally:
-        cluster.stop()
 
 
 @pytest.fixture

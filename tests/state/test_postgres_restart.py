@@ -13,11 +13,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 
-import pytest
-
-from tests.pg_support import PgCluster, start_cluster
+from tests.pg_support import PgCluster
 from zuke.state._protocol import Written
 from zuke.state.postgres import PostgresStateStore
 from zuke.state.records import RunDelta, RunEvent
@@ -27,16 +24,6 @@ WRITERS = 4
 APPENDS = 60
 RESTART_AT = (40, 140)
 DEADLINE_S = 120.0
-
-
-@pytest.fixture(scope="module")
-def restartable(pg_cluster: PgCluster) -> Iterator[PgCluster]:
-    """A cluster of this module's own (``pg_cluster`` first: its skip and CI rules apply)."""
-    cluster = start_cluster()
-    try:
-        yield cluster
-    finally:
-        cluster.stop()
 
 
 def test_appends_through_two_restarts_each_land_exactly_once(restartable: PgCluster) -> None:
