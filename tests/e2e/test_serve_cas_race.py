@@ -11,16 +11,15 @@ from __future__ import annotations
 
 import json
 import os
-import selectors
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.serve.support import TOKEN, child_env, running_server
+from tests.e2e.racer_support import Lines, racer_processes
+from tests.serve.support import TOKEN, running_server
 from zuke.state._protocol import Written
 from zuke.state.http import HttpStateStore
 from zuke.state.records import RunRecord
@@ -58,59 +57,11 @@ store.close()
 """
 
 
-class Lines:
-    """Line reader over a child's stdout, with a deadline on every read."""
-
-    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
-        assert proc.stdout is not None
-        self.proc = proc
-        self.fd = proc.stdout.fileno()
-        self.buffer = b""
-
-    def read(self, deadline: float) -> str:
-        with selectors.DefaultSelector() as selector:
-            selector.register(self.fd, selectors.EVENT_READ)
-            while b"\n" not in self.buffer:
-                remaining = deadline - time.monotonic()
-                assert remaining > 0 and selector.select(remaining), "a racer went quiet"
-                chunk = os.read(self.fd, 4096)
-                assert chunk, f"a racer exited with {self.proc.wait()}"
-                self.buffer += chunk
-        line, _, self.buffer = self.buffer.partition(b"\n")
-        return line.decode()
-
-
 @pytest.fixture
 def racers(tmp_path: Path) -> Iterator[tuple[str, int, list[subprocess.Popen[bytes]]]]:
-    with running_server(tmp_path) as server:
-        go_read, go_write = os.pipe()
-        env = {**child_env(None), "ZUKE_STATE_TOKEN": TOKEN}
-        procs = [
-            subprocess.Popen(
-                [sys.executable, "-c", RACER, server.url, str(go_read), str(i)],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                env=env,
-                pass_fds=(go_read,),
-            )
-            for i in range(RACERS)
-        ]
-        os.close(go_read)
-        try:
-            yield server.url, go_write, procs
-        finally:
-            os.close(go_write)  # a racer still waiting for the barrier reads EOF and fails
-            codes = []
-            for proc in procs:
-                assert proc.stdin is not None and proc.stdout is not None
-                try:
-                    proc.stdin.write(json.dumps({"quit": True}).encode() + b"\n")
-                    proc.stdin.close()
-                except BrokenPipeError:
-                    pass
-                codes.append(proc.wait(timeout=DEADLINE_S))
-                proc.stdout.close()
-        assert codes == [0] * RACERS
+    with running_server(tmp_path) as server, racer_processes(RACER, [server.url], RACERS) as race:
+        go_write, procs = race
+        yield server.url, go_write, procs
 
 
 def test_exactly_one_of_eight_racing_processes_wins_each_round(

@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -27,10 +25,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.racer_support import Lines, racer_processes
 from tests.e2e.support import wait_until
-from tests.e2e.test_serve_cas_race import Lines
 from tests.pg_support import PgCluster
-from tests.serve.support import TOKEN, ServerProcess, child_env, start_server
+from tests.serve.support import TOKEN, ServerProcess, start_server
 from zuke._errors import ZukeError
 from zuke.state._protocol import LockAcquired, LockHeld, Written
 from zuke.state.http import HttpStateStore
@@ -98,20 +96,7 @@ def test_a_lock_race_of_twelve_processes_through_two_replicas_has_one_winner(
     two_replicas: tuple[str, list[ServerProcess]],
 ) -> None:
     _, servers = two_replicas
-    go_read, go_write = os.pipe()
-    env = {**child_env(None), "ZUKE_STATE_TOKEN": TOKEN}
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", RACER, servers[i % 2].url, str(go_read), str(i)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            env=env,
-            pass_fds=(go_read,),
-        )
-        for i in range(RACERS)
-    ]
-    os.close(go_read)
-    try:
+    with racer_processes(RACER, [s.url for s in servers], RACERS) as (go_write, procs):
         lines = [Lines(p) for p in procs]
         for round_no in range(ROUNDS):
             key = f"release-{round_no}-{uuid.uuid4().hex[:8]}"
@@ -131,18 +116,6 @@ def test_a_lock_race_of_twelve_processes_through_two_replicas_has_one_winner(
             with HttpStateStore(servers[round_no % 2].url, token=TOKEN) as check:
                 listed = [e for e in check.list_locks() if e.key == key]
                 assert [e.holder.actor for e in listed] == [f"racer-{winners[0]}"]
-    finally:
-        os.close(go_write)
-        for proc in procs:
-            assert proc.stdin is not None and proc.stdout is not None
-            try:
-                proc.stdin.write(b'{"quit": true}\n')
-                proc.stdin.close()
-            except BrokenPipeError:
-                pass
-            proc.wait(timeout=DEADLINE_S)
-            proc.stdout.close()
-    assert [p.returncode for p in procs] == [0] * RACERS
 
 
 class _Writer(threading.Thread):
