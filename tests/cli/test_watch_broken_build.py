@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import CliRunner
+from tests.runs.support import FakeWaiter
 from zuke._clock import ManualClock
 from zuke._errors import BuildDefinitionError
 from zuke._loader import load_build_class
@@ -56,32 +57,13 @@ REASON = (
 RETRY = "; nothing was moved; the build is read again at the next sweep, in 5m00s"
 
 
-class Waits:
-    """The watcher's waiter: each wait moves the clock to its end (unless poked), after
-    ``on_wait(n)`` — the test's turn between sweep n and sweep n+1."""
-
-    def __init__(self, clock: ManualClock, on_wait: Callable[[int], None]) -> None:
-        self.clock, self.on_wait, self.count, self.poked = clock, on_wait, 0, False
-
-    def wait(self, timeout_ms: int) -> None:
-        self.count += 1
-        self.on_wait(self.count)
-        if self.poked:
-            self.poked = False
-            return
-        self.clock.advance(timeout_ms)
-
-    def poke(self) -> None:
-        self.poked = True
-
-
 def drive(monkeypatch: pytest.MonkeyPatch, on_wait: Callable[[int], None]) -> None:
     """The next watcher runs its loop on a manual clock; ``on_wait(n)`` after sweep n."""
     import zuke.cli.watch_cmd as watch_cmd
 
     clock = ManualClock()
     monkeypatch.setattr(watch_cmd, "run_watch", functools.partial(
-        watch_cmd.run_watch, clock=clock, waiter=Waits(clock, on_wait)))  # fmt: skip
+        watch_cmd.run_watch, clock=clock, waiter=FakeWaiter(clock, on_wait)))  # fmt: skip
 
 
 def stop_at(n: int, then: dict[int, Callable[[], object]]) -> Callable[[int], None]:

@@ -181,3 +181,25 @@ class RecordingStore:
 
     def statuses_written(self) -> list[str]:
         return [what for kind, what in self.calls if kind == "write" and what != "-"]
+
+
+class FakeWaiter:
+    """The watcher's waiter on a manual clock: each wait moves the clock by its timeout,
+    unless poked; ``on_wait(n)`` runs first — the test's turn between sweep n and n+1."""
+
+    def __init__(self, clock: ManualClock, on_wait: Callable[[int], None] = lambda n: None) -> None:
+        self.clock = clock
+        self.waits: list[int] = []
+        self.poked = False
+        self.on_wait = on_wait
+
+    def wait(self, timeout_ms: int) -> None:
+        self.waits.append(timeout_ms)
+        self.on_wait(len(self.waits))
+        if self.poked:
+            self.poked = False
+            return
+        self.clock.advance(timeout_ms)
+
+    def poke(self) -> None:
+        self.poked = True

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.runs.support import Harness, approval, release_build
+from tests.runs.support import FakeWaiter, Harness, approval, release_build
 from zuke import resume_when
 from zuke._clock import ManualClock
 from zuke._errors import StoreUnavailableError
@@ -29,27 +29,6 @@ from zuke.state.memory import MemoryStateStore
 
 MIN = 60_000
 EVERY = 5 * MIN
-
-
-class FakeWaiter:
-    """Moves the clock by each wait's timeout, unless poked; ``on_wait(n)`` runs first."""
-
-    def __init__(self, clock: ManualClock) -> None:
-        self.clock = clock
-        self.waits: list[int] = []
-        self.poked = False
-        self.on_wait: Callable[[int], None] = lambda n: None
-
-    def wait(self, timeout_ms: int) -> None:
-        self.waits.append(timeout_ms)
-        self.on_wait(len(self.waits))
-        if self.poked:
-            self.poked = False
-            return
-        self.clock.advance(timeout_ms)
-
-    def poke(self) -> None:
-        self.poked = True
 
 
 class Seen(WatchObserver):
