@@ -110,7 +110,7 @@ class RunningBodies:
 BODIES = RunningBodies()
 
 
-def _counted(fn: Callable[..., Any], ctx: Context, args: tuple[Any, ...]) -> Any:
+def counted(fn: Callable[..., Any], ctx: Context, args: tuple[Any, ...]) -> Any:
     """Call a synchronous body on its worker thread, counted in :data:`BODIES`."""
     BODIES.enter(ctx.run_id, ctx.target, sync=True)
     try:
@@ -119,7 +119,7 @@ def _counted(fn: Callable[..., Any], ctx: Context, args: tuple[Any, ...]) -> Any
         BODIES.leave(ctx.run_id, ctx.target, sync=True)
 
 
-async def _counted_async(result: Any, ctx: Context) -> None:
+async def counted_async(result: Any, ctx: Context) -> None:
     """Await an async body (or what a sync one returned), counted in :data:`BODIES`."""
     try:
         BODIES.enter(ctx.run_id, ctx.target, sync=False)
@@ -204,7 +204,7 @@ async def _call_body(
     elif isinstance(pool, body_threads.BodyThreads):  # not when a test swapped the pool
         result = await _on_body_thread(pool, body, ctx, args, register)
     else:
-        work = pool.submit(_counted, body.fn, ctx, args)
+        work = pool.submit(counted, body.fn, ctx, args)
         thread = asyncio.wrap_future(work)
         try:
             await asyncio.shield(thread)
@@ -218,12 +218,12 @@ async def _call_body(
         result = thread.result()
     if inspect.isawaitable(result) and register is not None:
         # Awaited in the caller's task: the awaitable gets a task the caller can cancel.
-        task = asyncio.ensure_future(_counted_async(result, ctx))
+        task = asyncio.ensure_future(counted_async(result, ctx))
         register(task)
         await settle(task)
         task.result()
     elif inspect.isawaitable(result):
-        await _counted_async(result, ctx)
+        await counted_async(result, ctx)
 
 
 async def _on_body_thread(
@@ -238,7 +238,7 @@ async def _on_body_thread(
     ``register`` is given the job's future: cancelling it stops the body as cancelling
     a task of the body's own would (the caller awaits it in the target's task).
     """
-    job = pool.start(_counted, (body.fn, ctx, args))
+    job = pool.start(counted, (body.fn, ctx, args))
     if register is not None:
         register(job.future)
     try:
@@ -318,78 +318,16 @@ def in_own_task(spec: TargetSpec, pool: ThreadPoolExecutor) -> bool:
     )
 
 
-def inlinable(spec: TargetSpec) -> bool:
-    """Whether ``spec``'s body may run on the loop's thread when nothing else needs the loop.
-
-    A plain synchronous body with no timeout (a timeout is a timer on the loop)
-    and no pause between retries; a lock, a gate or effects keep the thread.
-    """
-    body = spec.body
-    return (
-        body is not None
-        and not body.is_async
-        and spec.timeout_ms is None
-        and not (spec.retries and spec.retry_delay_ms)
-        and spec.lock is None
-        and spec.wait is None
-        and spec.fan_out is None
-        and not spec.effects
-    )
-
-
-def _call_inline(body: BodySpec, ctx: Context) -> Any:
-    """Call a synchronous body on this thread, the event loop's, counted in :data:`BODIES`.
-
-    The loop stands still meanwhile, so the body is called as if on a thread of
-    its own: no running loop (``asyncio.run()`` inside it works as on a worker
-    thread), restored afterwards.
-    """
-    args = (ctx,) if body.takes_ctx else ()
-    loop = asyncio.events._get_running_loop()
-    asyncio.events._set_running_loop(None)
-    try:
-        return _counted(body.fn, ctx, args)
-    except SystemExit as exc:
-        raise ZukeError(f"the body called sys.exit({exc.code!r})") from None
-    finally:
-        asyncio.events._set_running_loop(loop)
-
-
-async def run_body_inline(
-    spec: TargetSpec,
-    ctx: Context,
-    register: Callable[[asyncio.Future[None]], None],
-) -> None:
-    """:func:`run_body` for an :func:`inlinable` spec, its body called on the loop's thread.
-
-    No task and no thread hop: the caller is the only work of the run meanwhile.
-    What the body returns, if awaitable, is awaited as a body task of its own
-    (``register``ed, so that a cancellation reaches it as before).
-    """
-    assert spec.body is not None
-    attempts = spec.retries + 1
-    for attempt in range(1, attempts + 1):
-        attempt_ctx = ctx.for_attempt()
-        try:
-            result = _call_inline(spec.body, attempt_ctx)
-            if inspect.isawaitable(result):
-                task = asyncio.ensure_future(_counted_async(result, attempt_ctx))
-                register(task)
-                await settle(task)
-                task.result()
-            return
-        except (asyncio.CancelledError, KeyboardInterrupt):
-            raise
-        except BaseException as exc:
-            if isinstance(exc, SystemExit):
-                exc = ZukeError(f"the body called sys.exit({exc.code!r})")
-            if attempt == attempts or ctx.cancelled.is_set():
-                message, detail = describe(exc)
-                if attempts > 1:
-                    message = f"{message} (after {attempt} attempts)"
-                raise BodyFailure(message, detail) from None
-        finally:
-            attempt_ctx.attempt_done()
+def give_up_or_retry(exc: BaseException, attempt: int, attempts: int, ctx: Context) -> None:
+    """Raise the target's :class:`BodyFailure` after its last attempt (or a cancel); else
+    return, and the caller tries again."""
+    if isinstance(exc, SystemExit):
+        exc = ZukeError(f"the body called sys.exit({exc.code!r})")
+    if attempt == attempts or ctx.cancelled.is_set():
+        message, detail = describe(exc)
+        if attempts > 1:
+            message = f"{message} (after {attempt} attempts)"
+        raise BodyFailure(message, detail) from None
 
 
 async def run_body(
@@ -419,13 +357,7 @@ async def run_body(
         except (asyncio.CancelledError, KeyboardInterrupt):
             raise
         except BaseException as exc:
-            if isinstance(exc, SystemExit):
-                exc = ZukeError(f"the body called sys.exit({exc.code!r})")
-            if attempt == attempts or ctx.cancelled.is_set():
-                message, detail = describe(exc)
-                if attempts > 1:
-                    message = f"{message} (after {attempt} attempts)"
-                raise BodyFailure(message, detail) from None
+            give_up_or_retry(exc, attempt, attempts, ctx)
         finally:
             attempt_ctx.attempt_done()
         if spec.retry_delay_ms:

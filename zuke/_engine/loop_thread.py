@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from zuke._engine.context import Context, RunState
-from zuke._engine.executor import inlinable, run_body_inline
+from zuke._engine.inline_body import inlinable, run_body_inline
 from zuke._engine.plan import TargetSpec
 from zuke._engine.result import Outcome
 
