@@ -333,13 +333,21 @@ class Gate:
         return self.value
 
 
-def test_watch_resumes_a_run_whose_gate_passes_at_a_later_interval() -> None:
+def gated() -> tuple[Harness, Gate, list[Any]]:
+    """A release whose approval is a :class:`Gate`, on a memory store and a manual clock;
+    the harness, the gate, and the calls the build records."""
     clock = ManualClock()
     store = MemoryStateStore(clock=clock)
     gate = Gate()
     calls: list[Any] = []
     h = Harness(release_build(store, calls, gate=approval(resume_when(gate), timeout=None)),
                 store, clock)  # fmt: skip
+    return h, gate, calls
+
+
+def test_watch_resumes_a_run_whose_gate_passes_at_a_later_interval() -> None:
+    h, gate, calls = gated()
+    clock, store = h.clock, h.store
     run_id = h.start().run_id
     assert h.record(run_id).status == "suspended"
     waiter = FakeWaiter(clock)
@@ -358,12 +366,8 @@ def test_watch_resumes_a_run_whose_gate_passes_at_a_later_interval() -> None:
 
 
 def test_stop_in_a_gate_check_finishes_that_run_and_leaves_the_next_alone() -> None:
-    clock = ManualClock()
-    store = MemoryStateStore(clock=clock)
-    gate = Gate()
-    calls: list[Any] = []
-    h = Harness(release_build(store, calls, gate=approval(resume_when(gate), timeout=None)),
-                store, clock)  # fmt: skip
+    h, gate, calls = gated()
+    clock, store = h.clock, h.store
     first, second = h.start().run_id, h.start().run_id
     asked_before = gate.asked
     waiter = FakeWaiter(clock)
