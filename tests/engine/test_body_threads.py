@@ -31,6 +31,19 @@ def _counting_hand_backs(pool: BodyThreads) -> list[int]:
     return calls
 
 
+class Holding:
+    """A body that says it runs, then holds until released; it returns "returned"."""
+
+    def __init__(self) -> None:
+        self.running = threading.Event()
+        self.release = threading.Event()
+
+    def __call__(self) -> str:
+        self.running.set()
+        assert self.release.wait(WAIT_S)
+        return "returned"
+
+
 def _run(main: Callable[[BodyThreads], Any], workers: int = 8) -> Any:
     pool = BodyThreads(max_workers=workers, thread_name_prefix="test-body")
     try:
@@ -132,21 +145,15 @@ def test_a_job_stopped_before_it_started_never_runs() -> None:
 
 
 def test_a_job_stopped_while_it_runs_gives_a_future_that_resolves_when_it_returned() -> None:
-    release = threading.Event()
-    running = threading.Event()
-
-    def hold() -> str:
-        running.set()
-        assert release.wait(WAIT_S)
-        return "returned"
+    hold = Holding()
 
     async def main(pool: BodyThreads) -> None:
         job = pool.start(hold, ())
-        assert running.wait(WAIT_S)
+        assert hold.running.wait(WAIT_S)
         returned = pool.stop(job)
         assert returned is not None
         assert not returned.done()
-        release.set()
+        hold.release.set()
         await returned
         assert job.outcome() == "returned"
         assert pool.stop(job) is None  # handed back: nothing more to wait for
@@ -157,24 +164,18 @@ def test_a_job_stopped_while_it_runs_gives_a_future_that_resolves_when_it_return
 def test_a_cancelled_waiter_still_gets_the_hand_back_of_its_running_body() -> None:
     """The executor's pattern: the awaiting task is cancelled (its future with it), stops
     the job, and waits for the body on the future ``stop`` gave."""
-    release = threading.Event()
-    running = threading.Event()
-
-    def hold() -> str:
-        running.set()
-        assert release.wait(WAIT_S)
-        return "returned"
+    hold = Holding()
 
     async def main(pool: BodyThreads) -> None:
         job = pool.start(hold, ())
         waiter = asyncio.ensure_future(job.future)
-        assert await asyncio.to_thread(running.wait, WAIT_S)
+        assert await asyncio.to_thread(hold.running.wait, WAIT_S)
         waiter.cancel()
         with pytest.raises(asyncio.CancelledError):
             await waiter
         returned = pool.stop(job)
         assert returned is not None
-        release.set()
+        hold.release.set()
         await asyncio.wait_for(returned, WAIT_S)
         assert job.outcome() == "returned"
 
