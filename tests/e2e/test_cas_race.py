@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from tests.pg_support import PgCluster
-from zuke.state._protocol import LockHeld, RunQuery, Written
+from zuke.state._protocol import LockHeld, RunQuery, StateStore, Written
 from zuke.state.filesystem import FileSystemStateStore
 from zuke.state.postgres import PostgresStateStore
 from zuke.testing.store_contract import sample_holder, sample_record
@@ -126,20 +126,33 @@ def workers(directory: Path) -> Iterator[Workers]:
     assert [p.returncode for p in pool.procs] == [0] * WORKERS
 
 
+def race_for_a_run(store: StateStore, workers: Workers, op: str, run_id: str) -> None:
+    """A fresh run, every worker writing it at its first version: one winner, whose write
+    is the one stored."""
+    assert isinstance(store.create_run(sample_record(run_id)), Written)
+    results = workers.race(op, run_id)
+    assert sorted(results) == ["Conflict"] * (WORKERS - 1) + ["Written"], (run_id, results)
+    stored = store.get_run(run_id)
+    assert stored is not None
+    assert stored.record.actor == f"worker-{results.index('Written')}", (run_id, results)
+
+
+def race_for_a_lock(store: StateStore, workers: Workers, key: str) -> None:
+    """Every worker acquiring a free lock: one winner, who holds it afterwards."""
+    results = workers.race("lock", key)
+    assert sorted(results) == ["LockAcquired"] + ["LockHeld"] * (WORKERS - 1), results
+    held = store.acquire_lock(key, sample_holder(), 1000)
+    assert isinstance(held, LockHeld)
+    assert held.holder.actor == f"worker-{results.index('LockAcquired')}"
+
+
 @pytest.mark.parametrize("op", ["put", "append"])
 def test_racing_processes_at_one_version_have_exactly_one_winner(
     op: str, directory: Path, workers: Workers
 ) -> None:
     store = FileSystemStateStore(directory)
     for round_ in range(ROUNDS):
-        run_id = f"race-{op}-{round_}"
-        assert isinstance(store.create_run(sample_record(run_id)), Written)
-        results = workers.race(op, run_id)
-        assert sorted(results) == ["Conflict"] * (WORKERS - 1) + ["Written"], (round_, results)
-        winner = f"worker-{results.index('Written')}"
-        stored = store.get_run(run_id)
-        assert stored is not None
-        assert stored.record.actor == winner, (round_, results)
+        race_for_a_run(store, workers, op, f"race-{op}-{round_}")
     listed = {s.id: s for s in store.list_runs()}
     assert listed == {r.id: r.summary() for r in store.scan()}
     assert len(listed) == ROUNDS
@@ -150,12 +163,7 @@ def test_racing_processes_for_a_free_lock_have_exactly_one_winner(
 ) -> None:
     store = FileSystemStateStore(directory)
     for round_ in range(ROUNDS):
-        key = f"race-lock-{round_}"
-        results = workers.race("lock", key)
-        assert sorted(results) == ["LockAcquired"] + ["LockHeld"] * (WORKERS - 1), results
-        held = store.acquire_lock(key, sample_holder(), 1000)
-        assert isinstance(held, LockHeld)
-        assert held.holder.actor == f"worker-{results.index('LockAcquired')}"
+        race_for_a_lock(store, workers, f"race-lock-{round_}")
 
 
 def test_racing_processes_on_postgres_have_exactly_one_winner(pg_cluster: PgCluster) -> None:
@@ -165,19 +173,8 @@ def test_racing_processes_on_postgres_have_exactly_one_winner(pg_cluster: PgClus
     try:
         for round_ in range(PG_ROUNDS):
             for op in ("put", "append"):
-                run_id = f"race-{op}-{round_}"
-                assert isinstance(store.create_run(sample_record(run_id)), Written)
-                results = pool.race(op, run_id)
-                assert sorted(results) == ["Conflict"] * (WORKERS - 1) + ["Written"], results
-                stored = store.get_run(run_id)
-                assert stored is not None
-                assert stored.record.actor == f"worker-{results.index('Written')}", results
-            key = f"race-lock-{round_}"
-            results = pool.race("lock", key)
-            assert sorted(results) == ["LockAcquired"] + ["LockHeld"] * (WORKERS - 1), results
-            held = store.acquire_lock(key, sample_holder(), 1000)
-            assert isinstance(held, LockHeld)
-            assert held.holder.actor == f"worker-{results.index('LockAcquired')}"
+                race_for_a_run(store, pool, op, f"race-{op}-{round_}")
+            race_for_a_lock(store, pool, f"race-lock-{round_}")
         assert len(store.list_runs()) == 2 * PG_ROUNDS
     finally:
         pool.close()
