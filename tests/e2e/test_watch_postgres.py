@@ -16,7 +16,7 @@ import pytest
 from tests.e2e.resume_support import MARKER_WRITER, lines, record_of, suspend
 from tests.e2e.support import finish, kill, output_of, spawn, wait_until, write_build
 from tests.pg_support import PgCluster
-from zuke.state._pg_listen import APPLICATION_NAME
+from tests.state.pg_store_support import listeners
 from zuke.state.postgres import PostgresStateStore
 from zuke.state.records import RunDelta, RunRecord, Signal
 from zuke.state.update import update_run
@@ -45,16 +45,6 @@ BUILD = (
 )
 
 
-def _listening(store: PostgresStateStore) -> bool:
-    with store.database.connection() as conn:
-        row = conn.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s"
-            " AND query LIKE 'LISTEN%%'",
-            (APPLICATION_NAME,),
-        ).fetchone()
-    return row is not None and row[0] >= 1
-
-
 def test_the_watcher_wakes_on_a_signal_well_before_its_interval(
     tmp_path: Path, pg_cluster: PgCluster
 ) -> None:
@@ -68,7 +58,7 @@ def test_the_watcher_wakes_on_a_signal_well_before_its_interval(
                     output=out)  # fmt: skip
     try:
         wait_until(lambda: "Checked 1 suspended run(s)" in output_of(out), "the first sweep")
-        wait_until(lambda: _listening(store), "the watcher to LISTEN")
+        wait_until(lambda: listeners(store) >= 1, "the watcher to LISTEN")
 
         def deliver(fresh: RunRecord) -> RunDelta:
             signal_ = Signal(data={"by": "qa"}, received_at="2026-01-01T00:00:00.000Z", id="s1")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 
+from zuke.state._pg_listen import APPLICATION_NAME
 from zuke.state.postgres import PostgresStateStore
 
 
@@ -12,6 +13,17 @@ def schema_versions(store: PostgresStateStore) -> list[int]:
     with store.database.connection() as conn:
         rows = conn.execute("SELECT version FROM zuke_schema_version ORDER BY version").fetchall()
     return [int(v) for (v,) in rows]
+
+
+def listeners(store: PostgresStateStore) -> int:
+    """How many zuke listeners (``application_name`` ``zuke-listen``) sit in ``LISTEN``."""
+    with store.database.connection() as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s"
+            " AND query LIKE 'LISTEN%%'",
+            (APPLICATION_NAME,),
+        ).fetchone()
+    return 0 if row is None else int(row[0])
 
 
 def open_at_once(stores: list[PostgresStateStore], timeout: float) -> list[BaseException]:

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from tests.pg_support import PgCluster
-from tests.state.pg_store_support import open_at_once, schema_versions
+from tests.state.pg_store_support import listeners, open_at_once, schema_versions
 from zuke.state import _pg_schema
 from zuke.state._pg_listen import APPLICATION_NAME
 from zuke.state._protocol import Written
@@ -207,13 +207,7 @@ def test_listen_wakes_on_a_parked_run_and_reconnects_after_its_connection_drops(
     try:
 
         def is_listening() -> bool:
-            with store.database.connection() as conn:
-                row = conn.execute(
-                    "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s"
-                    " AND query LIKE 'LISTEN%%'",
-                    (APPLICATION_NAME,),
-                ).fetchone()
-            return row is not None and row[0] == 1
+            return listeners(store) == 1
 
         _wait(is_listening, "the listener to LISTEN")
         first, _ = _suspended(store)
