@@ -78,9 +78,9 @@ def _event(detail: str) -> RunEvent:
 def test_psycopg_placeholders_become_numbered_and_a_name_keeps_its_number() -> None:
     sql, order = placeholders(b"SELECT %(a)s, %(b)s, %(a)s WHERE x LIKE 'p%%'")
     assert sql == b"SELECT $1, $2, $1 WHERE x LIKE 'p%'"
-    assert order == ["a", "b"]
+    assert order == ("a", "b")
     sql, order = placeholders(b"SELECT %s, %s")
-    assert (sql, order) == (b"SELECT $1, $2", [0, 1])
+    assert (sql, order) == (b"SELECT $1, $2", (0, 1))
 
 
 def test_values_go_as_psycopg_sends_them() -> None:

@@ -28,6 +28,7 @@ import ctypes
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
+from functools import lru_cache
 from typing import Any
 
 _PGRES_COMMAND_OK = 1
@@ -68,7 +69,8 @@ def declare(lib: ctypes.CDLL) -> None:
         function.argtypes, function.restype = args, result
 
 
-def placeholders(sql: bytes) -> tuple[bytes, list[str | int]]:
+@lru_cache(maxsize=256)  # the store's statements are a handful of texts, run many times
+def placeholders(sql: bytes) -> tuple[bytes, tuple[str | int, ...]]:
     """``sql`` with ``$n`` for psycopg's placeholders, and what each ``$n`` takes: a name
     (``%(name)s``, the same name the same ``$n``) or a position (``%s``)."""
     order: list[str | int] = []
@@ -87,7 +89,7 @@ def placeholders(sql: bytes) -> tuple[bytes, list[str | int]]:
         position += 1
         return b"$%d" % len(order)
 
-    return _PLACEHOLDER.sub(number, sql), order
+    return _PLACEHOLDER.sub(number, sql), tuple(order)
 
 
 def text_array(text: str) -> list[str]:
