@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import field, replace
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, get_args
 
 if TYPE_CHECKING:
     from dataclasses import dataclass
@@ -28,6 +28,7 @@ TARGET_STATUSES: tuple[TargetStatus, ...] = get_args(TargetStatus)
 TERMINAL_STATUSES: frozenset[RunStatus] = frozenset({"succeeded", "failed", "cancelled"})
 
 _EMPTY: Mapping[str, Any] = {}
+_V = TypeVar("_V")
 
 
 @dataclass(frozen=True)
@@ -224,6 +225,15 @@ def apply_delta(record: RunRecord, delta: RunDelta) -> RunRecord:
     return apply_deltas(record, (delta,))
 
 
+def _set_or_drop(into: dict[str, _V], changes: Mapping[str, _V | None]) -> None:
+    """A delta's keyed map (locks, held): a value sets its key, ``None`` removes it."""
+    for key, value in changes.items():
+        if value is None:
+            into.pop(key, None)
+        else:
+            into[key] = value
+
+
 def apply_deltas(record: RunRecord, deltas: Iterable[RunDelta]) -> RunRecord:
     """Return ``record`` with ``deltas`` applied in order.
 
@@ -259,18 +269,10 @@ def apply_deltas(record: RunRecord, deltas: Iterable[RunDelta]) -> RunRecord:
             params.update(delta.params)
         if delta.locks:
             locks = dict(record.locks) if locks is None else locks
-            for key, token in delta.locks.items():
-                if token is None:
-                    locks.pop(key, None)
-                else:
-                    locks[key] = token
+            _set_or_drop(locks, delta.locks)
         if delta.held:
             held = dict(record.held) if held is None else held
-            for key, row in delta.held.items():
-                if row is None:
-                    held.pop(key, None)
-                else:
-                    held[key] = row
+            _set_or_drop(held, delta.held)
     if targets is not None:
         changes["targets"] = targets
     if signals is not None:
