@@ -1,10 +1,11 @@
 """The Postgres fixtures (see ``pg_support``) and CI's rule about them; ``conftest`` loads them.
 
-``pg_cluster`` is one throwaway cluster for the session; ``restartable`` one
-per test module, for tests that restart it. Without Postgres it
-skips with a loud reason — unless ``ZUKE_REQUIRE_POSTGRES=1`` (``.ci/run``),
-where it fails, and where any other skip of a test that uses it fails too:
-CI must never pass with the Postgres tests silently skipped.
+``pg_cluster`` is one throwaway cluster for the session, ``pg_url`` a fresh
+database on it for one test, ``restartable`` a cluster of a test module's own
+for tests that restart it. Without Postgres it skips with a loud reason —
+unless ``ZUKE_REQUIRE_POSTGRES=1`` (``.ci/run``), where it fails, and where
+any other skip of a test that uses it fails too: CI must never pass with the
+Postgres tests silently skipped.
 """
 
 from __future__ import annotations
@@ -30,6 +31,12 @@ def pg_cluster() -> Iterator[PgCluster]:
         yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture
+def pg_url(pg_cluster: PgCluster) -> str:
+    """A fresh database on the session's cluster, for one test (a module may override it)."""
+    return pg_cluster.create_database()
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 
-from tests.pg_support import PgCluster
 from tests.state.pg_store_support import listeners, open_at_once, schema_versions
 from zuke.state import _pg_schema
 from zuke.state._pg_listen import APPLICATION_NAME
@@ -29,11 +28,6 @@ psycopg = pytest.importorskip("psycopg")
 
 DEADLINE_S = 30.0
 SECRET = "s3cr3t-value-never-notified"
-
-
-@pytest.fixture
-def pg_url(pg_cluster: PgCluster) -> str:
-    return pg_cluster.create_database()
 
 
 @pytest.fixture

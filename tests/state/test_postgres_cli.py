@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import re
 
-import pytest
-
 from tests.conftest import BuildWriter, CliRunner
 from tests.pg_support import PgCluster
 from zuke.state import _pg_schema
@@ -30,11 +28,6 @@ BUILD = """
             return t.depends_on(self.approve).executes(
                 lambda ctx: print("PROMOTE", ctx.signals["approved"].data["by"]))
 """
-
-
-@pytest.fixture
-def pg_url(pg_cluster: PgCluster) -> str:
-    return pg_cluster.create_database()
 
 
 def test_a_gated_run_suspends_lists_and_resumes_once_on_postgres(

@@ -34,11 +34,6 @@ SECRET = "pw-" + uuid.uuid4().hex[:10]
 
 
 @pytest.fixture
-def pg_url(pg_cluster: PgCluster) -> str:
-    return pg_cluster.create_database()
-
-
-@pytest.fixture
 def proxy(pg_cluster: PgCluster) -> Iterator[LosingProxy]:
     losing = LosingProxy(pg_cluster.port)
     yield losing

@@ -38,11 +38,6 @@ DEADLINE_S = 15.0
 
 
 @pytest.fixture
-def pg_url(pg_cluster: PgCluster) -> str:
-    return pg_cluster.create_database()
-
-
-@pytest.fixture
 def store(pg_url: str) -> Iterator[PostgresStateStore]:
     s = PostgresStateStore(pg_url)
     yield s
