@@ -9,6 +9,8 @@ wait is a poll with a deadline (a marker file, a line of output).
 from __future__ import annotations
 
 import signal
+import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -48,6 +50,28 @@ BUILD = (
 STOPPED = "zuke: SIGTERM: the watcher stopped after 1 sweep(s)"
 
 
+def stopped_by_sigterm(
+    watcher: subprocess.Popen[str],
+    out: Path,
+    ready: Callable[[], bool],
+    what: str,
+    then: Callable[[], object] = lambda: None,
+) -> str:
+    """SIGTERM the watcher once ``ready``, then ``then()``: it exits 0, its last line the
+    stop line; its output."""
+    try:
+        wait_until(ready, what)
+        watcher.send_signal(signal.SIGTERM)
+        then()
+        code, _ = finish(watcher)
+    finally:
+        kill(watcher)
+    text = output_of(out)
+    assert code == 0, text
+    assert text.strip().splitlines()[-1] == STOPPED
+    return text
+
+
 def test_sigterm_inside_a_slow_gate_check_finishes_that_run_once_then_exits_0(
     tmp_path: Path,
 ) -> None:
@@ -57,16 +81,10 @@ def test_sigterm_inside_a_slow_gate_check_finishes_that_run_once_then_exits_0(
     out = tmp_path / "watch.out"
     watcher = spawn(["resume", "--check", "--watch", "--every", "1h"], tmp_path,
                     {"WATCHER": "1"}, output=out)  # fmt: skip
-    try:
-        wait_until(lambda: lines(tmp_path / "checks.log") == ["checking"], "the gate check")
-        watcher.send_signal(signal.SIGTERM)
-        (tmp_path / "go").write_text("go")  # the check answers after the signal
-        code, _ = finish(watcher)
-    finally:
-        kill(watcher)
-    text = output_of(out)
-    assert code == 0, text
-    assert text.strip().splitlines()[-1] == STOPPED
+    stopped_by_sigterm(
+        watcher, out, lambda: lines(tmp_path / "checks.log") == ["checking"], "the gate check",
+        then=lambda: (tmp_path / "go").write_text("go"),  # the check answers after the signal
+    )  # fmt: skip
     assert lines(tmp_path / "promoted.log") == ["promote"]  # the run in hand, exactly once
     assert lines(tmp_path / "checks.log") == ["checking"]  # the next run was left alone
     store = fs_store(tmp_path)
@@ -85,15 +103,10 @@ def test_sigterm_while_idle_exits_0_at_once(tmp_path: Path) -> None:
     suspend(tmp_path, ["promote"])
     out = tmp_path / "watch.out"
     watcher = spawn(["resume", "--check", "--watch", "--every", "1h"], tmp_path, output=out)
-    try:
-        wait_until(lambda: "Checked 1 suspended run(s)" in output_of(out), "the first sweep")
-        watcher.send_signal(signal.SIGTERM)
-        code, _ = finish(watcher)  # well before the hour: the wait is interrupted
-    finally:
-        kill(watcher)
-    text = output_of(out)
-    assert code == 0, text
-    assert text.strip().splitlines()[-1] == STOPPED
+    # It stops well before the hour: the wait is interrupted.
+    text = stopped_by_sigterm(
+        watcher, out, lambda: "Checked 1 suspended run(s)" in output_of(out), "the first sweep"
+    )
     assert "still-waiting" in text
 
 
@@ -129,16 +142,10 @@ def test_sigterm_while_a_resumed_run_runs_lets_it_finish_and_never_cancels_it(
     run_id = suspend(tmp_path, ["promote"])
     out = tmp_path / "watch.out"
     watcher = spawn(["resume", "--check", "--watch"], tmp_path, {"WATCHER": "1"}, output=out)
-    try:
-        wait_until(lambda: lines(tmp_path / "promoting.log") == ["promoting"], "the target")
-        watcher.send_signal(signal.SIGTERM)
-        (tmp_path / "go").write_text("go")
-        code, _ = finish(watcher)
-    finally:
-        kill(watcher)
-    text = output_of(out)
-    assert code == 0, text
-    assert text.strip().splitlines()[-1] == STOPPED
+    stopped_by_sigterm(
+        watcher, out, lambda: lines(tmp_path / "promoting.log") == ["promoting"], "the target",
+        then=lambda: (tmp_path / "go").write_text("go"),
+    )  # fmt: skip
     assert lines(tmp_path / "promoted.log") == ["promote"]
     record = record_of(fs_store(tmp_path), run_id)
     assert record.status == "succeeded"  # not cancelled: the watcher's signal is not the run's
