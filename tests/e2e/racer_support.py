@@ -10,6 +10,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from tests.serve.support import TOKEN, child_env
 
@@ -72,3 +73,19 @@ def racer_processes(
             proc.wait(timeout=DEADLINE_S)
             proc.stdout.close()
     assert [p.returncode for p in procs] == [0] * count
+
+
+def race_round(
+    procs: list[subprocess.Popen[bytes]], lines: list[Lines], go_write: int, order: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """Send every racer ``order``, wait until all are armed, release them at once with one
+    write to the pipe; their answers, in racer order."""
+    deadline = time.monotonic() + DEADLINE_S
+    line = json.dumps(order).encode() + b"\n"
+    for proc in procs:
+        assert proc.stdin is not None
+        proc.stdin.write(line)
+        proc.stdin.flush()
+    assert [reader.read(deadline) for reader in lines] == ["armed"] * len(procs)
+    os.write(go_write, b"x" * len(procs))  # release every racer at once
+    return [json.loads(reader.read(deadline)) for reader in lines]

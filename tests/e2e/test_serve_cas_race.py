@@ -9,16 +9,13 @@ rounds, the same eight processes.
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.racer_support import Lines, racer_processes
+from tests.e2e.racer_support import Lines, race_round, racer_processes
 from tests.serve.support import TOKEN, running_server
 from zuke.state._protocol import Written
 from zuke.state.http import HttpStateStore
@@ -28,7 +25,6 @@ pytestmark = pytest.mark.e2e
 
 RACERS = 8
 ROUNDS = 20
-DEADLINE_S = 30.0
 
 RACER = r"""
 import json, os, sys
@@ -84,15 +80,7 @@ def test_exactly_one_of_eight_racing_processes_wins_each_round(
                 )
             )
             assert isinstance(created, Written)
-            order = json.dumps({"run": run_id, "version": created.version}).encode() + b"\n"
-            deadline = time.monotonic() + DEADLINE_S
-            for proc in procs:
-                assert proc.stdin is not None
-                proc.stdin.write(order)
-                proc.stdin.flush()
-            assert [reader.read(deadline) for reader in lines] == ["armed"] * RACERS
-            os.write(go, b"x" * RACERS)  # release every racer at once
-            results = [json.loads(reader.read(deadline)) for reader in lines]
+            results = race_round(procs, lines, go, {"run": run_id, "version": created.version})
 
             winners = [i for i, r in enumerate(results) if r["won"]]
             assert len(winners) == 1, f"round {round_no}: {results}"

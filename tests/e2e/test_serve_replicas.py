@@ -15,17 +15,14 @@
 
 from __future__ import annotations
 
-import json
-import os
 import threading
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.racer_support import Lines, racer_processes
+from tests.e2e.racer_support import Lines, race_round, racer_processes
 from tests.e2e.support import wait_until
 from tests.pg_support import PgCluster
 from tests.serve.support import TOKEN, ServerProcess, start_server
@@ -100,14 +97,7 @@ def test_a_lock_race_of_twelve_processes_through_two_replicas_has_one_winner(
         lines = [Lines(p) for p in procs]
         for round_no in range(ROUNDS):
             key = f"release-{round_no}-{uuid.uuid4().hex[:8]}"
-            deadline = time.monotonic() + DEADLINE_S
-            for proc in procs:
-                assert proc.stdin is not None
-                proc.stdin.write(json.dumps({"key": key}).encode() + b"\n")
-                proc.stdin.flush()
-            assert [reader.read(deadline) for reader in lines] == ["armed"] * RACERS
-            os.write(go_write, b"x" * RACERS)  # release every racer at once
-            results = [json.loads(reader.read(deadline)) for reader in lines]
+            results = race_round(procs, lines, go_write, {"key": key})
 
             winners = [i for i, r in enumerate(results) if r["won"]]
             assert len(winners) == 1, f"round {round_no}: {results}"
