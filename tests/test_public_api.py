@@ -112,6 +112,8 @@ INTERNAL = {
     "zuke._serve.jsontext.NotJsonError",  # a request body that is not JSON: a 400
     "zuke.state._fs_index.IndexUnavailable",  # the listing index is down: list by scanning
     "zuke.state._pg_light.LightUnavailable",  # the light path cannot answer: the store does
+    "zuke.state._pg_libpq.LibpqLost",  # libpq lost its connection: the light path hands over
+    "zuke.state._pg_libpq.LibpqFailed",  # libpq refused a statement: the light path hands over
 }
 
 
