@@ -24,19 +24,19 @@ from zuke.state.memory import MemoryStateStore
 
 class Plain(Build):
     @target
-    def compile(self, t):  # type: ignore[no-untyped-def]
+    def compile(self, t):
         return t.executes(lambda: None)
 
 
 class Locked(Build):
     @target
-    def deploy(self, t):  # type: ignore[no-untyped-def]
+    def deploy(self, t):
         return t.lock(lambda s: s.lock_key("env", "sit").with_ttl("1m")).executes(lambda: None)
 
 
 class Fanned(Build):
     @target
-    def batch(self, t):  # type: ignore[no-untyped-def]
+    def batch(self, t):
         return t.for_each(lambda: ["a"], lambda item, index: {"s": target().executes(print)})
 
 

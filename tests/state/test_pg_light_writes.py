@@ -109,7 +109,9 @@ def test_a_statement_run_twice_is_prepared(light: LightPostgresStore) -> None:
     def prepared(conn: LibpqConnection) -> int:  # a new text each time: never prepared itself
         looks.append(len(looks))
         sql = f"SELECT count(*) FROM pg_prepared_statements -- look {len(looks)}"
-        return int(conn.execute(sql).fetchone()[0])
+        row = conn.execute(sql).fetchone()
+        assert row is not None
+        return int(row[0])
 
     def twice(conn: LibpqConnection) -> tuple[int, int, int]:
         before = prepared(conn)
@@ -246,11 +248,11 @@ def test_a_statement_the_server_refuses_is_answered_by_the_full_store(
 
 class Chain(Build):
     @target
-    def one(self, t):  # type: ignore[no-untyped-def]
+    def one(self, t):
         return t.executes(lambda: None)
 
     @target
-    def two(self, t):  # type: ignore[no-untyped-def]
+    def two(self, t):
         return t.depends_on(self.one).executes(lambda: None)
 
 
