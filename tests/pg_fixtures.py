@@ -50,6 +50,19 @@ def restartable(pg_cluster: PgCluster) -> Iterator[PgCluster]:
         cluster.stop()
 
 
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A test marked ``psycopg`` needs the postgres extra, not a cluster: without it, skip."""
+    if item.get_closest_marker("psycopg") is None:
+        return
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        message = "psycopg is not installed: pip install 'zuke[postgres]'"
+        if required():
+            pytest.fail(f"{message} ({REQUIRE_ENV}=1)", pytrace=False)
+        pytest.skip(f"Postgres tests not run: {message}")
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]

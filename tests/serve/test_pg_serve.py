@@ -288,6 +288,7 @@ def test_a_database_that_goes_away_is_a_503_and_one_log_line_without_the_passwor
     assert PASSWORD not in log.getvalue()
 
 
+@pytest.mark.psycopg
 def test_an_unreachable_database_is_one_line_exit_1_without_the_password(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

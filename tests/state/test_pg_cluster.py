@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.pg_support import BINDIR_ENV, REQUIRE_ENV, PgCluster
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,6 +39,7 @@ def _child_pytest(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.psycopg
 def test_without_postgres_the_tests_skip_saying_why() -> None:
     child = _child_pytest({REQUIRE_ENV: ""})
     assert child.returncode == 0, child.stdout

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from tests.conftest import BuildWriter, CliRunner
 from tests.pg_support import PgCluster
 from zuke.state import _pg_schema
@@ -80,6 +82,7 @@ def test_state_init_migrates_a_fresh_database_and_says_so(
     assert again.code == 0 and "is ready" in again.out, again.text
 
 
+@pytest.mark.psycopg
 def test_state_init_on_a_server_that_refuses_is_one_line(cli: CliRunner) -> None:
     import socket
 

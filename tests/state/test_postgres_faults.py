@@ -212,6 +212,7 @@ def _closed_port() -> int:
         return int(sock.getsockname()[1])
 
 
+@pytest.mark.psycopg
 def test_a_port_nobody_listens_on_says_to_check_the_server_there(cli: CliRunner) -> None:
     port = _closed_port()
     url = f"postgresql://zuke:{SECRET}@127.0.0.1:{port}/releases"

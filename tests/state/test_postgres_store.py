@@ -145,6 +145,7 @@ def test_a_database_of_a_newer_zuke_is_refused(pg_url: str) -> None:
 # ------------------------------------------------------------------ URLs and credentials
 
 
+@pytest.mark.psycopg
 @pytest.mark.parametrize(
     "url",
     [
@@ -166,6 +167,7 @@ def test_a_refused_connection_names_the_host_and_never_the_password(url: str) ->
         assert SECRET not in shown and "%2D" not in shown
 
 
+@pytest.mark.psycopg
 def test_a_url_libpq_cannot_parse_is_refused_without_its_password() -> None:
     # libpq quotes the offending token, here the password itself (a bad %-escape).
     store = PostgresStateStore(f"postgresql://zuke:{SECRET}%zz@127.0.0.1:{_closed_port()}/db")
@@ -175,6 +177,7 @@ def test_a_url_libpq_cannot_parse_is_refused_without_its_password() -> None:
     assert SECRET not in str(caught.value) and SECRET not in repr(store)
 
 
+@pytest.mark.psycopg
 def test_the_cli_says_one_line_without_the_password(cli: CliRunner) -> None:
     url = f"postgresql://zuke:{SECRET}@127.0.0.1:{_closed_port()}/db"
     result = cli("runs", "list", env={"ZUKE_STATE": url})
