@@ -183,22 +183,26 @@ class _signal_handlers:
             self._relayed += 1
             self._relay.put(signal.Signals(signum))
 
+    def _exit_again_or_announce(self, signum: signal.Signals) -> None:
+        """A second signal exits at once (130); a first says the run is being cancelled."""
+        if self._again():
+            self._say(
+                f"{signum.name} again: exiting now; locks held by targets still running "
+                "are left to lapse at their TTL"
+            )
+            os._exit(130)
+        self._say(
+            f"{signum.name}: cancelling the run; running targets are told to stop "
+            "(send it again to exit at once)"
+        )
+
     def _relay_thread(self) -> None:
         loop_call = self._loop.call_soon_threadsafe
         while True:
             signum = self._relay.get()
             if signum is None:
                 return
-            if self._again():
-                self._say(
-                    f"{signum.name} again: exiting now; locks held by targets still running "
-                    "are left to lapse at their TTL"
-                )
-                os._exit(130)
-            self._say(
-                f"{signum.name}: cancelling the run; running targets are told to stop "
-                "(send it again to exit at once)"
-            )
+            self._exit_again_or_announce(signum)
             with contextlib.suppress(RuntimeError):  # the loop is closed: the run is over
                 loop_call(self.scheduler.cancel)
             self.scheduler.interrupt_from_thread()
@@ -217,16 +221,7 @@ class _signal_handlers:
                 "exits (kill -9 to abandon it)"
             )
             return
-        if self._again():
-            self._say(
-                f"{signum.name} again: exiting now; locks held by targets still running "
-                "are left to lapse at their TTL"
-            )
-            os._exit(130)
-        self._say(
-            f"{signum.name}: cancelling the run; running targets are told to stop "
-            "(send it again to exit at once)"
-        )
+        self._exit_again_or_announce(signum)
         self.scheduler.cancel()
 
     def __enter__(self) -> _signal_handlers:
