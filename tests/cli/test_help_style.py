@@ -99,6 +99,17 @@ def test_every_option_that_takes_a_value_names_it() -> None:
     assert "--limit N " in ctx.get_help()
 
 
+def test_a_context_without_zukes_settings_leaves_h_working(cli: CliRunner) -> None:
+    """click builds a command's help option once, from the first context that asks: a tool
+    walking the tree with plain contexts (as above) must not take ``-h`` away afterwards."""
+    for path, command in _tree(app):
+        command.get_params(click.Context(command, info_name=" ".join(path) or "zuke"))
+    for argv in (["runs", "list", "-h"], ["runs", "-h"], ["state", "init", "-h"]):
+        result = cli(*argv)
+        assert result.code == 0 and result.err == "", (argv, result.text)
+        assert "  -h, --help" in result.out and "show this help" in result.out, argv
+
+
 def test_python_build_py_help_is_zuke_help(tmp_path: Path, write_build: BuildWriter) -> None:
     write_build(BUILD)
     repo = str(Path(__file__).resolve().parents[2])

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import BuildWriter, CliResult, CliRunner
+from zuke._errors import StoreUnavailableError
 from zuke.state.filesystem import FileSystemStateStore
 from zuke.state.records import RunDelta, RunRecord
 from zuke.state.update import update_run
@@ -333,6 +334,34 @@ def test_a_corrupt_record_is_one_line_and_exit_1(
     sweep = cli("resume", "--check")
     assert sweep.code == 1 and f"{run_id} Release: failed" in sweep.out
     assert path.read_text() == text
+
+
+def test_a_sweep_whose_store_fails_says_so_in_one_line_and_leaves_the_run(
+    cli: CliRunner, write_build: BuildWriter, store: FileSystemStateStore,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    run_id = suspend(cli, write_build)
+    expire(store, run_id)  # its timeout is a change: the sweep must write
+    before = record(store, run_id)
+
+    def down(*_args: object, **_kwargs: object) -> None:
+        raise StoreUnavailableError("state: the store is down (a test)")
+
+    with monkeypatch.context() as down_now:  # the lease is taken, then every write fails
+        for write in ("put_run", "append_run", "append_run_known"):
+            down_now.setattr(FileSystemStateStore, write, down)
+        result = cli("resume", "--check")
+    assert result.code == 1, result.text
+    assert f"{run_id} Release: failed → suspended — state: the store is down" in result.out
+    errors = [line for line in result.err.splitlines() if line.startswith("zuke: ")]
+    assert errors == [
+        "zuke: the state store failed for 1 run(s) (see above); each is left as it was: "
+        "run `zuke resume --check` again once the store answers"
+    ]
+    assert record(store, run_id) == before  # nothing half-written
+    later = cli("resume", "--check")  # the store is back: the next sweep takes the run up
+    assert f"{run_id} Release [approve]: timed-out → failed" in later.out
+    assert "state store failed" not in later.err
 
 
 def test_a_gate_with_state_off_is_refused_in_one_line(

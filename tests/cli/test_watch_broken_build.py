@@ -278,7 +278,7 @@ def test_on_a_terminal_the_status_says_the_last_sweep_could_not_use_the_build(
 ) -> None:
     import io
 
-    from zuke.cli.resume_cmd import sweep_text
+    from zuke.cli.sweep_output import sweep_text
     from zuke.cli.watch_cmd import LiveStatus
     from zuke.runs.sweep_report import SweepEntry, SweepReport
 

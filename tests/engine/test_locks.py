@@ -304,7 +304,6 @@ class NoLeaseStore(MemoryStateStore):
 def test_a_store_that_cannot_grant_the_lease_fails_the_run_cleanly(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from zuke import StateError
     from zuke._engine import claims
 
     monkeypatch.setattr(claims, "LEASE_ACQUIRE_BACKOFF_S", (0.0, 0.0))
@@ -319,7 +318,7 @@ def test_a_store_that_cannot_grant_the_lease_fails_the_run_cleanly(
         def a(self, t):
             return t.executes(lambda: ran.append("a"))
 
-    with pytest.raises(StateError, match="Could not claim run"):
+    with pytest.raises(StoreUnavailableError, match="Could not claim run"):
         execute(Plain, ["a"], env={})
     assert ran == [] and store.list_runs() == []
 

@@ -19,7 +19,7 @@ from zuke._engine.store_traits import (
 )
 from zuke._errors import StoreUnavailableError
 from zuke._waits import NotYet, WaitContext, WaitResult, WaitTrigger
-from zuke.cli.resume_cmd import sweep_text
+from zuke.cli.sweep_output import sweep_text
 from zuke.state.memory import MemoryStateStore
 
 _WRITES = ("create_run", "put_run", "append_run", "acquire_lock", "renew_lock", "release_lock")

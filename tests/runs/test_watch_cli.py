@@ -106,7 +106,7 @@ def test_on_a_terminal_a_status_between_sweeps_says_the_last_sweep_and_the_next(
 ) -> None:
     monkeypatch.setenv("COLUMNS", "200")  # one line, however rich would wrap it
     from zuke._clock import iso
-    from zuke.cli.resume_cmd import sweep_text
+    from zuke.cli.sweep_output import sweep_text
     from zuke.cli.watch_cmd import LiveStatus
     from zuke.runs.sweep_report import SweepEntry, SweepReport
 

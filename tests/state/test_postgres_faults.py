@@ -225,6 +225,75 @@ def test_a_port_nobody_listens_on_says_to_check_the_server_there(cli: CliRunner)
     assert SECRET not in result.text
 
 
+STARTING = "connection failed: FATAL:  the database system is starting up"
+
+
+def _refusing_first(monkeypatch: pytest.MonkeyPatch, times: int, said: str) -> list[str]:
+    """``psycopg.connect`` answers as a server coming up would, ``times`` times."""
+    import psycopg
+
+    real, tried = psycopg.connect, []
+
+    def connect(*args: object, **kwargs: object) -> object:
+        tried.append("connect")
+        if len(tried) <= times:
+            raise psycopg.OperationalError(said)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(psycopg, "connect", connect)
+    return tried
+
+
+def test_a_server_still_starting_is_waited_for_before_the_first_call(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A restart, or a crash's recovery: the server refuses with 57P03 for a moment (the
+    # pool's own reconnections wait it out; the first connection must too).
+    tried = _refusing_first(monkeypatch, 3, STARTING)
+    store = PostgresStateStore(PgDatabase(pg_url))
+    try:
+        record = sample_record(fresh("starting"))
+        assert isinstance(store.create_run(record), Written)
+        assert len(tried) >= 4  # three refusals, then the one that answered
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize(
+    "said",
+    [STARTING, "connection failed: FATAL:  the database system is not yet accepting "
+     "connections; DETAIL:  Consistent recovery state has not been yet reached."],
+    ids=["starting-up", "recovering"],
+)  # fmt: skip
+def test_a_server_that_stays_starting_is_one_line_after_the_pool_timeout(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch, said: str
+) -> None:
+    tried = _refusing_first(monkeypatch, 10_000, said)
+    store = PostgresStateStore(PgDatabase(pg_url, pool_timeout_s=0.5))
+    try:
+        with pytest.raises(StoreUnavailableError) as caught:
+            store.get_run("some-run")
+        message = str(caught.value)
+        assert message.startswith(f"state: cannot use Postgres at {store.database.shown}: ")
+        assert "retry in a moment" in message and "\n" not in message
+        assert 2 <= len(tried) < 10_000  # asked again, then gave up at the timeout
+    finally:
+        store.close()
+
+
+def test_a_server_that_refuses_otherwise_is_not_asked_again(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tried = _refusing_first(monkeypatch, 10_000, 'FATAL:  database "nope" does not exist')
+    store = PostgresStateStore(PgDatabase(pg_url))
+    try:
+        with pytest.raises(StoreUnavailableError, match="create the database"):
+            store.get_run("some-run")
+        assert tried == ["connect"]
+    finally:
+        store.close()
+
+
 @pytest.fixture(scope="module")
 def password_role(pg_cluster: PgCluster) -> str:
     role = f"zuke_pw_{uuid.uuid4().hex[:8]}"

@@ -42,7 +42,7 @@ from typing import Literal
 from zuke._clock import SYSTEM_CLOCK, Clock
 from zuke._duration import format_duration
 from zuke._engine.executor import BODIES
-from zuke._errors import StateError, StoreRefusedError
+from zuke._errors import StateError, StoreRefusedError, StoreUnavailableError
 from zuke._lock_settings import safety_margin_ms
 from zuke.state._protocol import (
     LockAcquired,
@@ -346,7 +346,7 @@ async def acquire_lease(
                     ". Check that it is reachable, or unset the state configuration to run "
                     "without durable state"
                 )  # fmt: skip
-                raise StateError(
+                raise StoreUnavailableError(
                     f"Could not claim run {run_id}: the state store did not answer "
                     f"({tried}): {said}{advice}."
                 ) from exc

@@ -33,8 +33,19 @@ class Command(click.Command):
         with _naming(ctx):
             return super().parse_args(ctx, args)
 
+    def get_help_option_names(self, ctx: click.Context) -> list[str]:
+        return _names(self)
+
     def get_help_option(self, ctx: click.Context) -> click.Option | None:
         return _worded(super().get_help_option(ctx))
+
+
+def _names(command: click.Command) -> list[str]:
+    """``-h`` and ``--help`` whatever context asks first: click builds the help option once
+    per command and keeps it, so a context without zuke's settings (a docs tool walking the
+    tree) would otherwise leave ``--help`` alone for every later invocation."""
+    taken = {name for param in command.params for name in (*param.opts, *param.secondary_opts)}
+    return [name for name in HELP_SETTINGS["help_option_names"] if name not in taken]
 
 
 def _worded(option: click.Option | None) -> click.Option | None:
@@ -55,6 +66,9 @@ class Group(click.Group):
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         with _naming(ctx):
             return super().parse_args(ctx, args)
+
+    def get_help_option_names(self, ctx: click.Context) -> list[str]:
+        return _names(self)
 
     def get_help_option(self, ctx: click.Context) -> click.Option | None:
         return _worded(super().get_help_option(ctx))

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from zuke._errors import BuildDefinitionError, RunNotFoundError, UsageError
 from zuke._jsondepth import check_json_text_depth
 from zuke.cli import args as cli_args
-from zuke.cli.invocation import naming_store, needs_build, store_where
+from zuke.cli.invocation import naming_store, needs_build
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -35,7 +35,6 @@ if TYPE_CHECKING:
     from zuke._engine.run import RunOptions
     from zuke.cli.console import ConsoleReporter
     from zuke.runs.continuation import ResumeOptions
-    from zuke.runs.sweep_report import SweepReport
 
 USAGE = """\
 Usage: zuke resume RUN_ID [--signal NAME [--data JSON] [--signal-id ID]]
@@ -158,8 +157,10 @@ def run_resume(
             if "--watch" in switches:  # a sweeper outlives a bad merge: tried each sweep
                 return _watch(None, reload, values, switches, rest, env=env, out=out, err=err,
                               home=home, live=live)  # fmt: skip
-            return _check_without_build(exc, rest, switches, env=env, out=out, err=err,
-                                        home=home)  # fmt: skip
+            from zuke.cli.sweep_output import check_without_build
+
+            return check_without_build(exc, rest, switches, env=env, out=out, err=err,
+                                       home=home)  # fmt: skip
     if "--watch" in switches:
         return _watch(build, reload, values, switches, rest, env=env, out=out, err=err,
                       home=home, live=live)  # fmt: skip
@@ -256,6 +257,7 @@ def _watch(
     what the command line says without the build is checked at once."""
     from zuke._build import parameters
     from zuke.cli.console import ConsoleReporter
+    from zuke.cli.sweep_output import sweep_text
     from zuke.cli.watch_cmd import BuildSweeps, Ready, parse_every, run_watch
     from zuke.runs.lifecycle import check_settings
     from zuke.runs.store import open_store
@@ -305,6 +307,7 @@ def _resume(
     from zuke.cli import gha
     from zuke.cli.console import ConsoleReporter
     from zuke.cli.progress import PauseOnRun, SweepProgress, on_terminal
+    from zuke.cli.sweep_output import check_without_build, store_failures, write_report
     from zuke.runs.lifecycle import check_settings
     from zuke.runs.resume import resume_run_async
     from zuke.runs.store import open_store
@@ -337,16 +340,14 @@ def _resume(
         except RunNotFoundError as exc:
             raise naming_store(exc, store) from None
         except BuildDefinitionError as exc:  # its definitions raise: checked before any move
-            return _check_without_build(exc, rest, switches, env=env, out=out, err=err,
+            return check_without_build(exc, rest, switches, env=env, out=out, err=err,
                                         home=home)  # fmt: skip
         finally:
             if sweeping is not None:
                 sweeping.pause()
-        where = store_where(store) if not report.entries else None  # nothing found: say where
-        text = json.dumps(report.as_json(), indent=2) if as_json else sweep_text(report, where)
-        out.write(text + "\n")
-        out.flush()  # the report first: a warning about the outputs comes after it
+        write_report(report, store, as_json=as_json, out=out)  # first: warnings come after
         gha.publish(gha.sweep_report(report, run_id), env, err, reporter.redactor.text)
+        store_failures(report, err)
         return 0 if report.ok else 1
     try:
         outcome = asyncio.run(resume_run_async(build, store, run_id or "", resume, options))
@@ -365,61 +366,3 @@ def _resume(
     if outcome.action == "resumed" and outcome.status == "cancelled":
         return 130  # the continued run was cancelled (Ctrl-C, zuke cancel), as for a fresh run
     return 0 if outcome.ok else 1
-
-
-def _check_without_build(
-    problem: BuildDefinitionError,
-    rest: list[str],
-    switches: set[str],
-    *,
-    env: Mapping[str, str],
-    out: TextIO,
-    err: TextIO,
-    home: Path,
-) -> int:
-    """``resume --check`` with a build that fails to load: nothing is moved (reaping, a
-    timeout's disposition and a resume may all run the build's code), every run that needed
-    a check is reported not checked, with the reason, and the exit is 1."""
-    from zuke.runs.store import open_store
-    from zuke.runs.sweep_report import unchecked_report
-
-    try:  # the build's parameter flags are unknown without it: then every run is listed
-        operands = cli_args.parse(rest, []).targets
-    except UsageError:
-        operands = []
-    run_id = operands[0] if operands else None
-    store = open_store(env, cwd=home)
-    reason = str(needs_build(problem, "zuke resume --check", "to check the run's gates"))
-    try:
-        report = unchecked_report(store, run_id, reason)
-    except RunNotFoundError as exc:
-        raise naming_store(exc, store) from None
-    as_json = "--json" in switches
-    where = store_where(store) if not report.entries else None
-    text = json.dumps(report.as_json(), indent=2) if as_json else sweep_text(report, where)
-    out.write(text + "\n")
-    out.flush()
-    err.write(f"zuke: {reason}\n")
-    err.flush()
-    return 1
-
-
-def sweep_text(report: SweepReport, where: str | None = None) -> str:
-    """The sweep's lines and its closing count (``where``: the store, named when it held no
-    run to check)."""
-    lines = []
-    for e in report.entries:
-        gate = f" [{e.gate}]" if e.gate else ""
-        detail = f" — {e.detail}" if e.detail else ""
-        mark = " (error)" if e.errored else ""
-        lines.append(f"{e.run_id} {e.build}{gate}: {e.action} → {e.result}{mark}{detail}")
-    c = report.counts()
-    lines.append(
-        f"Checked {c['checked']} suspended run(s){f' in {where}' if where else ''}: "
-        f"{c['resumed']} resumed, "
-        f"{c['still_waiting']} still waiting, {c['timed_out']} timed out, "
-        f"{c['deferred']} deferred, {c['failed']} failed"
-        f"; reaped {c['reaped']}, skipped {c['skipped']}, {c['errors']} check error(s)"
-        + (f"; {c['not_checked']} not checked." if c["not_checked"] else ".")
-    )
-    return "\n".join(lines)

@@ -42,7 +42,13 @@ from zuke._engine import store_traits as traits
 from zuke._engine.plan import Plan, TargetSpec
 from zuke._engine.resumed import plan_of
 from zuke._engine.run import LoadedBuild, RunOptions, load
-from zuke._errors import AlreadyResumedError, ParameterError, RunNotFoundError, ZukeError
+from zuke._errors import (
+    AlreadyResumedError,
+    ParameterError,
+    RunNotFoundError,
+    StoreUnavailableError,
+    ZukeError,
+)
 from zuke._provenance import build_origin, resolve_actor
 from zuke._waits import Satisfied, WaitFailed
 from zuke.runs.continuation import ResumeOptions, check_resumable, continue_due, resume_now
@@ -145,7 +151,7 @@ async def _reap_one(
             return None
         reaped = await reap_run(build_cls, store, run_id, run=run, actor=actor, status=status)
     except ZukeError as exc:
-        return SweepEntry(run_id, name, "failed", status, detail=str(exc))
+        return _failed(run_id, name, status, exc)
     if reaped.action in ("returned", "settled", "finished"):
         return SweepEntry(run_id, name, "reaped", reaped.status, detail=reaped.detail)
     if reaped.action in ("stopped", "claims"):  # another's walk, or a live lock: say which
@@ -153,6 +159,13 @@ async def _reap_one(
     if reaped.action == "live" and one:
         return SweepEntry(run_id, name, "left-alone", status, detail=reaped.detail)
     return None
+
+
+def _failed(run_id: str, name: str, status: str, exc: ZukeError) -> SweepEntry:
+    """A run the sweep could not check or continue: reported, counted, the sweep goes on;
+    a store that failed is said so (the run is left as it was, for the next sweep)."""
+    unreachable = isinstance(exc, StoreUnavailableError)
+    return SweepEntry(run_id, name, "failed", status, detail=str(exc), store_failed=unreachable)
 
 
 def _runs(store: StateStore, build: str, status: str, run_id: str | None) -> list[str]:
@@ -188,7 +201,7 @@ async def _check_one(
     try:
         found = store.get_run(run_id)
     except ZukeError as exc:  # a record that does not parse: reported, the sweep goes on
-        return SweepEntry(run_id, name, "failed", "suspended", detail=str(exc))
+        return _failed(run_id, name, "suspended", exc)
     if found is None or found.record.status != "suspended":
         return SweepEntry(run_id, name, "skipped-held", found.record.status if found else "gone")
     record = found.record
@@ -197,7 +210,7 @@ async def _check_one(
         try:  # the build's definitions need the run's own parameters
             names = dict.fromkeys(load_for(build_cls, record, run).graph.specs)
         except ZukeError as exc:
-            return SweepEntry(run_id, name, "failed", record.status, detail=str(exc))
+            return _failed(run_id, name, record.status, exc)
     if not _ours(record, name, names, run.env):
         return SweepEntry(
             run_id,
@@ -213,7 +226,7 @@ async def _check_one(
         status = now.record.status if now is not None else "gone"
         return SweepEntry(run_id, name, "skipped-held", status, detail=str(exc))
     except ZukeError as exc:
-        return SweepEntry(run_id, name, "failed", record.status, detail=str(exc))
+        return _failed(run_id, name, record.status, exc)
 
 
 async def _sweep_run(

@@ -43,6 +43,8 @@ class SweepEntry:
     rechecked: bool = True
     #: then, when its gate was last asked (ISO): ``detail`` is that check's answer
     last_checked: str | None = None
+    #: ``failed`` because the state store could not be used: the run is left as it was
+    store_failed: bool = False
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,11 @@ class SweepReport:
     def ok(self) -> bool:
         """No run failed, and none was left unchecked (a build that cannot load)."""
         return self.failed == 0 and self.count("not-checked") == 0
+
+    @property
+    def store_failures(self) -> int:
+        """Runs the sweep could not check or continue because the state store failed."""
+        return sum(e.store_failed for e in self.entries)
 
     def as_json(self) -> dict[str, Any]:
         """The machine-readable summary (``zuke resume --check --json``, MCP ``resume_check``)."""

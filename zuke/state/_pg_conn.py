@@ -37,9 +37,11 @@ connections all stayed busy (its size: ``ZUKE_PG_POOL_SIZE``).
 
 from __future__ import annotations
 
+import itertools
 import logging
 import re
 import threading
+import time
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -70,6 +72,10 @@ CHECK = (
 )
 #: SQLSTATEs that end a connection the server will take again: admin/crash shutdown, starting up
 _GONE_STATES = frozenset({"57P01", "57P02", "57P03"})
+#: what a server says while it starts or recovers (a restart, a crash): it answers soon
+_COMING_UP = ("starting up", "not yet accepting connections", "in recovery")
+#: pauses between first connections to a server coming up, the last one repeated
+_COMING_UP_BACKOFF_S = (0.05, 0.1, 0.2, 0.5, 1.0)
 #: (what libpq said, what to check) — the first that matches a refusal names its advice
 _ADVICE: tuple[tuple[str, str], ...] = (
     ("password authentication failed", "check the user and password in {setting} (or "
@@ -203,20 +209,10 @@ class PgDatabase:
                 raise StoreUnavailableError(f"state: the Postgres store {self.shown} is closed")
             if self._pool is not None:
                 return self._pool
-            import psycopg
             from psycopg_pool import ConnectionPool
 
-            from zuke.state._pg_schema import prepare
-
             conninfo = self._conninfo()
-            try:
-                with psycopg.connect(conninfo, autocommit=True) as first:
-                    prepare(first, self.shown)
-            except psycopg.Error as exc:
-                said = self.scrub(str(exc))
-                raise StoreUnavailableError(
-                    f"state: cannot use Postgres at {self.shown}: {said}; {self.advice(said)}"
-                ) from None
+            self._prepare_first(conninfo)
             # psycopg_pool logs reconnections as warnings; keep them off a bare stderr.
             logging.getLogger("psycopg").addHandler(logging.NullHandler())
             self._pool = ConnectionPool(
@@ -233,6 +229,29 @@ class PgDatabase:
             # worker threads, whose __del__ then fails to join that very thread.
             self._finalizer = weakref.finalize(self, self._pool.close)
             return self._pool
+
+    def _prepare_first(self, conninfo: str) -> None:
+        """Connect once and migrate the schema; a server that is starting or recovering (a
+        restart, a crash) is waited for, up to the pool's timeout, as the pool waits later."""
+        import psycopg
+
+        from zuke.state._pg_schema import prepare
+
+        deadline = time.monotonic() + self._pool_timeout_s
+        for attempt in itertools.count():
+            try:
+                with psycopg.connect(conninfo, autocommit=True) as first:
+                    prepare(first, self.shown)
+                return
+            except psycopg.Error as exc:
+                said = self.scrub(str(exc))
+                pause = _COMING_UP_BACKOFF_S[min(attempt, len(_COMING_UP_BACKOFF_S) - 1)]
+                if any(c in said for c in _COMING_UP) and time.monotonic() + pause < deadline:
+                    time.sleep(pause)
+                    continue
+                raise StoreUnavailableError(
+                    f"state: cannot use Postgres at {self.shown}: {said}; {self.advice(said)}"
+                ) from None
 
     @contextmanager
     def connection(self) -> Iterator[Conn]:
