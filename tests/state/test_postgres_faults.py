@@ -105,6 +105,39 @@ def test_a_create_and_a_put_whose_connection_broke_land_once(
     assert stored is not None and (stored.record, stored.version) == (changed, put.version)
 
 
+def _sent_twice(pg_url: str, resent: object, looks: list[object]) -> object:
+    """``PgDatabase.call`` of a write whose first connection breaks mid-call; sent again it
+    answers ``resent``; ``landed`` answers ``looks`` in turn."""
+    import psycopg
+
+    database, sent = PgDatabase(pg_url), []
+
+    def work(conn: psycopg.Connection[object]) -> object:
+        sent.append(conn)
+        if len(sent) == 1:
+            conn.close()  # the link broke: the server may or may not have applied it
+            raise psycopg.OperationalError("server closed the connection unexpectedly")
+        return resent
+
+    try:
+        return database.call(work, landed=lambda conn: looks.pop(0))
+    finally:
+        database.close()
+        assert len(sent) == 2 and looks == []
+
+
+def test_a_write_sent_again_that_met_its_own_first_sending_is_written(pg_url: str) -> None:
+    # The first sending's backend had not yet seen its client go: it committed after the
+    # look, and the second sending met the row it moved: its conflict was its own write.
+    assert _sent_twice(pg_url, Conflict(), [None, Written(version="7")]) == Written(version="7")
+
+
+def test_a_write_sent_again_keeps_its_answer_when_a_third_writer_moved_on(pg_url: str) -> None:
+    # Sent again it landed; another writer moved the run on before the second look.
+    assert _sent_twice(pg_url, Written(version="7"), [None, Conflict()]) == Written(version="7")
+    assert _sent_twice(pg_url, Conflict(), [None, Conflict()]) == Conflict()
+
+
 def test_a_write_overtaken_while_its_answer_was_lost_is_a_conflict(
     store: PostgresStateStore, proxy: LosingProxy, pg_url: str
 ) -> None:

@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from zuke._errors import StateError, StoreUnavailableError
+from zuke.state._protocol import Conflict
 
 if TYPE_CHECKING:
     import psycopg
@@ -286,6 +287,13 @@ class PgDatabase:
         ``resend=False``: a write that cannot tell is not sent again; the
         error says it may have landed. ``unsure``: the write went out already, on
         another connection that broke (the light path's): ``landed`` is asked first.
+
+        A write sent again is followed by ``landed`` once more: the first sending
+        may still be running on the server when it is asked (its backend has not
+        yet seen its client go), and commit after it, before the second one; the
+        second then meets a row that moved and answers a conflict that was its own.
+        Only a "landed" is taken from that look (a conflict seen then may be a third
+        writer's, after the second sending's own write).
         """
         import psycopg
         from psycopg_pool import PoolTimeout
@@ -296,12 +304,15 @@ class PgDatabase:
             conn: Conn | None = None
             try:
                 with pool.connection() as conn:
-                    if unsure and landed is not None:
-                        outcome = landed(conn)
-                        if outcome is not None:
-                            return outcome
-                        unsure = False
-                    return work(conn)
+                    if not (unsure and landed is not None):
+                        return work(conn)
+                    outcome = landed(conn)
+                    if outcome is not None:
+                        return outcome
+                    unsure = False
+                    outcome = work(conn)  # sent again: whichever sending landed, it is ours
+                    after = landed(conn)
+                    return outcome if after is None or isinstance(after, Conflict) else after
             except PoolTimeout:
                 raise self._no_connection(pool) from None
             except psycopg.Error as exc:
