@@ -24,7 +24,9 @@ users. The decisions that matter:
   and opens no issue. The timeout's comment goes out at most once: the hook
   looks for its own marker before posting.
 * **Closing is housekeeping.** The closing comment and the closing of the
-  issue follow the durable decision once; a failure is recorded
+  issue follow the durable decision once, under the run's lease (a check
+  that finds the decision made but the closing owed persists first, so a
+  second sweep beside the deciding one is refused before it says a word); a failure is recorded
   (``closeError``), never a reason to hold the release. A named issue or pull
   request gets the closing comment but is never closed.
 """
@@ -341,6 +343,8 @@ class GitHubApprovalTrigger(WaitTrigger):
         decision: Mapping[str, Any] = state["decision"]
         number = state.get("issue")
         if isinstance(number, int) and not state.get("closed") and not state.get("closeError"):
+            if not fresh:  # a decision made elsewhere: take the run first, or say nothing
+                await ctx.persist()  # (a sweep beside the deciding one is refused here)
             try:
                 await self._close(ctx, repo, number, decision, fresh=fresh)
             except GitHubError as exc:  # recorded; the release does not wait on housekeeping

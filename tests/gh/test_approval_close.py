@@ -3,12 +3,15 @@ reason to hold the release."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 import respx
 
 from tests.gh._approval_support import SHA, Hub, Killed, Probe, gate
 from tests.gh.conftest import START_MS, MakeClient
 from zuke import NotYet, Satisfied
+from zuke._errors import AlreadyResumedError
 from zuke_gh import RetryPolicy
 
 LATER = START_MS + 60_000
@@ -72,3 +75,31 @@ def test_a_closing_github_refuses_is_recorded_and_the_release_goes_on(
     calls = len(hub.calls)
     assert isinstance(probe.check(trigger, LATER + 60_000), Satisfied)
     assert hub.calls[calls:] == []  # tried once: the record says why it is still open
+
+
+def test_a_check_that_finds_the_closing_owed_takes_the_run_before_saying_a_word(
+    hub: Hub, make_client: MakeClient
+) -> None:
+    # Two sweeps at once: one decides and closes under the run's lease; the other reads the
+    # durable decision with the closing still owed. It must take the run (persist) before
+    # any request, and a refusal there (the run is held) leaves GitHub alone.
+    probe = Probe()
+    probe.check(gate(make_client()))
+    hub.say(1, "writer", "/approve")
+    hub.fail_post = Killed("killed before the closing comment left")
+    with pytest.raises(Killed):
+        probe.check(gate(make_client()), LATER)
+    probe.crash()
+    hub.fail_post = None
+    calls = len(hub.calls)
+
+    async def held() -> None:
+        raise AlreadyResumedError("run run-1 is held by another process", run_id="run-1")
+
+    ctx = probe.context(LATER + 60_000)
+    ctx._persist = held
+    with pytest.raises(AlreadyResumedError):
+        asyncio.run(gate(make_client()).check(ctx))  # type: ignore[arg-type]
+    assert hub.calls[calls:] == [] and closings(hub) == []
+    assert isinstance(probe.check(gate(make_client()), LATER + 60_000), Satisfied)
+    assert len(closings(hub)) == 1 and hub.issues[1]["state"] == "closed"
