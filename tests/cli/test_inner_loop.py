@@ -30,4 +30,4 @@ def test_the_inner_loop_leaves_out_every_e2e_and_action_test() -> None:
 def test_the_readme_gives_both_commands() -> None:
     readme = (ROOT / "README.md").read_text()
     assert "pip install -e '.[test]' && pytest -q" in readme
-    assert f'pytest -q -n auto -m "{INNER}"' in readme
+    assert f'pytest -q -n 4 -m "{INNER}"' in readme
