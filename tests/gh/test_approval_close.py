@@ -47,9 +47,8 @@ def test_a_crash_after_the_closing_comment_finds_it_and_only_closes_the_issue(
     assert probe.meta["closed"] is True
 
 
-def test_a_crash_before_the_closing_comment_sends_it_once_later(
-    hub: Hub, make_client: MakeClient
-) -> None:
+def decided_then_killed(hub: Hub, make_client: MakeClient) -> Probe:
+    """A gate whose approval was decided (durably), then killed before its closing comment."""
     probe = Probe()
     probe.check(gate(make_client()))
     hub.say(1, "writer", "/approve")
@@ -57,6 +56,14 @@ def test_a_crash_before_the_closing_comment_sends_it_once_later(
     with pytest.raises(Killed):
         probe.check(gate(make_client()), LATER)
     probe.crash()
+    hub.fail_post = None
+    return probe
+
+
+def test_a_crash_before_the_closing_comment_sends_it_once_later(
+    hub: Hub, make_client: MakeClient
+) -> None:
+    probe = decided_then_killed(hub, make_client)
     assert isinstance(probe.check(gate(make_client()), LATER + 60_000), Satisfied)
     assert len(closings(hub)) == 1 and hub.issues[1]["state"] == "closed"
 
@@ -83,14 +90,7 @@ def test_a_check_that_finds_the_closing_owed_takes_the_run_before_saying_a_word(
     # Two sweeps at once: one decides and closes under the run's lease; the other reads the
     # durable decision with the closing still owed. It must take the run (persist) before
     # any request, and a refusal there (the run is held) leaves GitHub alone.
-    probe = Probe()
-    probe.check(gate(make_client()))
-    hub.say(1, "writer", "/approve")
-    hub.fail_post = Killed("killed before the closing comment left")
-    with pytest.raises(Killed):
-        probe.check(gate(make_client()), LATER)
-    probe.crash()
-    hub.fail_post = None
+    probe = decided_then_killed(hub, make_client)
     calls = len(hub.calls)
 
     async def held() -> None:
