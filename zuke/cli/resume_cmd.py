@@ -341,7 +341,7 @@ def _resume(
             raise naming_store(exc, store) from None
         except BuildDefinitionError as exc:  # its definitions raise: checked before any move
             return check_without_build(exc, rest, switches, env=env, out=out, err=err,
-                                        home=home)  # fmt: skip
+                                       home=home)  # fmt: skip
         finally:
             if sweeping is not None:
                 sweeping.pause()
