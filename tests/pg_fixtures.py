@@ -15,7 +15,14 @@ from typing import Any
 
 import pytest
 
-from tests.pg_support import REQUIRE_ENV, PgCluster, required, start_cluster, unavailable
+from tests.pg_support import (
+    REQUIRE_ENV,
+    LosingProxy,
+    PgCluster,
+    required,
+    start_cluster,
+    unavailable,
+)
 
 
 @pytest.fixture(scope="session")
@@ -37,6 +44,14 @@ def pg_cluster() -> Iterator[PgCluster]:
 def pg_url(pg_cluster: PgCluster) -> str:
     """A fresh database on the session's cluster, for one test (a module may override it)."""
     return pg_cluster.create_database()
+
+
+@pytest.fixture
+def proxy(pg_cluster: PgCluster) -> Iterator[LosingProxy]:
+    """A proxy in front of the session's cluster that can lose one request or its answer."""
+    losing = LosingProxy(pg_cluster.port)
+    yield losing
+    losing.close()
 
 
 @pytest.fixture(scope="module")

@@ -51,13 +51,6 @@ def light(pg_url: str) -> Iterator[LightPostgresStore]:
 
 
 @pytest.fixture
-def proxy(pg_cluster: PgCluster) -> Iterator[LosingProxy]:
-    losing = LosingProxy(pg_cluster.port)
-    yield losing
-    losing.close()
-
-
-@pytest.fixture
 def proxied(pg_url: str, pg_cluster: PgCluster, proxy: LosingProxy) -> Iterator[LightPostgresStore]:
     store = LightPostgresStore(pg_url.replace(f":{pg_cluster.port}/", f":{proxy.port}/"))
     yield store

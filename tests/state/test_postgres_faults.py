@@ -34,13 +34,6 @@ SECRET = "pw-" + uuid.uuid4().hex[:10]
 
 
 @pytest.fixture
-def proxy(pg_cluster: PgCluster) -> Iterator[LosingProxy]:
-    losing = LosingProxy(pg_cluster.port)
-    yield losing
-    losing.close()
-
-
-@pytest.fixture
 def store(pg_url: str, pg_cluster: PgCluster, proxy: LosingProxy) -> Iterator[PostgresStateStore]:
     s = PostgresStateStore(pg_url.replace(f":{pg_cluster.port}/", f":{proxy.port}/"))
     yield s

@@ -134,21 +134,18 @@ class PostgresStateStore:
     def append_run(
         self, run_id: str, delta: RunDelta, *, expected_version: str
     ) -> Written | Conflict:
-        check_id(run_id)
-        expected = _pg_runs.parse_version(expected_version)
-        if expected is None:
-            return Conflict()
-        ns, version = self.namespace, self._version()
-        return self._call(
-            lambda conn: _pg_runs.append(conn, ns, run_id, delta, expected, version=version),
-            landed=self._landed(run_id, expected, version),
-        )
+        return self._append(run_id, delta, expected_version, None)
 
     def append_run_known(
         self, run_id: str, delta: RunDelta, *, expected_version: str, after: RunRecord
     ) -> Written | Conflict:
         """:meth:`append_run`, given ``after``, the record the delta makes (``update_run``
         knows it): a compaction due writes it instead of reading the journal back."""
+        return self._append(run_id, delta, expected_version, after)
+
+    def _append(
+        self, run_id: str, delta: RunDelta, expected_version: str, after: RunRecord | None
+    ) -> Written | Conflict:
         check_id(run_id)
         expected = _pg_runs.parse_version(expected_version)
         if expected is None:
