@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import inspect
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from zuke._clock import parse_iso
@@ -42,6 +42,12 @@ if TYPE_CHECKING:
     from zuke.state.records import Signal
 
 TimeoutDisposition = Literal["fail", "cancel-run"]
+#: where a run's starter came from (:attr:`WaitContext.actor_source`)
+ActorSource = Literal["github", "local"]
+
+
+def _unchanged(text: str) -> str:
+    return text
 
 
 @dataclass(frozen=True)
@@ -107,10 +113,24 @@ class WaitContext:
         shared: dict[str, Any] | None = None,
         first_check: bool = False,
         actor: str | None = None,
+        actor_source: ActorSource = "local",
+        resumed_by: str | None = None,
+        redact: Callable[[str], str] | None = None,
     ) -> None:
         self.run_id = run_id
-        #: who started the run (its recorded actor), when the caller knows it
+        #: who started the run: the record's ``actor``, written once by the first process and
+        #: the same in every later one (a resumer, a sweep, a comment sweep)
         self.actor = actor
+        #: where the starter's name came from: ``"github"`` (a GitHub login, from
+        #: ``GITHUB_TRIGGERING_ACTOR`` / ``GITHUB_ACTOR`` under GitHub Actions) or ``"local"``
+        #: (``--actor``, ``ZUKE_ACTOR``, the OS user: a name GitHub never vouched for)
+        self.actor_source: ActorSource = actor_source
+        #: the actor of the process checking the gate now (a resumer, a sweep)
+        self.resumed_by = resumed_by
+        #: the run's secret redactor: every text a trigger sends out (an issue body, a title,
+        #: a comment) goes through it, so a secret's value inside another value (a URL with a
+        #: token in it) and its common encodings are masked
+        self.redact: Callable[[str], str] = redact if redact is not None else _unchanged
         #: the gate's name
         self.target = target
         #: the run's parameter values by name (secrets are not included)
@@ -170,6 +190,27 @@ class WaitTrigger(ABC):
         runs (``zuke_gh`` cancels the dispatched workflow run here). ``ctx.state`` reads the
         gate's state; what it writes is not kept. A hook that raises is reported as a note of
         the timeout, and the disposition runs regardless. The default does nothing."""
+
+    async def on_cancel(self, ctx: WaitContext) -> str | None:
+        """Called once when the run is cancelled while this gate waits (``zuke cancel``), under
+        the run's lease, before the compensations run (``zuke_gh``'s ``github_workflow`` cancels
+        the workflow run it dispatched here). It answers one line for the run's events (what it
+        did), or ``None``. A hook that raises is reported as a note of the cancel, and the
+        cancel goes on regardless. The default does nothing."""
+        return None
+
+    def batch_key(self) -> Hashable | None:
+        """Gates whose triggers answer the same non-``None`` key are offered to
+        :meth:`prefetch` together, once a sweep; ``None`` (the default): never batched."""
+        return None
+
+    async def prefetch(self, gates: Sequence[WaitContext]) -> None:  # noqa: B027 (optional)
+        """Read, once before a sweep checks them, what every gate of ``gates`` (all of this
+        sweep's waiting gates whose trigger has this one's :meth:`batch_key`, this trigger's
+        own among them) will need, and memoise it in ``ctx.shared`` (one request for a hundred
+        gates instead of one each). Reads only: ``ctx.persist()`` refuses here. An exception is
+        reported and each gate is then checked on its own, as usual. The default does
+        nothing."""
 
 
 async def ask(trigger: WaitTrigger, ctx: WaitContext) -> WaitResult:
