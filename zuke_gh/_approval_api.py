@@ -1,10 +1,6 @@
-"""The REST calls behind ``github_approval``, kept few.
+"""The REST calls behind ``github_approval``, kept few (the thread's comments are read with
+GraphQL: :mod:`zuke_gh._approval_reads`).
 
-* **A check is one request.** The thread's comments since the last one seen
-  (``since=``), conditional on the ETag the gate keeps in its own state, so
-  even a sweep in a fresh process gets a 304 when nothing changed; GitHub does
-  not count a 304 against the rate limit
-  (https://docs.github.com/en/rest/using-the-rest-api/best-practices-for-using-the-rest-api#use-conditional-requests-if-appropriate).
 * **Who may approve is asked only for a command**, once per user per sweep
   (memoised in ``ctx.shared``): ``role_name`` from the permission endpoint
   (https://docs.github.com/en/rest/collaborators/collaborators#get-repository-permissions-for-a-user),
@@ -12,10 +8,14 @@
   (https://docs.github.com/en/rest/teams/members#get-team-membership-for-a-user).
   ``author_association`` is never used: it is a relationship, not a permission
   (a private org member shows as CONTRIBUTOR: actions/github-script#365).
-* **Finding an issue by its marker** lists the repository's issues updated
-  since just before the gate meant to open it, newest first: one page in
-  practice, and only after a crash or a lost answer. The search API is not
-  used: its index lags and it has a rate limit of its own.
+* **Finding what zuke wrote by its marker** (after a crash or a lost answer)
+  lists the repository's issues updated since just before the gate meant to
+  open one, oldest first, or a thread's comments since then (in id order,
+  oldest first: "List issue comments" orders them by ascending id), and takes
+  the **oldest** that carries the marker *and was written by zuke's own
+  identity* (:mod:`zuke_gh._identity`): anyone can open an issue or post a
+  comment with a copied marker, and a copy is never older than what it copied.
+  The search API is not used: its index lags and it has a rate limit of its own.
 
 Everything here is synchronous (the client is); the gate calls it through
 ``asyncio.to_thread``.
@@ -28,8 +28,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from zuke_gh._approval_settings import effective_role
+from zuke_gh._identity import same_login
 from zuke_gh.client import GitHubClient
-from zuke_gh.errors import GitHubError, GitHubPathError, answered, transient
+from zuke_gh.errors import (
+    GitHubAccessError,
+    GitHubError,
+    GitHubPathError,
+    answered,
+    transient,
+)
 
 ISSUES = "/repos/{owner}/{repo}/issues"
 ISSUE = "/repos/{owner}/{repo}/issues/{number}"
@@ -62,14 +69,6 @@ class Repo:
         return {"owner": self.owner, "repo": self.name}
 
 
-@dataclass(frozen=True)
-class Comments:
-    """One check's read of the thread: the comments, or ``None`` when unchanged (a 304)."""
-
-    items: list[dict[str, Any]] | None
-    etag: str | None
-
-
 def open_issue(client: GitHubClient, repo: Repo, title: str, body: str) -> dict[str, Any]:
     """POST a new issue (never resent after an ambiguous failure)."""
     answer = client.post(ISSUES, json={"title": title, "body": body}, idempotent=False,
@@ -91,50 +90,37 @@ def close_issue(client: GitHubClient, repo: Repo, number: int, *, approved: bool
                  number=number, **repo.segments())  # fmt: skip
 
 
-def comments_since(
-    client: GitHubClient, repo: Repo, number: int, since: str, etag: str | None
-) -> Comments:
-    """The thread's comments updated at or after ``since`` (ascending by id), conditional on
-    ``etag``: ``items`` is ``None`` when GitHub answered 304."""
-    params = {"since": since, "per_page": PER_PAGE}
-    headers = {"If-None-Match": etag} if etag else None
-    answer = client.get(COMMENTS, params=params, etag=True, headers=headers, expected=(304,),
-                        number=number, **repo.segments())  # fmt: skip
-    if answer.not_modified or answer.status == 304:
-        return Comments(None, etag)
-    items = [c for c in answer.body if isinstance(c, dict)] if isinstance(answer.body, list) else []
-    if answer.next_url is not None:  # more than a page since the last check: read the rest
-        rest = client.paginate(
-            COMMENTS, params={"since": since, "page": 2}, per_page=PER_PAGE,
-            max_pages=MAX_PAGES - 1, number=number, owner=repo.owner, repo=repo.name,
-        )  # fmt: skip
-        items += [c for c in rest if isinstance(c, dict)]
-    tag = answer.headers.get("etag")
-    return Comments(items, tag if isinstance(tag, str) and tag else None)
-
-
-def find_issue(client: GitHubClient, repo: Repo, mark: str, since: str) -> dict[str, Any] | None:
-    """The issue whose body carries ``mark``, among those updated since ``since``."""
-    params = {"state": "all", "sort": "created", "direction": "desc", "since": since}
+def find_issue(
+    client: GitHubClient, repo: Repo, mark: str, since: str, author: str
+) -> dict[str, Any] | None:
+    """The oldest issue whose body carries ``mark`` and that ``author`` opened, among those
+    updated since ``since``."""
+    params = {"state": "all", "sort": "created", "direction": "asc", "since": since}
     for item in client.paginate(ISSUES, params=params, per_page=PER_PAGE, max_pages=MAX_PAGES,
                                 owner=repo.owner, repo=repo.name):  # fmt: skip
-        body = item.get("body") if isinstance(item, dict) else None
-        if isinstance(body, str) and mark in body and "pull_request" not in item:
+        if isinstance(item, dict) and "pull_request" not in item and _ours(item, mark, author):
             return dict(item)
     return None
 
 
 def find_comment(
-    client: GitHubClient, repo: Repo, number: int, mark: str, since: str
+    client: GitHubClient, repo: Repo, number: int, mark: str, since: str, author: str
 ) -> dict[str, Any] | None:
-    """The comment on the thread whose body carries ``mark``, among those since ``since``."""
+    """The oldest comment on the thread that carries ``mark`` and that ``author`` wrote, among
+    those updated since ``since``."""
     for item in client.paginate(COMMENTS, params={"since": since}, per_page=PER_PAGE,
                                 max_pages=MAX_PAGES, number=number,
                                 owner=repo.owner, repo=repo.name):  # fmt: skip
-        body = item.get("body") if isinstance(item, dict) else None
-        if isinstance(body, str) and mark in body:
+        if isinstance(item, dict) and _ours(item, mark, author):
             return dict(item)
     return None
+
+
+def _ours(item: Mapping[str, Any], mark: str, author: str) -> bool:
+    body, user = item.get("body"), item.get("user")
+    login = user.get("login") if isinstance(user, Mapping) else None
+    return isinstance(body, str) and mark in body and same_login(login if isinstance(
+        login, str) else None, author)  # fmt: skip
 
 
 def role_of(shared: dict[str, Any], client: GitHubClient, repo: Repo, login: str) -> str:
@@ -188,3 +174,22 @@ def _refused(error: GitHubError, hint: str) -> None:
 def not_acted_on(error: GitHubError) -> bool:
     """GitHub certainly did nothing with the call: never sent, or refused by a rate limit."""
     return error.unsent or error.retry_at_ms is not None or error.status == 429
+
+
+def access_error(
+    client: GitHubClient, where: str, error: GitHubError, need: str
+) -> GitHubAccessError:
+    """``error`` (a 401, a 403 that is no rate limit, a repository GitHub does not show) as
+    the one line a sweep goes red with: which credential, and what to check."""
+    who = client.token_name
+    said = f"GitHub answered {error.status} to {error.method} {error.path}"
+    said += f": {error.detail.rstrip('.')}" if error.detail else ""
+    if error.status == 401:
+        todo = f"the token is invalid, expired or revoked: check {who}"
+    elif error.status == 404:
+        todo = (f"the repository does not exist, or {who} cannot see it: check its name and "
+                f"that {who} has {need}")  # fmt: skip
+    else:
+        todo = f"{who} lacks a permission: give it {need}"
+    return GitHubAccessError(f"{where}: {said}; {todo}.", status=error.status,
+                             method=error.method, path=error.path, detail=error.detail)  # fmt: skip
