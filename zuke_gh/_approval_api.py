@@ -30,13 +30,7 @@ from typing import Any
 from zuke_gh._approval_settings import effective_role
 from zuke_gh._identity import same_login
 from zuke_gh.client import GitHubClient
-from zuke_gh.errors import (
-    GitHubAccessError,
-    GitHubError,
-    GitHubPathError,
-    answered,
-    transient,
-)
+from zuke_gh.errors import GitHubAccessError, GitHubError, GitHubPathError, refused
 
 ISSUES = "/repos/{owner}/{repo}/issues"
 ISSUE = "/repos/{owner}/{repo}/issues/{number}"
@@ -46,14 +40,13 @@ MEMBERSHIP = "/orgs/{org}/teams/{team_slug}/memberships/{username}"
 PER_PAGE = 100
 #: How many pages a listing reads at most (comments since the last check; issues by marker).
 MAX_PAGES = 10
-#: What to do when GitHub refuses to say who may decide (the client's 403 hint is generic).
-ROLE_HINT = (
-    "Reading a commenter's role needs the token to read collaborator permissions on "
-    "the repository (`metadata: read`; a personal token needs push access there)."
-)
-TEAM_HINT = ("teams() reads the organization's team memberships, which needs its `members: "
-             "read` permission; a workflow's GITHUB_TOKEN cannot have it: use a GitHub App or "
-             "a fine-grained token that has it, or name the approvers with users().")  # fmt: skip
+#: What a token needs to say who may decide (named when GitHub refuses; the client's hint is
+#: generic).
+ROLE_NEEDS = ("`metadata: read` on the repository, to read a commenter's role (a personal "
+              "token needs push access there)")  # fmt: skip
+TEAM_NEEDS = ("the organization's `members: read`, which teams() reads memberships with; a "
+              "workflow's GITHUB_TOKEN cannot have it: use a GitHub App or a fine-grained token "
+              "that has it, or name the approvers with users()")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -135,7 +128,8 @@ def role_of(shared: dict[str, Any], client: GitHubClient, repo: Repo, login: str
     except GitHubPathError:  # a login no path can hold is no collaborator
         return "none"
     except GitHubError as exc:
-        _refused(exc, ROLE_HINT)
+        if refused(exc):
+            raise access_error(client, f"github_approval {repo.slug}", exc, ROLE_NEEDS) from None
         raise
     body = answer.body if isinstance(answer.body, Mapping) else {}
     role = "none" if answer.status == 404 else effective_role(body)
@@ -143,7 +137,9 @@ def role_of(shared: dict[str, Any], client: GitHubClient, repo: Repo, login: str
     return role
 
 
-def in_team(shared: dict[str, Any], client: GitHubClient, org: str, slug: str, login: str) -> bool:
+def in_team(
+    shared: dict[str, Any], client: GitHubClient, repo: Repo, org: str, slug: str, login: str
+) -> bool:
     """Whether the user is an active member of ``org/slug``; once per sweep per user and team.
     A 404 is "not a member" (GitHub answers it for a team the token cannot see, too)."""
     key = f"zuke_gh.team {client.base_url} {org} {slug} {login.lower()}"
@@ -155,20 +151,13 @@ def in_team(shared: dict[str, Any], client: GitHubClient, org: str, slug: str, l
     except GitHubPathError:
         return False
     except GitHubError as exc:
-        _refused(exc, TEAM_HINT)
+        if refused(exc):
+            raise access_error(client, f"github_approval {repo.slug}", exc, TEAM_NEEDS) from None
         raise
     body = answer.body if isinstance(answer.body, Mapping) else {}
     member = answer.status == 200 and body.get("state") == "active"  # "pending": not yet
     shared[key] = member
     return member
-
-
-def _refused(error: GitHubError, hint: str) -> None:
-    """A 403 that is no rate limit: raise it again saying what this call needs."""
-    if error.status == 403 and not transient(error):
-        message = answered(error.method or "GET", error.path or "", 403, error.detail, hint)
-        raise GitHubError(message, status=403, method=error.method, path=error.path,
-                          detail=error.detail) from error  # fmt: skip
 
 
 def not_acted_on(error: GitHubError) -> bool:

@@ -127,8 +127,8 @@ def adopt(spec: ApprovalSpec, ctx: WaitContext, made: Mapping[str, Any]) -> None
     patch: dict[str, Any] = {"opening": None, "issueUrl": made.get("html_url")}
     if spec.thread is None:
         patch["issue"] = made.get("number")
-    else:
-        patch.update(issue=spec.thread, requestId=made.get("id"))
+    else:  # only comments after the request count: everything up to it is "judged"
+        patch.update(issue=spec.thread, requestId=made.get("id"), lastId=made.get("id"))
     if not isinstance(patch["issue"], int):  # a malformed answer: look for it next time
         patch.update(opening=True, issue=None)
     ctx.state.set(patch)

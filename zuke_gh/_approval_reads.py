@@ -132,9 +132,11 @@ def _problem(body: Mapping[str, Any], where: str, path: Sequence[str]) -> Thread
 
 def read_thread(
     client: GitHubClient, repo: Repo, number: int, kind: Kind, *, cursor: str | None,
-    last_id: int | None, issue_url: str | None, pages: int = READ_PAGES,
+    last_id: int | None, issue_url: str | None, pages: int | None = None,
 ) -> ThreadRead:  # fmt: skip
-    """The comments after ``cursor`` (and after ``last_id``), at most ``pages`` pages."""
+    """The comments after ``cursor`` (and after ``last_id``), at most ``pages`` pages
+    (:data:`READ_PAGES` by default)."""
+    pages = READ_PAGES if pages is None else pages
     query = THREAD % (_FIELD[kind], PER_PAGE, _NODE)
     where = f"{repo.slug}#{number}"
     found: list[dict[str, Any]] = []

@@ -243,7 +243,7 @@ class GitHubApprovalTrigger(WaitTrigger):
             return await asyncio.to_thread(api.role_of, ctx.shared, client, repo, login)
 
         async def ask_team(org: str, slug: str, login: str) -> bool:
-            return await asyncio.to_thread(api.in_team, ctx.shared, client, org, slug, login)
+            return await asyncio.to_thread(api.in_team, ctx.shared, client, repo, org, slug, login)
 
         tally = await judge(
             items, spec=self.spec, repo=repo.slug, state=state, starter=ctx.actor,

@@ -27,8 +27,11 @@ SHA = "0123456789abcdef0123456789abcdef01234567"
 #: who the gate's token writes as (an installation token: GET /user is refused)
 BOT = "github-actions[bot]"
 GRAPHQL = "POST /graphql"
-_ALIAS = re.compile(r"(r\d+): repository\(owner: \$o\d+, name: \$n\d+\)|(g\d+): (issue|pullRequest)"
-                    r"\(number: \$(i\d+)\) \{ comments\(first: 1, after: \$(c\d+)\)")
+_ALIAS = re.compile(
+    r"(r\d+): repository\(owner: \$o\d+, name: \$n\d+\)|(g\d+): (issue|pullRequest)"
+    r"\(number: \$(i\d+)\) \{ comments\(first: 1, after: \$(c\d+)\)"
+)
+
 
 class Killed(BaseException):
     """A process killed mid-call (not an Exception: nothing in the gate may catch it)."""
@@ -48,6 +51,8 @@ class Hub:
         self.roles: dict[str, Any] = {}
         self.teams: dict[str, dict[str, str]] = {}
         self.calls: list[str] = []
+        #: the whole URL of each request (its query included)
+        self.urls: list[str] = []
         #: the body of each GraphQL request (the batched look, the thread reads)
         self.queries: list[dict[str, Any]] = []
         #: the gate's token: an installation token (its bot) unless a user is named
@@ -56,6 +61,8 @@ class Hub:
         self.graphql_status: int | None = None
         #: cursors GitHub no longer takes (a GraphQL error for them)
         self.stale_cursors: set[str] = set()
+        #: paths GitHub refuses with 403 "Resource not accessible by integration"
+        self.refused: set[str] = set()
         #: the rate-limit headers every answer carries (x-ratelimit-*), when set
         self.rate: dict[str, str] = {}
         self.next_issue = 1
@@ -124,6 +131,7 @@ class Hub:
 
     def _record(self, request: httpx.Request) -> None:
         self.calls.append(f"{request.method} {request.url.path}")
+        self.urls.append(str(request.url))
 
     def _failing(self) -> httpx.Response | None:
         failure, self.fail_post = self.fail_post, None
@@ -189,22 +197,28 @@ class Hub:
         if "viewer" in query:  # GraphQL spells a bot without "[bot]"
             login = self.token_user or BOT.removesuffix("[bot]")
             kind = "User" if self.token_user else "Bot"
-            return httpx.Response(200, json={"data": {"viewer": {"login": login,
-                                                                  "__typename": kind}}})  # fmt: skip
+            viewer = {"login": login, "__typename": kind}
+            return httpx.Response(200, json={"data": {"viewer": viewer}})
         if "thread:" in query:
             return httpx.Response(200, json=self._thread(variables), headers=headers)
         data: dict[str, Any] = {}
+        errors: list[dict[str, Any]] = []
         repo = ""
         for m in _ALIAS.finditer(query):
             if m.group(1):
                 repo = m.group(1)
                 data[repo] = {}
                 continue
-            after = variables.get(m.group(5))
-            nodes = [{"fullDatabaseId": str(c["id"])} for c in self._after(
-                int(variables[m.group(4)]), after)][:1]  # fmt: skip
+            number, after = int(variables[m.group(4)]), variables.get(m.group(5))
+            if number not in self.issues:
+                data[repo][m.group(2)] = None
+                errors.append({"type": "NOT_FOUND", "path": [repo, m.group(2)],
+                               "message": "Could not resolve to an Issue."})  # fmt: skip
+                continue
+            nodes = [{"fullDatabaseId": str(c["id"])} for c in self._after(number, after)][:1]
             data[repo][m.group(2)] = {"comments": {"nodes": nodes}}
-        return httpx.Response(200, json={"data": data}, headers=headers)
+        answer: dict[str, Any] = {"data": data, **({"errors": errors} if errors else {})}
+        return httpx.Response(200, json=answer, headers=headers)
 
     def _after(self, number: int, cursor: str | None) -> list[dict[str, Any]]:
         floor = int(cursor.removeprefix("c:")) if cursor else 0
@@ -230,8 +244,18 @@ class Hub:
                  for c in page]  # fmt: skip
         end = f"c:{page[-1]['id']}" if page else after
         more = len(self._after(number, after)) > 100
-        return {"data": {"repository": {"thread": {"comments": {
-            "pageInfo": {"hasNextPage": more, "endCursor": end}, "nodes": nodes}}}}}
+        return {
+            "data": {
+                "repository": {
+                    "thread": {
+                        "comments": {
+                            "pageInfo": {"hasNextPage": more, "endCursor": end},
+                            "nodes": nodes,
+                        }
+                    }
+                }
+            }
+        }
 
     def _comment(self, request: httpx.Request) -> httpx.Response:
         self._record(request)
@@ -243,19 +267,31 @@ class Hub:
         self._maybe_killed()
         return httpx.Response(201, json={k: v for k, v in made.items() if k != "issue"})
 
+    def _refusal(self, request: httpx.Request) -> httpx.Response | None:
+        if request.url.path not in self.refused:
+            return None
+        return httpx.Response(403, json={"message": "Resource not accessible by integration"})
+
     def _permission(self, request: httpx.Request) -> httpx.Response:
         self._record(request)
+        if (refusal := self._refusal(request)) is not None:
+            return refusal
         login = request.url.path.split("/")[-2]
         role = self.roles.get(login)
         if role is None:
             role = "read"  # anyone may read a public repository
         name, base = role if isinstance(role, tuple) else (role, role)
         legacy = {"maintain": "write", "triage": "read"}.get(base, base)
-        return httpx.Response(200, json={"permission": legacy, "role_name": name,
-                                         "user": {"login": login}})  # fmt: skip
+        order = ["pull", "triage", "push", "maintain", "admin"]
+        rank = ["read", "triage", "write", "maintain", "admin"].index(base)
+        grants = {key: n <= rank for n, key in enumerate(order)}
+        user = {"login": login, "permissions": grants}
+        return httpx.Response(200, json={"permission": legacy, "role_name": name, "user": user})
 
     def _membership(self, request: httpx.Request) -> httpx.Response:
         self._record(request)
+        if (refusal := self._refusal(request)) is not None:
+            return refusal
         parts = request.url.path.split("/")
         org, slug, login = parts[2], parts[4], parts[6]
         state = self.teams.get(f"{org}/{slug}", {}).get(login)

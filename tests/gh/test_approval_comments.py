@@ -247,6 +247,16 @@ def test_a_higher_role_is_needed_when_set_and_triage_is_below_write(
     assert isinstance(probe.check(trigger, LATER + 60_000), Satisfied)
 
 
+def test_a_custom_role_built_on_maintain_passes_a_maintain_gate(
+    hub: Hub, make_client: MakeClient
+) -> None:
+    hub.roles.update(rm=("release-manager", "maintain"))  # legacy `permission`: write
+    probe, trigger = opened(hub, make_client, lambda a: a.role("maintain"))
+    hub.say(1, "rm", "/approve")
+    assert isinstance(probe.check(trigger, LATER), Satisfied)
+    assert read_approval(probe.meta).approvers[0].role == "maintain"  # type: ignore[union-attr]
+
+
 def test_a_custom_role_counts_by_its_base_permission(hub: Hub, make_client: MakeClient) -> None:
     probe, trigger = opened(hub, make_client)
     hub.say(1, "custom", "/approve")
