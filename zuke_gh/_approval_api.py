@@ -30,7 +30,7 @@ from typing import Any
 from zuke_gh._approval_settings import effective_role
 from zuke_gh._identity import same_login
 from zuke_gh.client import GitHubClient
-from zuke_gh.errors import GitHubAccessError, GitHubError, GitHubPathError, refused
+from zuke_gh.errors import GitHubAccessError, GitHubError, GitHubPathError
 
 ISSUES = "/repos/{owner}/{repo}/issues"
 ISSUE = "/repos/{owner}/{repo}/issues/{number}"
@@ -127,10 +127,6 @@ def role_of(shared: dict[str, Any], client: GitHubClient, repo: Repo, login: str
         answer = client.get(PERMISSION, expected=(404,), username=login, **repo.segments())
     except GitHubPathError:  # a login no path can hold is no collaborator
         return "none"
-    except GitHubError as exc:
-        if refused(exc):
-            raise access_error(client, f"github_approval {repo.slug}", exc, ROLE_NEEDS) from None
-        raise
     body = answer.body if isinstance(answer.body, Mapping) else {}
     role = "none" if answer.status == 404 else effective_role(body)
     shared[key] = role
@@ -150,10 +146,6 @@ def in_team(
         answer = client.get(MEMBERSHIP, expected=(404,), org=org, team_slug=slug, username=login)
     except GitHubPathError:
         return False
-    except GitHubError as exc:
-        if refused(exc):
-            raise access_error(client, f"github_approval {repo.slug}", exc, TEAM_NEEDS) from None
-        raise
     body = answer.body if isinstance(answer.body, Mapping) else {}
     member = answer.status == 200 and body.get("state") == "active"  # "pending": not yet
     shared[key] = member
@@ -165,12 +157,29 @@ def not_acted_on(error: GitHubError) -> bool:
     return error.unsent or error.retry_at_ms is not None or error.status == 429
 
 
-def access_error(
-    client: GitHubClient, where: str, error: GitHubError, need: str
-) -> GitHubAccessError:
+class ApprovalAccessError(GitHubAccessError):
+    """A :class:`GitHubAccessError` the approval gate said in its own words (which credential,
+    which permission): raised on as it is."""
+
+
+#: What a token needs to read an approval thread.
+READ_NEEDS = "`issues: read` (`pull-requests: read` for a pull request) and `metadata: read`"
+
+
+def needs(error: GitHubError) -> str:
+    """What the call GitHub refused needs (by its path)."""
+    path = error.path or ""
+    if "/memberships/" in path:
+        return TEAM_NEEDS
+    return ROLE_NEEDS if "/collaborators/" in path else READ_NEEDS
+
+
+def access_error(client: GitHubClient, where: str, error: GitHubError) -> ApprovalAccessError:
     """``error`` (a 401, a 403 that is no rate limit, a repository GitHub does not show) as
     the one line a sweep goes red with: which credential, and what to check."""
-    who = client.token_name
+    if isinstance(error, ApprovalAccessError):
+        return error
+    who, need = client.token_name, needs(error)
     said = f"GitHub answered {error.status} to {error.method} {error.path}"
     said += f": {error.detail.rstrip('.')}" if error.detail else ""
     if error.status == 401:
@@ -180,5 +189,7 @@ def access_error(
                 f"that {who} has {need}")  # fmt: skip
     else:
         todo = f"{who} lacks a permission: give it {need}"
-    return GitHubAccessError(f"{where}: {said}; {todo}.", status=error.status,
-                             method=error.method, path=error.path, detail=error.detail)  # fmt: skip
+    return ApprovalAccessError(
+        f"{where}: {said}; {todo}.",
+        status=error.status, method=error.method, path=error.path, detail=error.detail,
+    )  # fmt: skip

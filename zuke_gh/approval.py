@@ -58,7 +58,7 @@ from zuke_gh._approval_settings import (
 from zuke_gh._identity import identity
 from zuke_gh._paths import repo_slug
 from zuke_gh.client import GitHubClient
-from zuke_gh.errors import GitHubAccessError, GitHubError, refused
+from zuke_gh.errors import GitHubError, refused
 from zuke_gh.workflow import sweep_client
 
 __all__ = [
@@ -75,8 +75,6 @@ __all__ = [
 WaitResult = NotYet | Satisfied | WaitFailed
 #: GitHub's ``created_at`` has whole seconds: a comment stamped T was made up to 999 ms later.
 STAMP_SLACK_MS = 999
-#: What a token needs to read an approval thread (named when GitHub refuses it).
-READ_NEEDS = "`issues: read` (`pull-requests: read` for a pull request) and `metadata: read`"
 
 
 def github_approval(configure: Callable[[ApprovalSettings], Any]) -> WaitTrigger:
@@ -164,7 +162,7 @@ class GitHubApprovalTrigger(WaitTrigger):
             found = await asyncio.to_thread(reads.news, client, list(asked.values()))
         except GitHubError as exc:
             if refused(exc):
-                failure = api.access_error(client, "github_approval", exc, READ_NEEDS)
+                failure = api.access_error(client, "github_approval", exc)
                 shared.update(dict.fromkeys(asked, ("refused", failure)))
                 raise failure from None
             raise
@@ -209,10 +207,8 @@ class GitHubApprovalTrigger(WaitTrigger):
         self, client: GitHubClient, repo: api.Repo, state: Mapping[str, Any], exc: GitHubError
     ) -> WaitResult:
         at = where(repo, state)
-        if isinstance(exc, GitHubAccessError):
-            raise exc
         if refused(exc) or getattr(exc, "kind", None) == "repository":
-            raise api.access_error(client, at, exc, READ_NEEDS) from None
+            raise api.access_error(client, at, exc) from None
         if getattr(exc, "kind", None) == "thread" or exc.status in (404, 410):
             return WaitFailed(f"{at}: the thread is gone (deleted or moved): {exc}")
         return NotYet(f"{at}: could not ask GitHub about the comments ({exc}); the next check "
@@ -223,7 +219,7 @@ class GitHubApprovalTrigger(WaitTrigger):
         thread = self._asked(state)
         assert thread is not None
         said, why = ctx.shared.get(_memo_key(ctx, thread), (None, None))
-        if said == "refused" and isinstance(why, GitHubAccessError):
+        if said == "refused" and isinstance(why, api.ApprovalAccessError):
             raise why  # the batch already heard GitHub refuse the token: no request
         if said == "deferred":
             return NotYet(f"{self._waiting(repo, state)}; {why}")
