@@ -217,6 +217,11 @@ def _batch(client: GitHubClient, threads: Sequence[Asked]) -> dict[Asked, News]:
         blocks.append(f"r{r}: repository(owner: $o{r}, name: $n{r}) {{ {' '.join(inner)} }}")
     query = f"query({', '.join(params)}) {{ {' '.join(blocks)} }}"
     body = client.graphql(query, variables)
+    if not isinstance(body.get("data"), Mapping):  # nothing answered: say why, read one by one
+        problem = _problem(body, f"{len(threads)} approval threads", [])
+        raise problem or ThreadError(
+            "GitHub's GraphQL API answered the batched look with no data", kind="other"
+        )
     said: dict[Asked, News] = {}
     for g, thread in enumerate(threads):
         r = repos.index(thread.repo)

@@ -181,3 +181,34 @@ def test_threads_of_two_repositories_share_one_query(
     assert "r1: repository(owner: $o1, name: $n1) { g1: pullRequest(number: $i1)" in query["query"]
     assert query["variables"] == {"o0": "acme", "n0": "app", "i0": 1, "c0": None,
                                   "o1": "acme", "n1": "web", "i1": 2, "c1": "Y3Vyc29y"}  # fmt: skip
+
+
+def test_a_batch_github_answers_with_no_data_raises_and_each_gate_reads_for_itself(
+    hub: Hub, router: respx.Router, make_client: MakeClient
+) -> None:
+    import asyncio
+    import json
+
+    import httpx
+
+    from zuke_gh.errors import GitHubError
+
+    trigger, probes = waiting(hub, make_client, 2)
+    answer = {"errors": [{"message": "Something went wrong while executing your query."}]}
+    calls: list[str] = []
+
+    def first_fails(request: httpx.Request) -> httpx.Response:
+        sent = json.loads(request.content)
+        calls.append(sent["query"])
+        if "thread:" not in sent["query"]:  # the batched look fails; the Hub answers reads
+            return httpx.Response(200, json=answer)
+        return hub._graphql(request)
+
+    router.post("/graphql").mock(side_effect=first_fails)
+    shared: dict[str, Any] = {}
+    with pytest.raises(GitHubError, match="Something went wrong"):
+        asyncio.run(trigger.prefetch([p.context(LATER, shared) for p in probes]))
+    hub.say(1, "maint", "/approve")
+    assert isinstance(probes[0].check(trigger, LATER, shared), Satisfied)
+    assert isinstance(probes[1].check(trigger, LATER, shared), NotYet)
+    assert len(calls) == 3  # the batch, then each gate's own read
