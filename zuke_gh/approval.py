@@ -207,9 +207,11 @@ class GitHubApprovalTrigger(WaitTrigger):
         self, client: GitHubClient, repo: api.Repo, state: Mapping[str, Any], exc: GitHubError
     ) -> WaitResult:
         at = where(repo, state)
-        if refused(exc) or getattr(exc, "kind", None) == "repository":
+        kind = getattr(exc, "kind", None)
+        listing = exc.status == 404 and (exc.path or "").endswith("/issues")  # the repository's
+        if refused(exc) or kind == "repository" or listing:
             raise api.access_error(client, at, exc) from None
-        if getattr(exc, "kind", None) == "thread" or exc.status in (404, 410):
+        if kind == "thread" or exc.status in (404, 410):
             return WaitFailed(f"{at}: the thread is gone (deleted or moved): {exc}")
         return NotYet(f"{at}: could not ask GitHub about the comments ({exc}); the next check "
                       "asks again")  # fmt: skip

@@ -122,3 +122,18 @@ def test_a_403_rate_limit_is_no_access_error(
         headers={"retry-after": "3600"}))  # fmt: skip
     answer = probe.check(gate(make_client(retry=RetryPolicy(max_attempts=1))), LATER)
     assert isinstance(answer, NotYet)
+
+
+def test_a_repository_github_does_not_show_when_looking_for_a_lost_issue_is_an_access_error(
+    hub: Hub, router: respx.Router, make_client: MakeClient
+) -> None:
+    probe = Probe()
+    hub.fail_post = 502  # the answer lost: the next check looks for the issue
+    probe.check(gate(make_client()))
+    router.get("/repos/acme/app/issues").mock(
+        return_value=httpx.Response(404, json={"message": "Not Found"})
+    )
+    with pytest.raises(GitHubAccessError) as caught:
+        probe.check(gate(make_client()), LATER)
+    assert "404 to GET /repos/acme/app/issues" in str(caught.value)
+    assert probe.meta.get("opening") is True  # still owed a look, not failed
