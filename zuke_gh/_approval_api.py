@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from zuke_gh._approval_settings import effective_role
-from zuke_gh._identity import same_login
+from zuke_gh._identity import identity, same_login
 from zuke_gh.client import GitHubClient
 from zuke_gh.errors import GitHubAccessError, GitHubError, GitHubPathError
 
@@ -107,6 +107,13 @@ def find_comment(
         if isinstance(item, dict) and _ours(item, mark, author):
             return dict(item)
     return None
+
+
+def find_own_comment(
+    client: GitHubClient, repo: Repo, number: int, mark: str, since: str
+) -> dict[str, Any] | None:
+    """The oldest comment carrying ``mark`` that zuke's own identity wrote on the thread."""
+    return find_comment(client, repo, number, mark, since, identity(client))
 
 
 def _ours(item: Mapping[str, Any], mark: str, author: str) -> bool:

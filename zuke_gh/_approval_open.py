@@ -116,10 +116,9 @@ def _find(
 ) -> dict[str, Any] | None:
     at = state.get("openingAt")
     since = gh_time((at if isinstance(at, int) else 0) - SKEW_MS)
-    author = identity(client)
     if spec.thread is None:
-        return api.find_issue(client, repo, mark, since, author)
-    return api.find_comment(client, repo, spec.thread, mark, since, author)
+        return api.find_issue(client, repo, mark, since, identity(client))
+    return api.find_own_comment(client, repo, spec.thread, mark, since)
 
 
 def adopt(spec: ApprovalSpec, ctx: WaitContext, made: Mapping[str, Any]) -> None:

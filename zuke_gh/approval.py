@@ -55,7 +55,6 @@ from zuke_gh._approval_settings import (
     Approver,
     read_approval,
 )
-from zuke_gh._identity import identity
 from zuke_gh._paths import repo_slug
 from zuke_gh.client import GitHubClient
 from zuke_gh.errors import GitHubError, refused
@@ -307,7 +306,7 @@ class GitHubApprovalTrigger(WaitTrigger):
             if not fresh:  # a crash after the durable decision: did the comment go out?
                 at = parse_iso(str(decision.get("at"))) or ctx.now_ms
                 found = await asyncio.to_thread(
-                    _find_own, client, repo, number, mark, gh_time(at - SKEW_MS)
+                    api.find_own_comment, client, repo, number, mark, gh_time(at - SKEW_MS)
                 )
             if found is None:
                 found = await asyncio.to_thread(
@@ -344,19 +343,12 @@ class GitHubApprovalTrigger(WaitTrigger):
         client = self._client(ctx.shared)
         mark = ctx.redact(text.closing_marker(ctx.run_id, ctx.target))
         since = gh_time((ctx.deadline_ms or ctx.now_ms) - SKEW_MS)
-        said = await asyncio.to_thread(_find_own, client, repo, number, mark, since)
+        said = await asyncio.to_thread(api.find_own_comment, client, repo, number, mark, since)
         if said is None:
             await asyncio.to_thread(api.comment, client, repo, number,
                                     ctx.redact(text.timed_out(mark, ctx.deadline_ms)))  # fmt: skip
         if self.spec.thread is None:
             await asyncio.to_thread(api.close_issue, client, repo, number, approved=False)
-
-
-def _find_own(
-    client: GitHubClient, repo: api.Repo, number: int, mark: str, since: str
-) -> dict[str, Any] | None:
-    """The gate's own comment carrying ``mark`` (written by zuke's identity), if any."""
-    return api.find_comment(client, repo, number, mark, since, identity(client))
 
 
 def _memo_key(ctx: WaitContext, thread: reads.Asked) -> str:
