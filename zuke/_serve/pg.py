@@ -82,8 +82,7 @@ class PgServeDb:
     def __init__(self, url: str, *, connections: int, wait_s: float) -> None:
         """``wait_s``: the longest a request waits for a connection (then 503)."""
         try:
-            import psycopg  # noqa: F401
-            import psycopg_pool  # noqa: F401
+            import psycopg2  # noqa: F401
         except ImportError:
             raise StateError(
                 "--db names a Postgres database, but psycopg is not installed: "

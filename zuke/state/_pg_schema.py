@@ -158,12 +158,11 @@ def _statements(step: str | tuple[str, ...]) -> list[str]:
 
 def schema_version(conn: Conn) -> int:
     """The version the database is at (0: no zuke schema yet)."""
-    import psycopg
+    from psycopg2.errors import UndefinedTable
 
-    try:
-        with conn.transaction():
-            row = conn.execute("SELECT max(version) FROM zuke_schema_version").fetchone()
-    except psycopg.errors.UndefinedTable:
+    try:  # one round trip (autocommit: a refusal leaves nothing to roll back)
+        row = conn.execute("SELECT max(version) FROM zuke_schema_version").fetchone()
+    except UndefinedTable:
         return 0
     return int(row[0]) if row is not None and row[0] is not None else 0
 

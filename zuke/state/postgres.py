@@ -242,8 +242,7 @@ class PostgresStateStore:
 def from_url(spec: str, env: Mapping[str, str]) -> PostgresStateStore:
     """The store ``ZUKE_STATE=postgresql://…`` names; refused without ``zuke[postgres]``."""
     try:
-        import psycopg  # noqa: F401
-        import psycopg_pool  # noqa: F401
+        import psycopg2  # noqa: F401
     except ImportError:
         raise StateError(
             "state: ZUKE_STATE names a Postgres database, but psycopg is not installed: "
