@@ -54,6 +54,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 from zuke._errors import StateError, StoreUnavailableError
 from zuke.state._pg_pool import PgConn, Pool, PoolBusy, PoolClosed
 from zuke.state._protocol import Conflict
+from zuke.state._unsure import UnsureWriteError
 
 #: a connection as the store's SQL modules use it
 Conn = PgConn
@@ -331,27 +332,32 @@ class PgDatabase:
         import psycopg2
 
         pool = self._open()
-        for attempt in range(RECONNECTS + 1):
-            conn = self._take(pool)
-            try:
-                if not (unsure and landed is not None):
-                    return work(conn)
-                outcome = landed(conn)
-                if outcome is not None:
-                    return outcome
-                unsure = False
-                outcome = work(conn)  # sent again: whichever sending landed, it is ours
-                after = landed(conn)
-                return outcome if after is None or isinstance(after, Conflict) else after
-            except psycopg2.Error as exc:
-                if not lost_connection(exc, conn):
-                    raise self._failed(exc) from None
-                if not resend or attempt == RECONNECTS:
-                    raise self._failed(exc, lost=attempt + 1, unsure=not resend) from None
-                unsure = True
-                pool.drop_idle()  # its other idle connections broke too (a restart)
-            finally:
-                pool.give(conn)
+        try:
+            for attempt in range(RECONNECTS + 1):
+                conn = self._take(pool)
+                try:
+                    if not (unsure and landed is not None):
+                        return work(conn)
+                    outcome = landed(conn)
+                    if outcome is not None:
+                        return outcome
+                    unsure = False
+                    outcome = work(conn)  # sent again: whichever sending landed, it is ours
+                    after = landed(conn)
+                    return outcome if after is None or isinstance(after, Conflict) else after
+                except psycopg2.Error as exc:
+                    if not lost_connection(exc, conn):
+                        raise self._failed(exc) from None
+                    unsure = True
+                    if not resend or attempt == RECONNECTS:
+                        raise self._failed(exc, lost=attempt + 1, unsure=not resend) from None
+                    pool.drop_idle()  # its other idle connections broke too (a restart)
+                finally:
+                    pool.give(conn)
+        except StoreUnavailableError as exc:
+            if landed is not None and unsure:  # it went out, and nobody looked whether it landed
+                raise UnsureWriteError(str(exc)) from None
+            raise
         raise AssertionError("unreachable")
 
     def version(self, call: Callable[[Callable[[PgConn], Any]], Any] | None = None) -> int:
@@ -407,4 +413,6 @@ class PgDatabase:
             finalizer()
 
 
-__all__ = ["POOL_SIZE_ENV", "Conn", "PgDatabase", "lost_connection", "shown_url"]
+__all__ = [
+    "POOL_SIZE_ENV", "Conn", "PgDatabase", "lost_connection", "shown_url",
+]  # fmt: skip
