@@ -245,11 +245,12 @@ class PgLocks:
         token = uuid.uuid4().hex if write_id is None else grant_token(write_id)
 
         def acquire(conn: Conn) -> LockAcquired | LockHeld:
+            if write_id is not None:  # the request sent again: did it land before?
+                granted = _pg_locks.held_by(conn, ns, key, token)
+                if granted is not None:
+                    return granted  # whatever happened to the claim since
             self._floors.ensure(conn, ns)
-            taken = _pg_locks.acquire(conn, ns, key, holder, ttl_ms, token=token)
-            if isinstance(taken, LockHeld) and write_id is not None:
-                return _pg_locks.held_by(conn, ns, key, token) or taken  # it landed before
-            return taken
+            return _pg_locks.acquire(conn, ns, key, holder, ttl_ms, token=token)
 
         return self._db.call(acquire, landed=lambda c: _pg_locks.held_by(c, ns, key, token))
 
