@@ -22,6 +22,7 @@ import pytest
 from tests.pg_support import PgCluster
 from tests.serve.losing_http import LosingHttpProxy
 from tests.serve.support import TOKEN
+from zuke._errors import StoreUnavailableError
 from zuke._serve import StateServer
 from zuke.state import _http_client
 from zuke.state._protocol import Conflict, LockAcquired, LockHeld, Written
@@ -105,7 +106,7 @@ def test_a_create_and_a_put_that_landed_are_written_though_another_write_came_be
     store: HttpStateStore, other: HttpStateStore, proxy: LosingHttpProxy
 ) -> None:
     record = sample_record(fresh())
-    proxy.arm(  # type: ignore[arg-type]
+    proxy.arm(
         lambda m, path, body: m == "PUT" and record.id.encode() in body,
         lambda: _signal(other, record.id),
     )
@@ -125,7 +126,7 @@ def test_an_acquisition_that_landed_is_acquired_with_its_token_though_it_was_bro
     store: HttpStateStore, other: HttpStateStore, proxy: LosingHttpProxy
 ) -> None:
     key = fresh("lock")
-    proxy.arm(lambda m, path, body: m == "POST" and key in path, lambda: other.break_lock(key))  # type: ignore[arg-type]
+    proxy.arm(lambda m, path, body: m == "POST" and key in path, lambda: other.break_lock(key))
     taken = store.acquire_lock(key, sample_holder("a"), 60_000)
     assert proxy.lost.is_set()
     assert isinstance(taken, LockAcquired)
@@ -139,11 +140,11 @@ def test_a_release_whose_answer_was_lost_leaves_the_next_holders_claim_alone(
     key = fresh("lock")
     taken = store.acquire_lock(key, sample_holder("a"), 60_000)
     assert isinstance(taken, LockAcquired)
-    proxy.arm(  # type: ignore[arg-type]
+    proxy.arm(
         lambda m, path, body: m == "DELETE" and key in path,
         lambda: other.acquire_lock(key, sample_holder("b"), 60_000),
     )
-    with pytest.raises(_http_client.StoreUnavailableError):
+    with pytest.raises(StoreUnavailableError):
         store.release_lock(key, taken.token)  # unkeyed: one line, as before
     assert proxy.lost.is_set()
     store.release_lock(key, taken.token)  # sent again by the caller: a no-op

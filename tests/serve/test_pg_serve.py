@@ -41,9 +41,9 @@ from tests.serve.test_builds import (  # noqa: F401  (run here against Postgres)
 from tests.serve.test_json_and_queries import (  # noqa: F401  (run here against Postgres)
     test_a_huge_or_non_ascii_limit_is_a_400_not_a_500,
     test_a_key_of_201_characters_gets_the_message_every_store_gives,
-    test_a_lone_surrogate_escape_is_stored_and_returned_exactly,
-    test_a_patch_and_a_lock_holder_with_a_lone_surrogate_are_stored,
+    test_a_patch_and_a_lock_holder_with_a_lone_surrogate_are_refused_with_400,
     test_a_since_that_is_not_an_instant_is_refused,
+    test_a_surrogate_pair_is_stored_and_a_lone_surrogate_refused_with_400,
     test_a_ttl_out_of_bounds_gets_the_message_every_store_gives,
     test_list_locks_refuses_an_unsafe_run_id,
     test_list_runs_filters_by_build,

@@ -18,9 +18,10 @@ import pytest
 
 from tests.conftest import BuildWriter, CliRunner
 from tests.serve.support import TOKEN
+from zuke._errors import UsageError
 from zuke._serve import StateServer
 from zuke._text import check_text, has_lone_surrogate
-from zuke._errors import UsageError
+from zuke.state._protocol import Written
 from zuke.state.filesystem import FileSystemStateStore
 from zuke.state.http import HttpStateStore
 from zuke.state.postgres import PostgresStateStore
@@ -105,7 +106,8 @@ def test_serve_answers_400_to_a_body_with_one_and_stores_nothing(tmp_path: Path)
     with StateServer(db_path=tmp_path / "state.db", token=TOKEN) as server:
         with HttpStateStore(server.url, token=TOKEN) as store:
             created = store.create_run(record)
-        headers = {"Authorization": f"Bearer {TOKEN}", "If-Match": getattr(created, "version")}
+        assert isinstance(created, Written)
+        headers = {"Authorization": f"Bearer {TOKEN}", "If-Match": created.version}
         body = b'{"updatedAt": "2026-01-02T03:04:05.000Z", "actor": "\\ud800"}'
         with httpx.Client(base_url=server.url) as client:
             answer = client.patch(f"/runs/{record.id}", content=body, headers=headers)
@@ -133,9 +135,9 @@ def test_an_mcp_tool_call_with_one_is_refused_before_any_tool_runs(tmp_path: Pat
     assert not (tmp_path / "state").exists()  # no run was recorded
 
 
-def _holding_one(store: object) -> str:
+def _holding_one(store: FileSystemStateStore | PostgresStateStore) -> str:
     record = replace(sample_record(fresh()), actor=f"ev{LONE}il", build=f"B{LONE}x")
-    assert getattr(store, "create_run")(record).__class__.__name__ == "Written"
+    assert isinstance(store.create_run(record), Written)
     return record.id
 
 

@@ -46,7 +46,7 @@ def other(pg_url: str) -> Iterator[PostgresStateStore]:
 
 def _before_the_look(store: PostgresStateStore, meanwhile: Callable[[], object]) -> list[int]:
     """Make ``meanwhile`` run (once) after the answer was lost and before the store looks."""
-    original, ran = store.database.call, []
+    original, ran = store.database.call, list[int]()
 
     def call(work: Any, **kwargs: Any) -> Any:
         landed = kwargs.get("landed")

@@ -131,7 +131,9 @@ class PgServeDb:
 
         def create(conn: Conn) -> Written | Conflict:
             made = _pg_runs.create(conn, ns, record, text, version=version, key=key)
-            return made if isinstance(made, Written) else _landed(conn, ns, record.id, key, None)
+            if isinstance(made, Written):
+                return made
+            return _landed(conn, ns, record.id, key, None) or Conflict()  # ours, sent before?
 
         def landed(conn: Conn) -> Written | Conflict | None:
             return _landed(conn, ns, record.id, key, None)

@@ -51,7 +51,11 @@ def _row(values: Any) -> Row:
     """A :class:`Row` from a ``SELECT`` of ``_COLUMNS``."""
     gen, seen_gen, length, mtime_ns = values[7], values[9], values[10], values[11]
     known = seen_gen == gen and length is not None
-    summary = RunSummary(values[0], *map(from_db, values[1:7]))
+    summary = RunSummary(
+        id=values[0], build=from_db(values[1]), root_target=from_db(values[2]),
+        status=values[3], actor=from_db(values[4]), created_at=from_db(values[5]),
+        updated_at=from_db(values[6]),
+    )  # fmt: skip
     return Row(summary, gen, values[8] == 1, Seen(length, mtime_ns) if known else None)
 
 
