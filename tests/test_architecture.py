@@ -43,7 +43,7 @@ from tests.pg_support import PgCluster
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "zuke"
 
-BASE_MODULES = {"_errors", "_clock", "_duration", "_redact"}
+BASE_MODULES = {"_errors", "_clock", "_duration", "_redact", "_text"}
 #: layer -> the layers it may import
 ALLOWED: dict[str, set[str]] = {
     "base": {"base"},

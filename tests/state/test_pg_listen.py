@@ -22,9 +22,11 @@ import pytest
 from tests.state.pg_store_support import listeners, open_at_once, schema_versions
 from zuke.state import _pg_schema
 from zuke.state._pg_listen import APPLICATION_NAME, Listener
+from zuke.state._pg_runs import dumps
 from zuke.state._protocol import Written
 from zuke.state.postgres import PostgresStateStore
 from zuke.state.records import RunDelta, Signal, TargetRecord
+from zuke.state.wire import record_to_json
 from zuke.testing.store_contract import fresh, sample_record
 
 DEADLINE_S = 30.0
@@ -154,14 +156,20 @@ def test_an_older_store_is_migrated_to_the_triggers_once(
         m.setattr(_pg_schema, "SCHEMA_VERSION", 1)
         old = PostgresStateStore(pg_url)
         record = sample_record(fresh())
-        assert isinstance(old.create_run(record), Written)
+        with old.database.connection() as conn:  # a run as a zuke of schema 1 wrote it
+            conn.execute(
+                "INSERT INTO zuke_runs (ns, id, version, record, build, root_target, status,"
+                " actor, created_at, updated_at, base_bytes) VALUES ('', %s, 1, %s, 'B', 'r',"
+                " 'running', 'a', 'now', 'now', 2)",
+                (record.id, dumps(record_to_json(record))),
+            )
         assert schema_versions(old) == [1]
         old.close()
     stores = [PostgresStateStore(pg_url) for _ in range(4)]
     errors = open_at_once(stores, DEADLINE_S)
     try:
         assert errors == []
-        assert schema_versions(stores[0]) == [1, 2]
+        assert schema_versions(stores[0]) == list(range(1, _pg_schema.SCHEMA_VERSION + 1))
         assert stores[0].get_run(record.id) is not None
         with stores[0].database.connection() as conn:
             triggers = conn.execute(

@@ -79,7 +79,7 @@ _GONE_STATES = frozenset({"57P01", "57P02", "57P03"})
 _COMING_UP = ("starting up", "not yet accepting connections", "in recovery")
 #: what libpq says while a restart stops the server and before it listens again
 _REFUSED = ("connection refused", "could not connect to server", "no such file or directory",
-            "shutting down")  # fmt: skip
+            "shutting down", "closed the connection unexpectedly")  # fmt: skip
 #: pauses between connections to a server coming up, the last one repeated
 _COMING_UP_BACKOFF_S = (0.05, 0.1, 0.2, 0.5, 1.0)
 #: (what libpq said, what to check) — the first that matches a refusal names its advice
