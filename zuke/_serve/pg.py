@@ -28,7 +28,14 @@ from typing import TYPE_CHECKING, Literal
 
 from zuke._clock import iso
 from zuke._errors import StateError
-from zuke._serve.backend import BuildOutcome, Descriptor, StoredText, SummaryRow, WriteOutcome
+from zuke._serve.backend import (
+    BuildOutcome,
+    Descriptor,
+    Position,
+    StoredText,
+    SummaryRow,
+    WriteOutcome,
+)
 from zuke._serve.jsontext import dumps
 from zuke._serve.sqlite import WouldWait
 from zuke.state import _pg_builds, _pg_locks, _pg_runs
@@ -38,6 +45,7 @@ from zuke.state.records import LockHolder, RunDelta, RunRecord, RunStatus
 
 if TYPE_CHECKING:
     from zuke.state._pg_conn import Conn
+    from zuke.state._pg_listen import Listener
 
 #: a compare-and-swap write: ``(conn, expected version, new version)``
 _Write = Callable[["Conn", int, int], "Written | Conflict"]
@@ -112,6 +120,13 @@ class PgServeDb:
     def promptly(self) -> AbstractContextManager[None]:
         """Never on the event loop: every call waits on the network."""
         return _NeverPromptly()
+
+    def listen(self, ns: str, wake: Callable[[str, str | None], None]) -> Listener:
+        """Call ``wake`` when a run of ``ns`` parks or is signalled: the ``LISTEN`` a
+        watching sweeper wakes on (:mod:`zuke.state._pg_listen`); the caller closes it."""
+        from zuke.state._pg_listen import listen
+
+        return listen(self._db, ns, wake)
 
     def get_run(self, ns: str, run_id: str) -> StoredText | None:
         found = self._db.call(lambda conn: _pg_runs.get_text(conn, ns, run_id))
@@ -193,12 +208,13 @@ class PgServeDb:
         build: str | None = None,
         since_ms: int | None = None,
         limit: int | None = None,
+        before: Position | None = None,
     ) -> list[SummaryRow]:
         query = RunQuery(
             status=_status(status), target=target, build=build,
             since=None if since_ms is None else iso(since_ms), limit=limit,
         )  # fmt: skip
-        rows = self._db.call(lambda conn: _pg_runs.listing(conn, ns, query))
+        rows = self._db.call(lambda conn: _pg_runs.listing(conn, ns, query, before=before))
         return [
             (r.id, r.build, r.root_target, r.status, r.actor, r.created_at, r.updated_at)
             for r in rows

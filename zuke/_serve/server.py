@@ -49,6 +49,8 @@ from zuke.state._http_wire import is_loopback_host
 
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
 TOKEN_ENV = "ZUKE_SERVE_TOKEN"
+#: the web view's read-only token (it authorises nothing in the state API)
+READ_TOKEN_ENV = "ZUKE_SERVE_READ_TOKEN"
 START_TIMEOUT_S = 30.0
 #: Worker threads for the app (SQLite calls block; writers queue on one lock anyway).
 WORKERS = 8
@@ -176,8 +178,18 @@ class StateServer:
         limits: ServeLimits = ServeLimits(),
         clock: Clock = SYSTEM_CLOCK,
         log: TextIO | None = None,
+        ui: bool = True,
+        read_token: str | None = None,
     ) -> None:
         self._token = check_auth_config(host=host, token=token, no_auth=no_auth)
+        if read_token and self._token is None:
+            raise UsageError(
+                f"{READ_TOKEN_ENV} is set, but --no-auth serves everything without a token: "
+                "unset it, or set ZUKE_SERVE_TOKEN instead of --no-auth"
+            )
+        self._ui = ui
+        self._read_token = read_token or None
+        self._ui_app: Any = None
         self._db_spec = check_db(db_path)
         self._host = host
         self._port = port
@@ -235,6 +247,7 @@ class StateServer:
 
     def _config(self, db: ServeDb, executor: ThreadPoolExecutor) -> ServeConfig:
         limits = self._limits
+        self._ui_app = self._web_view(db, executor) if self._ui else None
         app = StateAsgi(
             StateApp(db, token=self._token),
             max_body_bytes=self._max_body_bytes,
@@ -242,6 +255,7 @@ class StateServer:
             log=self._log,
             executor=executor,
             stopping=self._stopping.is_set,
+            ui=self._ui_app,
         )
         return ServeConfig(
             app,
@@ -262,16 +276,29 @@ class StateServer:
             timeout_graceful_shutdown=limits.shutdown_grace_s,
         )
 
+    def _web_view(self, db: ServeDb, executor: ThreadPoolExecutor) -> Any:
+        """The web view at ``/ui/`` (jinja2 and its templates load only when it is on)."""
+        from zuke._serve.ui.routes import UiApp
+
+        return UiApp(
+            db, token=self._token, read_token=self._read_token, executor=executor,
+            clock=self._clock, log=self._log, stopping=self._stopping.is_set,
+            request_timeout_s=self._limits.request_timeout_s,
+            listen=getattr(db, "listen", None),  # Postgres: NOTIFY wakes the live pages
+        )  # fmt: skip
+
     def stop(self) -> None:
         """Stop accepting, finish in-flight requests (bounded), close the database. Idempotent."""
         running, self._running = self._running, None
         if running is None:
             return
         db, sock, server, thread, executor = running
-        self._stopping.set()
+        self._stopping.set()  # live pages' streams end on it, within a tick
         server.should_exit = True
         thread.join()
         sock.close()
+        if self._ui_app is not None:
+            self._ui_app.close()
         executor.shutdown(wait=True, cancel_futures=True)
         db.close()
 
@@ -304,8 +331,11 @@ def serve(
     limits: ServeLimits = ServeLimits(),
     clock: Clock = SYSTEM_CLOCK,
     ready: Callable[[str], None] | None = None,
+    ui: bool = True,
+    read_token: str | None = None,
 ) -> None:
-    """Serve the state API until SIGTERM or SIGINT, then shut down gracefully.
+    """Serve the state API (and, unless ``ui`` is false, the web view at ``/ui/``) until
+    SIGTERM or SIGINT, then shut down gracefully.
 
     ``ready(url)`` is called once the socket is bound and served. A second
     signal stops without waiting for requests in flight. Raises
@@ -314,7 +344,8 @@ def serve(
     """
     server = StateServer(
         db_path=db_path, host=host, port=port, token=token, no_auth=no_auth,
-        max_body_bytes=max_body_bytes, limits=limits, clock=clock, log=sys.stderr,
+        max_body_bytes=max_body_bytes, limits=limits, clock=clock, log=sys.stderr, ui=ui,
+        read_token=read_token,
     )  # fmt: skip
     # Signals are what stop it, and only the main thread can install handlers.
     if threading.current_thread() is not threading.main_thread():
@@ -364,6 +395,7 @@ def _quiet_uvicorn(replacement: logging.Logger) -> Callable[[], None]:
 
 __all__ = [
     "DEFAULT_MAX_BODY_BYTES",
+    "READ_TOKEN_ENV",
     "TOKEN_ENV",
     "ServeLimits",
     "StateServer",
