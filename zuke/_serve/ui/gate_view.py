@@ -184,6 +184,8 @@ def _links_in(obj: Mapping[str, Any], prefix: str = "") -> Iterable[Link]:
 def target_links(target: TargetRecord) -> list[Link]:
     """Every http(s) link the target's record holds (its own fields first, then ``meta``),
     each URL once: an approval's issue, a workflow run, an environment and its deployment."""
+    if not target.extra and not target.meta:
+        return []
     found: list[Link] = []
     for source in (target.extra, target.meta):
         found += _links_in(source)
@@ -203,6 +205,8 @@ def target_links(target: TargetRecord) -> list[Link]:
 
 def environment_of(target: TargetRecord) -> str | None:
     """The environment a target deploys to, if its record names one (Step 16's field)."""
+    if not target.extra and not target.meta:
+        return None
     for source in (target.extra, target.meta):
         value = source.get("environment")
         if isinstance(value, str) and value:

@@ -1,17 +1,20 @@
-"""A run's graph laid out for SVG on the server: layers top to bottom, wrapped, fan-outs grouped.
+"""A run's graph laid out for SVG on the server: in reading order, wrapped, fan-outs grouped.
 
 Drawn server-side so the page needs no script and no library. The layout
 stays readable at 1,000 targets:
 
-* each target sits in the layer of its longest path from a root (its
-  dependencies are always in layers above it), ordered within the layer by
-  where its dependencies are (one barycentre pass, plan order on ties);
-* a layer wider than :data:`MAX_PER_ROW` wraps onto more rows, so a
-  thousand-wide layer is a grid and the figure is never wider than a screen;
+* each target sits in the layer of its longest path from a root, so its
+  dependencies always come before it in reading order (left to right, then
+  down); a layer of several targets gets rows of its own, ordered by where
+  their dependencies are (one barycentre pass, plan order on ties), and
+  wraps after :data:`MAX_PER_ROW`; a run of one-target layers (a chain)
+  flows along a row and wraps like text, so a 1,000-step chain is a block
+  of rows, not a 40,000-pixel column;
+* past :data:`COMPACT_OVER` targets the boxes are smaller (one line);
 * a fan-out's sub-targets (``parent[item].stage``, not in the record's
   ``graph``) are not drawn one by one: the fan-out's box counts its items
   and their stages by status, with a bar, and the page lists them below;
-* edges are drawn under the boxes, at most :data:`MAX_EDGES` of them.
+* edges go under the boxes, with an arrowhead, at most :data:`MAX_EDGES`.
 
 The sub-target naming rule is :func:`zuke._fan_out.split_sub_name`'s (the
 engine's; the service may not import it): the key is percent-encoded, so the
@@ -22,7 +25,7 @@ two to agreeing.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from zuke._clock import parse_iso
@@ -30,12 +33,15 @@ from zuke._duration import format_duration
 from zuke.state.records import TARGET_STATUSES, GraphNode, TargetRecord
 
 NODE_W, NODE_H = 184, 44
-GAP_X, GAP_Y = 18, 12
-LAYER_GAP = 34
-PAD = 14
+GAP_X, ROW_GAP = 22, 30
+PAD = 16
 MAX_PER_ROW = 6
+#: past this many targets, boxes of one line: (width, height, per row, label length)
+COMPACT_OVER = 120
+COMPACT = (150, 26, 7, 17)
 MAX_EDGES = 3000
 MAX_LABEL = 21
+MAX_SUB = 28
 GLYPHS = {"pending": "○", "running": "▶", "waiting": "◆", "succeeded": "✓", "failed": "✗",
           "skipped": "–"}  # fmt: skip
 
@@ -64,8 +70,11 @@ class Box:
 class Graph:
     width: int
     height: int
+    node_w: int
+    node_h: int
+    compact: bool
     boxes: tuple[Box, ...]
-    edges: tuple[str, ...]  #: SVG path data, one per drawn dependency
+    edges: str  #: the drawn dependencies as SVG ``<path>`` elements (numbers only)
     edges_left_out: int
     summary: str  #: the counts, for a screen reader and the figure's caption
 
@@ -81,8 +90,8 @@ def item_of(name: str, parent: str) -> str:
     return name[len(parent) + 1 :].split("]", 1)[0]
 
 
-def _short(name: str) -> str:
-    return name if len(name) <= MAX_LABEL else name[: MAX_LABEL - 1] + "…"
+def _short(name: str, most: int) -> str:
+    return name if len(name) <= most else name[: most - 1] + "…"
 
 
 def _ended_in(row: TargetRecord | None) -> str:
@@ -124,6 +133,18 @@ def _centre(
     return (sum(columns) / len(columns) if columns else per_row / 2, plan_order[node.name])
 
 
+def item_status(statuses: Iterable[str]) -> str:
+    """One item's status from its stages': failed, running or waiting if any stage is, else
+    succeeded if every stage did, else pending (skipped if every stage was)."""
+    seen = set(statuses)
+    for status in ("failed", "running", "waiting"):
+        if status in seen:
+            return status
+    if seen == {"succeeded"} or seen == {"succeeded", "skipped"}:
+        return "succeeded"
+    return "skipped" if seen == {"skipped"} else "pending"
+
+
 def _counts_text(counts: Mapping[str, int]) -> str:
     return " ".join(f"{counts[s]}{GLYPHS[s]}" for s in TARGET_STATUSES if counts[s])
 
@@ -143,40 +164,21 @@ def layout(
         parent = parent_of(name, declared) if name not in declared else None
         if parent is not None:
             groups.setdefault(parent, []).append(name)
-    layer_of = _layers(nodes)
-    by_layer: dict[int, list[str]] = {}
-    for n in nodes:
-        by_layer.setdefault(layer_of[n.name], []).append(n.name)
-    per_row = max(1, min(MAX_PER_ROW, max((len(v) for v in by_layer.values()), default=1)))
-    width = PAD * 2 + per_row * NODE_W + (per_row - 1) * GAP_X
-    slot: dict[str, float] = {}
-    place: dict[str, tuple[int, int]] = {}
-    y = PAD
-    for level in sorted(by_layer):
-        names = by_layer[level]
-        if level > 0:  # under the middle of their dependencies, as far as the rows allow
-            names = sorted(names, key=lambda n: _centre(declared[n], slot, per_row, plan_order))
-        for start in range(0, len(names), per_row):
-            row = names[start : start + per_row]
-            left = PAD + (per_row - len(row)) * (NODE_W + GAP_X) // 2
-            for col, name in enumerate(row):
-                place[name] = (left + col * (NODE_W + GAP_X), y)
-                slot[name] = (per_row - len(row)) / 2 + col
-            y += NODE_H + GAP_Y
-        y += LAYER_GAP - GAP_Y
-    height = max(y - LAYER_GAP + GAP_Y + PAD, PAD * 2 + NODE_H)
-    boxes = [_box(name, place[name], targets, groups.get(name, []), anchors) for name in place]
+    compact = len(nodes) > COMPACT_OVER
+    w, h, per_row, label = COMPACT if compact else (NODE_W, NODE_H, MAX_PER_ROW, MAX_LABEL)
+    place = _place(nodes, declared, plan_order, w, h, per_row)
+    columns = max((x for x, _ in place.values()), default=PAD) + w + PAD
+    height = max((y for _, y in place.values()), default=PAD) + h + PAD
+    boxes = [_box(name, place[name], targets, groups.get(name, []), anchors, label, compact)
+             for name in place]  # fmt: skip
     edges: list[str] = []
     total = 0
     for n in nodes:
-        x2, y2 = place[n.name]
         for dep in dict.fromkeys(n.depends_on):
-            if dep not in place or dep == n.name:
-                continue
-            total += 1
-            if len(edges) < MAX_EDGES:
-                x1, y1 = place[dep]
-                edges.append(_curve(x1 + NODE_W / 2, y1 + NODE_H, x2 + NODE_W / 2, y2))
+            if dep in place and dep != n.name:
+                total += 1
+                if len(edges) < MAX_EDGES:
+                    edges.append(_edge(place[dep], place[n.name], w, h))
     counts = Counter(targets[n.name].status if n.name in targets else "pending" for n in nodes)
     summary = f"{len(nodes)} target{'s' if len(nodes) != 1 else ''}: " + ", ".join(
         f"{counts[s]} {s}" for s in TARGET_STATUSES if counts[s]
@@ -184,14 +186,63 @@ def layout(
     if groups:
         items = sum(len({item_of(m, p) for m in ms}) for p, ms in groups.items())
         summary += f"; {len(groups)} fan-out{'s' if len(groups) != 1 else ''} over {items} items"
-    return Graph(width=width, height=height, boxes=tuple(boxes), edges=tuple(edges),
+    paths = "".join(f'<path d="{d}"/>' for d in edges)
+    return Graph(width=max(columns, PAD * 2 + w), height=max(height, PAD * 2 + h), node_w=w,
+                 node_h=h, compact=compact, boxes=tuple(boxes), edges=paths,
                  edges_left_out=total - len(edges), summary=summary)  # fmt: skip
 
 
-def _curve(x1: float, y1: float, x2: float, y2: float) -> str:
-    """A dependency: down from the bottom of one box, into the top of the other."""
-    b = max(12.0, min(48.0, abs(y2 - y1) / 2))
-    return f"M{x1:.0f},{y1:.0f} C{x1:.0f},{y1 + b:.0f} {x2:.0f},{y2 - b:.0f} {x2:.0f},{y2:.0f}"
+def _place(
+    nodes: Sequence[GraphNode], declared: Mapping[str, GraphNode],
+    plan_order: Mapping[str, int], w: int, h: int, per_row: int,
+) -> dict[str, tuple[int, int]]:  # fmt: skip
+    """Each node's top-left corner: layers in order; one-node layers flow along a row."""
+    layer_of = _layers(nodes)
+    by_layer: dict[int, list[str]] = {}
+    for n in nodes:
+        by_layer.setdefault(layer_of[n.name], []).append(n.name)
+    slot: dict[str, float] = {}
+    place: dict[str, tuple[int, int]] = {}
+    row, col, flowing = 0, 0, False  # the row being filled, its next column, whether a chain's
+
+    def put(name: str, r: int, c: float) -> None:
+        place[name] = (PAD + round(c * (w + GAP_X)), PAD + r * (h + ROW_GAP))
+        slot[name] = c
+
+    for level in sorted(by_layer):
+        names = by_layer[level]
+        if len(names) == 1:
+            if not flowing or col >= per_row:
+                row, col = (row + 1 if place else 0), 0
+            put(names[0], row, col)
+            col, flowing = col + 1, True
+            continue
+        # Under the middle of their dependencies, as far as the rows allow.
+        names = sorted(names, key=lambda n: _centre(declared[n], slot, per_row, plan_order))
+        for start in range(0, len(names), per_row):
+            row = row + 1 if place else 0
+            chunk = names[start : start + per_row]
+            for i, name in enumerate(chunk):
+                put(name, row, (per_row - len(chunk)) / 2 + i)
+        col, flowing = per_row, False
+    return place
+
+
+def _edge(a: tuple[int, int], b: tuple[int, int], w: int, h: int) -> str:
+    """A dependency from the box at ``a`` to the box at ``b`` (later in reading order)."""
+    (x1, y1), (x2, y2) = a, b
+    if y1 == y2:  # along a row: beside each other, or an arc over the boxes between
+        if x2 - x1 <= w + GAP_X:
+            return f"M{x1 + w},{y1 + h // 2} L{x2},{y2 + h // 2}"
+        lift = min(ROW_GAP - 6, 8 + (x2 - x1) // 60)
+        xa, xb = x1 + w // 2, x2 + w // 2
+        return f"M{xa},{y1} C{xa},{y1 - lift} {xb},{y2 - lift} {xb},{y2}"
+    xa, xb, top = x1 + w // 2, x2 + w // 2, y1 + h
+    if x2 < x1 and y2 - y1 == h + ROW_GAP:  # a chain wrapping to the next row, as text does
+        mid = top + ROW_GAP // 2
+        return f"M{xa},{top} L{xa},{mid} L{xb},{mid} L{xb},{y2}"
+    bend = max(12, min(48, (y2 - top) // 2))
+    return f"M{xa},{top} C{xa},{top + bend} {xb},{y2 - bend} {xb},{y2}"
 
 
 def _box(
@@ -200,22 +251,27 @@ def _box(
     targets: Mapping[str, TargetRecord],
     members: list[str],
     anchors: Mapping[str, str],
+    label: int,
+    compact: bool,
 ) -> Box:
     row = targets.get(name)
     status = row.status if row is not None else "pending"
     title = f"{name}: {status}"
     bar: tuple[Segment, ...] = ()
     if members:
-        counts: Counter[str] = Counter(targets[m].status for m in members)
-        items = len({item_of(m, name) for m in members})
+        stages: dict[str, list[str]] = {}
+        for m in members:
+            stages.setdefault(item_of(m, name), []).append(targets[m].status)
+        counts: Counter[str] = Counter(item_status(v) for v in stages.values())
+        items = len(stages)
         sub = f"{items} item{'s' if items != 1 else ''} · {_counts_text(counts)}"
-        title += f"; fan-out over {items} items, {len(members)} stages run: " + ", ".join(
+        title += f"; fan-out over {items} items: " + ", ".join(
             f"{counts[s]} {s}" for s in TARGET_STATUSES if counts[s]
         )
         x, segments = 0.0, []
         for s in TARGET_STATUSES:
             if counts[s]:
-                w = (NODE_W - 2) * counts[s] / len(members)
+                w = ((COMPACT[0] if compact else NODE_W) - 2) * counts[s] / items
                 segments.append(Segment(s, round(x, 1), round(w, 1)))
                 x += w
         bar = tuple(segments)
@@ -227,10 +283,9 @@ def _box(
         sub = f"{status} · {took}" if took else status
         if row is not None and row.error:
             title += f": {row.error[:300]}"
-    return Box(x=at[0], y=at[1], name=name, label=_short(name), status=status,
-               sub=_short(sub) if not members else sub[:40], anchor=anchors.get(name, ""),
-               title=title, bar=bar)  # fmt: skip
+    return Box(x=at[0], y=at[1], name=name, label=_short(name, label), status=status,
+               sub="" if compact else sub[:40] if members else _short(sub, MAX_SUB),
+               anchor=anchors.get(name, ""), title=title, bar=bar)  # fmt: skip
 
 
-__all__ = ["GLYPHS", "NODE_H", "NODE_W", "Box", "Graph", "Segment", "item_of", "layout",
-           "parent_of"]  # fmt: skip
+__all__ = ["GLYPHS", "Box", "Graph", "Segment", "item_of", "item_status", "layout", "parent_of"]

@@ -99,6 +99,7 @@ class Feed:
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
         while self.streams:
+            started = loop.time()
             try:
                 snap = await loop.run_in_executor(self._hub.executor, self._render)
             except Exception as exc:  # the database, mostly: keep the page, say why
@@ -110,7 +111,9 @@ class Feed:
                 self.state = snap
                 tick, self._tick = self._tick, loop.create_future()
                 tick.set_result(None)
-            interval = self._hub.interval(self.ns)
+            # A page that is costly to render (thousands of targets) is rendered less often:
+            # at most a fifth of a worker's time goes to following one view.
+            interval = max(self._hub.interval(self.ns), 4 * (loop.time() - started))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.wake.wait(), interval)
             self.wake.clear()

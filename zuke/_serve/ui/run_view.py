@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from zuke._clock import parse_iso
 from zuke._serve.ui.gate_view import GateView, Link, environment_of, gate_view, target_links
-from zuke._serve.ui.graph import Graph, item_of, layout, parent_of
+from zuke._serve.ui.graph import Graph, item_of, item_status, layout, parent_of
 from zuke.state._protocol import RUN_LEASE_PREFIX, LockEntry
 from zuke.state.records import TARGET_STATUSES, RunRecord, TargetRecord
 
@@ -75,7 +76,8 @@ class FanOutView:
     anchor: str  #: the fan-out target's row
     stages: tuple[str, ...]
     items: tuple[ItemView, ...]
-    counts: tuple[tuple[str, int], ...]
+    counts: tuple[tuple[str, int], ...]  #: items by status (an item's from its stages')
+    stage_counts: tuple[tuple[str, int], ...]
 
 
 @dataclass(frozen=True)
@@ -163,14 +165,14 @@ def _fan_out(parent: str, anchor: str, members: Sequence[str], record: RunRecord
         items.setdefault(key, {})[stage] = row.status
         if row.status == "failed" and row.error and key not in errors:
             errors[key] = row.error
-    counts = [
-        (s, sum(1 for m in members if record.targets[m].status == s)) for s in TARGET_STATUSES
-    ]
+    by_stage = Counter(record.targets[m].status for m in members)
+    by_item = Counter(item_status(row.values()) for row in items.values())
     return FanOutView(
         parent=parent, anchor=anchor, stages=tuple(stages),
         items=tuple(ItemView(key, tuple(row.get(s, "") for s in stages), errors.get(key))
                     for key, row in items.items()),
-        counts=tuple((s, n) for s, n in counts if n),
+        counts=tuple((s, by_item[s]) for s in TARGET_STATUSES if by_item[s]),
+        stage_counts=tuple((s, by_stage[s]) for s in TARGET_STATUSES if by_stage[s]),
     )  # fmt: skip
 
 
