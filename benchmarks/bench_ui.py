@@ -60,8 +60,20 @@ from zuke.testing.serve import listening_url
 
 RUNS_GOAL_S = 0.100
 BIG_RUN_GOAL_S = 0.300
-RELEASE = ["checkout", "lint", "unit", "build", "sign", "sbom", "stage", "smoke", "approve",
-           "publish", "announce", "cleanup"]  # fmt: skip
+RELEASE = [
+    "checkout",
+    "lint",
+    "unit",
+    "build",
+    "sign",
+    "sbom",
+    "stage",
+    "smoke",
+    "approve",
+    "publish",
+    "announce",
+    "cleanup",
+]
 STARTERS = [f"dev{i:02d}" for i in range(12)]
 BUILDS = ["Release", "Hotfix", "Nightly"]
 DAY_MS = 86_400_000
@@ -73,8 +85,15 @@ def _chain(names: list[str]) -> tuple[GraphNode, ...]:
 
 def release_record(i: int, now: int) -> RunRecord:
     created = now - (20_000 - i) * 60_000  # one a minute, the newest last
-    status = ("suspended" if i % 50 == 7 else "running" if i % 100 == 3
-              else "failed" if i % 33 == 5 else "succeeded")  # fmt: skip
+    status: Any = (
+        "suspended"
+        if i % 50 == 7
+        else "running"
+        if i % 100 == 3
+        else "failed"
+        if i % 33 == 5
+        else "succeeded"
+    )
     targets: dict[str, TargetRecord] = {}
     stop = {"suspended": 8, "running": 4, "failed": 6, "succeeded": 12}[status]
     for k, name in enumerate(RELEASE):
@@ -83,29 +102,49 @@ def release_record(i: int, now: int) -> RunRecord:
             targets[name] = TargetRecord(status="succeeded", started_at=start, ended_at=end)
         elif k == stop and status == "suspended":
             targets[name] = TargetRecord(
-                status="waiting", started_at=start,
-                waiting_for=WaitingFor(trigger="github-approval:acme/app",
-                                       deadline=iso(created + DAY_MS), checked_at=start,
-                                       detail="waiting for 2 approvals (1 so far)"),
-                meta={"issueUrl": "https://github.com/acme/app/issues/12",
-                      "approvers": [{"login": "alice", "role": "maintain", "at": start,
-                                     "url": "https://github.com/acme/app/issues/12#c1"}]},
-            )  # fmt: skip
+                status="waiting",
+                started_at=start,
+                waiting_for=WaitingFor(
+                    trigger="github-approval:acme/app",
+                    deadline=iso(created + DAY_MS),
+                    checked_at=start,
+                    detail="waiting for 2 approvals (1 so far)",
+                ),
+                meta={
+                    "issueUrl": "https://github.com/acme/app/issues/12",
+                    "approvers": [
+                        {
+                            "login": "alice",
+                            "role": "maintain",
+                            "at": start,
+                            "url": "https://github.com/acme/app/issues/12#c1",
+                        }
+                    ],
+                },
+            )
         elif k == stop and status in ("running", "failed"):
             targets[name] = TargetRecord(
-                status=status, started_at=start, ended_at=end if status == "failed" else None,
+                status=status,
+                started_at=start,
+                ended_at=end if status == "failed" else None,
                 error="exit 1: tests failed (after 2 attempts)" if status == "failed" else None,
-            )  # fmt: skip
+            )
         else:
             targets[name] = TargetRecord()
     return RunRecord(
-        id=f"run-{i:05d}-{uuid.UUID(int=i).hex[:8]}", build=BUILDS[i % 3], root_target="cleanup",
-        status=status, actor=STARTERS[i % len(STARTERS)], created_at=iso(created),
-        updated_at=iso(created + stop * 1000), graph=_chain(RELEASE), targets=targets,
+        id=f"run-{i:05d}-{uuid.UUID(int=i).hex[:8]}",
+        build=BUILDS[i % 3],
+        root_target="cleanup",
+        status=status,
+        actor=STARTERS[i % len(STARTERS)],
+        created_at=iso(created),
+        updated_at=iso(created + stop * 1000),
+        graph=_chain(RELEASE),
+        targets=targets,
         params={"version": f"1.{i // 100}.{i % 100}", "channel": "stable"},
         events=(RunEvent(at=iso(created), tool="run", actor="ci", args={"target": "cleanup"}),),
         parked_at=iso(created + stop * 1000) if status == "suspended" else None,
-    )  # fmt: skip
+    )
 
 
 def big_run(now: int, n: int = 1000) -> tuple[RunRecord, list[RunDelta]]:
@@ -115,36 +154,59 @@ def big_run(now: int, n: int = 1000) -> tuple[RunRecord, list[RunDelta]]:
         GraphNode(name, tuple(names[j] for j in {k - 1, k - 7, k - 31} if 0 <= j < k))
         for k, name in enumerate(names)
     )
-    record = RunRecord(id="big-1000", build="Monorepo", root_target=names[-1], status="running",
-                       actor="dev00", created_at=iso(now - 3_600_000), updated_at=iso(now),
-                       graph=graph)  # fmt: skip
+    record = RunRecord(
+        id="big-1000",
+        build="Monorepo",
+        root_target=names[-1],
+        status="running",
+        actor="dev00",
+        created_at=iso(now - 3_600_000),
+        updated_at=iso(now),
+        graph=graph,
+    )
     deltas = []
     for k, name in enumerate(names):
         at = iso(now - 3_600_000 + k * 1000)
         if k < n - 10:
             row = TargetRecord(status="succeeded", started_at=at, ended_at=at)
         elif k == n - 10:
-            row = TargetRecord(status="waiting", started_at=at, waiting_for=WaitingFor(
-                trigger="signal:approved", deadline=iso(now + DAY_MS), checked_at=at))  # fmt: skip
+            row = TargetRecord(
+                status="waiting",
+                started_at=at,
+                waiting_for=WaitingFor(
+                    trigger="signal:approved", deadline=iso(now + DAY_MS), checked_at=at
+                ),
+            )
         else:
             continue
         last = k == n - 10
-        deltas.append(RunDelta(updated_at=at, targets={name: row},
-                               status="suspended" if last else None))  # fmt: skip
+        deltas.append(
+            RunDelta(updated_at=at, targets={name: row}, status="suspended" if last else None)
+        )
     return record, deltas
 
 
 def fan_out_run(now: int, items: int = 300) -> RunRecord:
     graph = _chain(["prepare", "deploy_all", "verify"])
-    targets = {"prepare": TargetRecord(status="succeeded", started_at=iso(now), ended_at=iso(now)),
-               "deploy_all": TargetRecord(status="running", started_at=iso(now))}  # fmt: skip
+    targets = {
+        "prepare": TargetRecord(status="succeeded", started_at=iso(now), ended_at=iso(now)),
+        "deploy_all": TargetRecord(status="running", started_at=iso(now)),
+    }
     for i in range(items):
         for s, stage in enumerate(("check", "deploy", "smoke")):
-            status = "succeeded" if i < 250 or s == 0 else "running" if s == 1 else "pending"
+            status: Any = "succeeded" if i < 250 or s == 0 else "running" if s == 1 else "pending"
             targets[f"deploy_all[svc-{i:03d}].{stage}"] = TargetRecord(status=status)
-    return RunRecord(id="fan-300", build="CD", root_target="verify", status="running",
-                     actor="dev01", created_at=iso(now - 60_000), updated_at=iso(now),
-                     graph=graph, targets=targets)  # fmt: skip
+    return RunRecord(
+        id="fan-300",
+        build="CD",
+        root_target="verify",
+        status="running",
+        actor="dev01",
+        created_at=iso(now - 60_000),
+        updated_at=iso(now),
+        graph=graph,
+        targets=targets,
+    )
 
 
 def fill(db_spec: str, runs: int) -> None:
@@ -168,12 +230,20 @@ def fill(db_spec: str, runs: int) -> None:
 
 
 @contextmanager
-def serving(db_spec: str, workdir: Path, token: str) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+def serving(
+    db_spec: str, workdir: Path, token: str
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     argv = [*zuke_command(), "serve", "--host", "127.0.0.1", "--port", "0", "--db", db_spec]
     env = {k: v for k, v in os.environ.items() if not k.startswith("ZUKE_")}
     with (workdir / "serve.log").open("wb") as log:
-        proc = subprocess.Popen(argv, env={**env, "ZUKE_SERVE_TOKEN": token}, stdout=subprocess.PIPE,
-                                stderr=log, stdin=subprocess.DEVNULL, bufsize=0)  # fmt: skip
+        proc = subprocess.Popen(
+            argv,
+            env={**env, "ZUKE_SERVE_TOKEN": token},
+            stdout=subprocess.PIPE,
+            stderr=log,
+            stdin=subprocess.DEVNULL,
+            bufsize=0,
+        )
     try:
         yield listening_url(proc, deadline_s=60.0), proc
     finally:
@@ -192,8 +262,9 @@ class Client:
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.cookies: dict[str, str] = {}
 
-    def request(self, method: str, path: str, body: bytes = b"",
-                headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes, float, float]:  # fmt: skip
+    def request(
+        self, method: str, path: str, body: bytes = b"", headers: dict[str, str] | None = None
+    ) -> tuple[int, dict[str, str], bytes, float, float]:
         head = [f"{method} {path} HTTP/1.1", f"Host: {self.host}", f"Content-Length: {len(body)}"]
         if self.cookies:
             head.append("Cookie: " + "; ".join(f"{k}={v}" for k, v in self.cookies.items()))
@@ -225,9 +296,11 @@ class Client:
         assert value is not None, page[:500]
         form = urlencode({"form": value.group(1).decode(), "token": token, "next": "/ui/"})
         status, _, _, _, _ = self.request(
-            "POST", "/ui/login", form.encode(),
+            "POST",
+            "/ui/login",
+            form.encode(),
             {"Content-Type": "application/x-www-form-urlencoded", "Origin": f"http://{self.host}"},
-        )  # fmt: skip
+        )
         if status != 303:
             raise BenchmarkError(f"login answered {status}")
 
@@ -242,9 +315,14 @@ def measure(client: Client, path: str, warm: int, runs: int) -> dict[str, Any]:
             firsts.append(first)
             totals.append(total)
             size = len(body)
-    return {"path": path, "first_byte_median_s": statistics.median(firsts),
-            "first_byte_min_s": min(firsts), "first_byte_max_s": max(firsts),
-            "total_median_s": statistics.median(totals), "bytes": size}  # fmt: skip
+    return {
+        "path": path,
+        "first_byte_median_s": statistics.median(firsts),
+        "first_byte_min_s": min(firsts),
+        "first_byte_max_s": max(firsts),
+        "total_median_s": statistics.median(totals),
+        "bytes": size,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -271,33 +349,47 @@ def main(argv: list[str] | None = None) -> int:
                 ("runs page, status=suspended", "/ui/?status=suspended"),
                 ("runs page, starter=dev03", "/ui/?starter=dev03"),
                 ("runs page, since=7d, build=Hotfix", "/ui/?since=7d&build=Hotfix"),
-                ("runs page, the second page", older.group(1).decode().replace("&amp;", "&")
-                 if older else "/ui/"),
+                (
+                    "runs page, the second page",
+                    older.group(1).decode().replace("&amp;", "&") if older else "/ui/",
+                ),
                 ("a 1,000-target run (suspended, journal folded)", "/ui/runs/big-1000"),
                 ("a run with a 300-item fan-out", "/ui/runs/fan-300"),
                 ("a 12-target run", f"/ui/runs/{release_record(7, 0).id}"),
                 ("locks page", "/ui/locks"),
-            ]  # fmt: skip
-            results = [{"name": name, **measure(client, path, 3, args.requests)}
-                       for name, path in pages]  # fmt: skip
-    report = {"runs": args.runs, "backend": "postgres" if args.db else "sqlite",
-              "fill_s": filled_s, "results": results, "machine": machine()}  # fmt: skip
+            ]
+            results = [
+                {"name": name, **measure(client, path, 3, args.requests)} for name, path in pages
+            ]
+    report = {
+        "runs": args.runs,
+        "backend": "postgres" if args.db else "sqlite",
+        "fill_s": filled_s,
+        "results": results,
+        "machine": machine(),
+    }
     if args.json:
         print(dump_json(report))
         return 0
-    print(f"{args.runs} runs on {report['backend']} (filled in {filled_s:.0f} s); "
-          f"median of {args.requests} after 3 unmeasured\n")  # fmt: skip
+    print(
+        f"{args.runs} runs on {report['backend']} (filled in {filled_s:.0f} s); "
+        f"median of {args.requests} after 3 unmeasured\n"
+    )
     print("| page | first byte (median) | min / max | whole answer | size |")
     print("| --- | ---: | ---: | ---: | ---: |")
     for r in results:
-        print(f"| {r['name']} | {r['first_byte_median_s'] * 1000:.1f} ms | "
-              f"{r['first_byte_min_s'] * 1000:.1f} / {r['first_byte_max_s'] * 1000:.1f} ms | "
-              f"{r['total_median_s'] * 1000:.1f} ms | {r['bytes'] / 1024:.0f} KiB |")  # fmt: skip
+        print(
+            f"| {r['name']} | {r['first_byte_median_s'] * 1000:.1f} ms | "
+            f"{r['first_byte_min_s'] * 1000:.1f} / {r['first_byte_max_s'] * 1000:.1f} ms | "
+            f"{r['total_median_s'] * 1000:.1f} ms | {r['bytes'] / 1024:.0f} KiB |"
+        )
     print(f"\n{machine_line()}")
     runs_ok = results[0]["first_byte_median_s"] <= RUNS_GOAL_S
     big_ok = results[5]["first_byte_median_s"] <= BIG_RUN_GOAL_S
-    print(f"goals: runs page ≤ 100 ms {'met' if runs_ok else 'NOT met'}; "
-          f"1,000-target run ≤ 300 ms {'met' if big_ok else 'NOT met'}")
+    print(
+        f"goals: runs page ≤ 100 ms {'met' if runs_ok else 'NOT met'}; "
+        f"1,000-target run ≤ 300 ms {'met' if big_ok else 'NOT met'}"
+    )
     return 0
 
 

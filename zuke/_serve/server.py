@@ -34,7 +34,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType, TracebackType
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import uvicorn
 
@@ -46,6 +46,9 @@ from zuke._serve.backend import ServeDb, is_postgres, shown_db
 from zuke._serve.db import StateDb
 from zuke._serve.protocol import ServeConfig, StateProtocol, line_logger
 from zuke.state._http_wire import is_loopback_host
+
+if TYPE_CHECKING:
+    from zuke._serve.ui.live import LiveSettings
 
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
 TOKEN_ENV = "ZUKE_SERVE_TOKEN"
@@ -180,6 +183,7 @@ class StateServer:
         log: TextIO | None = None,
         ui: bool = True,
         read_token: str | None = None,
+        ui_live: LiveSettings | None = None,
     ) -> None:
         self._token = check_auth_config(host=host, token=token, no_auth=no_auth)
         if read_token and self._token is None:
@@ -188,6 +192,7 @@ class StateServer:
                 "unset it, or set ZUKE_SERVE_TOKEN instead of --no-auth"
             )
         self._ui = ui
+        self._ui_live = ui_live  # how often live pages look again (tests shorten or lengthen it)
         self._read_token = read_token or None
         self._ui_app: Any = None
         self._db_spec = check_db(db_path)
@@ -285,6 +290,7 @@ class StateServer:
             clock=self._clock, log=self._log, stopping=self._stopping.is_set,
             request_timeout_s=self._limits.request_timeout_s,
             listen=getattr(db, "listen", None),  # Postgres: NOTIFY wakes the live pages
+            **({"live": self._ui_live} if self._ui_live is not None else {}),
         )  # fmt: skip
 
     def stop(self) -> None:

@@ -36,9 +36,9 @@ NODE_W, NODE_H = 184, 44
 GAP_X, ROW_GAP = 22, 30
 PAD = 16
 MAX_PER_ROW = 6
-#: past this many targets, boxes of one line: (width, height, per row, label length)
+#: past this many targets, boxes of one line: (width, height, per row, label length, row gap)
 COMPACT_OVER = 120
-COMPACT = (150, 26, 7, 17)
+COMPACT = (150, 26, 7, 17, 18)
 MAX_EDGES = 3000
 MAX_LABEL = 21
 MAX_SUB = 28
@@ -165,8 +165,10 @@ def layout(
         if parent is not None:
             groups.setdefault(parent, []).append(name)
     compact = len(nodes) > COMPACT_OVER
-    w, h, per_row, label = COMPACT if compact else (NODE_W, NODE_H, MAX_PER_ROW, MAX_LABEL)
-    place = _place(nodes, declared, plan_order, w, h, per_row)
+    w, h, per_row, label, gap = (
+        COMPACT if compact else (NODE_W, NODE_H, MAX_PER_ROW, MAX_LABEL, ROW_GAP)
+    )
+    place = _place(nodes, declared, plan_order, w, h + gap, per_row)
     columns = max((x for x, _ in place.values()), default=PAD) + w + PAD
     height = max((y for _, y in place.values()), default=PAD) + h + PAD
     boxes = [_box(name, place[name], targets, groups.get(name, []), anchors, label, compact)
@@ -178,7 +180,7 @@ def layout(
             if dep in place and dep != n.name:
                 total += 1
                 if len(edges) < MAX_EDGES:
-                    edges.append(_edge(place[dep], place[n.name], w, h))
+                    edges.append(_edge(place[dep], place[n.name], w, h, gap))
     counts = Counter(targets[n.name].status if n.name in targets else "pending" for n in nodes)
     summary = f"{len(nodes)} target{'s' if len(nodes) != 1 else ''}: " + ", ".join(
         f"{counts[s]} {s}" for s in TARGET_STATUSES if counts[s]
@@ -194,9 +196,10 @@ def layout(
 
 def _place(
     nodes: Sequence[GraphNode], declared: Mapping[str, GraphNode],
-    plan_order: Mapping[str, int], w: int, h: int, per_row: int,
+    plan_order: Mapping[str, int], w: int, pitch: int, per_row: int,
 ) -> dict[str, tuple[int, int]]:  # fmt: skip
-    """Each node's top-left corner: layers in order; one-node layers flow along a row."""
+    """Each node's top-left corner (rows ``pitch`` apart): layers in order; one-node layers
+    flow along a row."""
     layer_of = _layers(nodes)
     by_layer: dict[int, list[str]] = {}
     for n in nodes:
@@ -206,7 +209,7 @@ def _place(
     row, col, flowing = 0, 0, False  # the row being filled, its next column, whether a chain's
 
     def put(name: str, r: int, c: float) -> None:
-        place[name] = (PAD + round(c * (w + GAP_X)), PAD + r * (h + ROW_GAP))
+        place[name] = (PAD + round(c * (w + GAP_X)), PAD + r * pitch)
         slot[name] = c
 
     for level in sorted(by_layer):
@@ -228,18 +231,18 @@ def _place(
     return place
 
 
-def _edge(a: tuple[int, int], b: tuple[int, int], w: int, h: int) -> str:
+def _edge(a: tuple[int, int], b: tuple[int, int], w: int, h: int, gap: int) -> str:
     """A dependency from the box at ``a`` to the box at ``b`` (later in reading order)."""
     (x1, y1), (x2, y2) = a, b
     if y1 == y2:  # along a row: beside each other, or an arc over the boxes between
         if x2 - x1 <= w + GAP_X:
             return f"M{x1 + w},{y1 + h // 2} L{x2},{y2 + h // 2}"
-        lift = min(ROW_GAP - 6, 8 + (x2 - x1) // 60)
+        lift = min(gap - 6, 8 + (x2 - x1) // 60)
         xa, xb = x1 + w // 2, x2 + w // 2
         return f"M{xa},{y1} C{xa},{y1 - lift} {xb},{y2 - lift} {xb},{y2}"
     xa, xb, top = x1 + w // 2, x2 + w // 2, y1 + h
-    if x2 < x1 and y2 - y1 == h + ROW_GAP:  # a chain wrapping to the next row, as text does
-        mid = top + ROW_GAP // 2
+    if x2 < x1 and y2 - y1 == h + gap:  # a chain wrapping to the next row, as text does
+        mid = top + gap // 2
         return f"M{xa},{top} L{xa},{mid} L{xb},{mid} L{xb},{y2}"
     bend = max(12, min(48, (y2 - top) // 2))
     return f"M{xa},{top} C{xa},{top + bend} {xb},{y2 - bend} {xb},{y2}"

@@ -131,12 +131,15 @@ class LiveHub:
         self._stopping = stopping
         self._feeds: dict[tuple[str, ...], Feed] = {}
         self._listeners: dict[str, Listening] = {}
+        #: the namespaces whose ``LISTEN`` is in place now (the listener said so)
+        self.listening: set[str] = set()
         self._streams = 0
         self._lock = threading.Lock()  # the listeners: closed from any thread
 
     def interval(self, ns: str) -> float:
-        listening = ns in self._listeners
-        return self.settings.listen_poll_s if listening else self.settings.poll_s
+        """How long a feed of ``ns`` waits for a wake before rendering again: longer while
+        a ``LISTEN`` is in place (it wakes the feed), the short poll otherwise."""
+        return self.settings.listen_poll_s if ns in self.listening else self.settings.poll_s
 
     @property
     def full(self) -> bool:
@@ -168,14 +171,21 @@ class LiveHub:
         loop = asyncio.get_running_loop()
 
         def wake(kind: str, run_id: str | None) -> None:  # on the listener's thread
-            if kind in ("notify", "reconnected"):
-                loop.call_soon_threadsafe(self._wake, ns)
+            loop.call_soon_threadsafe(self._heard, ns, kind)
 
         listener = self._listen(ns, wake)
         with self._lock:
             self._listeners[ns] = listener
 
-    def _wake(self, ns: str) -> None:
+    def _heard(self, ns: str, kind: str) -> None:
+        """A wake from the ``LISTEN`` of ``ns``: render its feeds now. Once it listens (or
+        again), look at once — a change made before the ``LISTEN`` woke nobody; while it is
+        lost, poll at the short interval."""
+        if kind == "lost":
+            self.listening.discard(ns)
+            return
+        if kind in ("listening", "reconnected") and ns in self._listeners:
+            self.listening.add(ns)
         for feed in list(self._feeds.values()):
             if feed.ns == ns:
                 feed.wake.set()
@@ -183,6 +193,7 @@ class LiveHub:
     def _stop_listening(self, ns: str) -> None:
         with self._lock:
             listener = self._listeners.pop(ns, None)
+        self.listening.discard(ns)
         if listener is not None:  # its close joins a thread: not on the event loop
             asyncio.get_running_loop().run_in_executor(self.executor, listener.close)
 
