@@ -26,6 +26,8 @@ from zuke.state.wire import record_to_json
 
 TOKEN = f"write-{uuid.uuid4().hex}"
 READ_TOKEN = f"read-{uuid.uuid4().hex}"
+#: record text that would be markup if a page did not escape it
+HOSTILE = '<img src=x onerror="alert(1)">'
 _FORM = re.compile(r'name="form" value="([^"]+)"')
 
 

@@ -213,13 +213,15 @@ class UiApp:
                           request.headers)  # fmt: skip
         if not auth.same_origin_post(request.headers):
             return plain(403, "zuke serve: a sign-in posted from another site was refused")
+        # A refused sign-in is the form again, with why: answered 200, as a form is (a
+        # browser logs any 4xx page as a console error), with no session cookie.
         if not auth.form_value_matches(request.headers, form.get("form", "")):
-            return self._login_form(retry, status=403, error="The sign-in form expired or "
+            return self._login_form(retry, status=200, error="The sign-in form expired or "
                                     "its cookie was not kept; enter the token again.")  # fmt: skip
         kind = self._auth.login(form.get("token", ""))
         if kind is None:
             self._log.line("POST /ui/login: a token that is not accepted")
-            return self._login_form(retry, status=401, error="That token is not accepted.")
+            return self._login_form(retry, status=200, error="That token is not accepted.")
         cookie = auth.session_cookie(self._auth.session_value(kind),
                                      secure=auth.over_https(request.headers))  # fmt: skip
         return redirect(_safe_next(form.get("next", "/ui/")), ("Set-Cookie", cookie))
