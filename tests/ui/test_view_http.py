@@ -310,7 +310,7 @@ def test_without_the_view_ui_is_an_ordinary_namespace_again(tmp_path: Path) -> N
 
 
 def test_a_read_only_token_without_a_write_token_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(UsageError, match="ZUKE_SERVE_READ_TOKEN is set, but --no-auth"):
+    with pytest.raises(UsageError, match="READ_TOKEN is set, but --no-auth needs no token"):
         StateServer(db_path=tmp_path / "s.db", no_auth=True, read_token="r")
 
 

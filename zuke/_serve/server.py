@@ -187,13 +187,9 @@ class StateServer:
     ) -> None:
         self._token = check_auth_config(host=host, token=token, no_auth=no_auth)
         if read_token and self._token is None:
-            raise UsageError(
-                f"{READ_TOKEN_ENV} is set, but --no-auth serves everything without a token: "
-                "unset it, or set ZUKE_SERVE_TOKEN instead of --no-auth"
-            )
-        self._ui = ui
-        self._ui_live = ui_live  # how often live pages look again (tests shorten or lengthen it)
-        self._read_token = read_token or None
+            raise UsageError(f"{READ_TOKEN_ENV} is set, but --no-auth needs no token: "
+                             f"unset it, or set {TOKEN_ENV} and drop --no-auth")  # fmt: skip
+        self._ui, self._ui_live, self._read_token = ui, ui_live, read_token or None
         self._ui_app: Any = None
         self._db_spec = check_db(db_path)
         self._host = host
@@ -252,7 +248,14 @@ class StateServer:
 
     def _config(self, db: ServeDb, executor: ThreadPoolExecutor) -> ServeConfig:
         limits = self._limits
-        self._ui_app = self._web_view(db, executor) if self._ui else None
+        if self._ui:  # the web view at /ui/: jinja2 and its templates load only when it is on
+            from zuke._serve.ui.routes import UiApp
+
+            self._ui_app = UiApp(
+                db, token=self._token, read_token=self._read_token, executor=executor,
+                clock=self._clock, log=self._log, stopping=self._stopping.is_set,
+                request_timeout_s=limits.request_timeout_s, live=self._ui_live,
+            )  # fmt: skip
         app = StateAsgi(
             StateApp(db, token=self._token),
             max_body_bytes=self._max_body_bytes,
@@ -281,25 +284,13 @@ class StateServer:
             timeout_graceful_shutdown=limits.shutdown_grace_s,
         )
 
-    def _web_view(self, db: ServeDb, executor: ThreadPoolExecutor) -> Any:
-        """The web view at ``/ui/`` (jinja2 and its templates load only when it is on)."""
-        from zuke._serve.ui.routes import UiApp
-
-        return UiApp(
-            db, token=self._token, read_token=self._read_token, executor=executor,
-            clock=self._clock, log=self._log, stopping=self._stopping.is_set,
-            request_timeout_s=self._limits.request_timeout_s,
-            listen=getattr(db, "listen", None),  # Postgres: NOTIFY wakes the live pages
-            **({"live": self._ui_live} if self._ui_live is not None else {}),
-        )  # fmt: skip
-
     def stop(self) -> None:
         """Stop accepting, finish in-flight requests (bounded), close the database. Idempotent."""
         running, self._running = self._running, None
         if running is None:
             return
         db, sock, server, thread, executor = running
-        self._stopping.set()  # live pages' streams end on it, within a tick
+        self._stopping.set()
         server.should_exit = True
         thread.join()
         sock.close()
@@ -340,8 +331,7 @@ def serve(
     ui: bool = True,
     read_token: str | None = None,
 ) -> None:
-    """Serve the state API (and, unless ``ui`` is false, the web view at ``/ui/``) until
-    SIGTERM or SIGINT, then shut down gracefully.
+    """Serve the state API and (``ui``) the web view until SIGTERM or SIGINT; stop gracefully.
 
     ``ready(url)`` is called once the socket is bound and served. A second
     signal stops without waiting for requests in flight. Raises

@@ -44,8 +44,6 @@ from zuke._serve.ui.live import ListenFn, LiveHub, LiveSettings, Snapshot, diges
 from zuke._serve.ui.queries import BadQuery, namespace
 from zuke._serve.ui.render import Asset, Renderer, load_assets, url
 
-DEFAULT_LIVE = LiveSettings()
-
 
 def _safe_next(value: str) -> str:
     """Where a login returns to: a path of the view, never another site."""
@@ -60,7 +58,7 @@ class UiApp:
     def __init__(
         self, db: ServeDb, *, token: str | None, read_token: str | None, executor: Executor,
         clock: Clock, log: LineLog, stopping: Callable[[], bool], request_timeout_s: float,
-        live: LiveSettings = DEFAULT_LIVE, listen: ListenFn | None = None,
+        live: LiveSettings | None = None,
     ) -> None:  # fmt: skip
         self._db = db
         self._auth = auth.UiAuth(token=token, read_token=read_token, clock=clock)
@@ -71,8 +69,9 @@ class UiApp:
         self._timeout_s = request_timeout_s
         self._assets: dict[str, Asset] = load_assets()
         self._renderer = Renderer(self._assets)
-        self.hub = LiveHub(executor=executor, settings=live, log=log, listen=listen,
-                           stopping=stopping)  # fmt: skip
+        listen: ListenFn | None = getattr(db, "listen", None)  # Postgres: NOTIFY wakes pages
+        self.hub = LiveHub(executor=executor, settings=live or LiveSettings(), log=log,
+                           listen=listen, stopping=stopping)  # fmt: skip
 
     def close(self) -> None:
         self.hub.close()
