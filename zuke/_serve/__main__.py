@@ -30,7 +30,8 @@ def _parser() -> argparse.ArgumentParser:
         description=(
             "Serve the Zuke state HTTP API from a SQLite file, or from a Postgres "
             "database that several replicas may share. Clients must send "
-            f"the bearer token from {TOKEN_ENV}."
+            f"the bearer token from {TOKEN_ENV}. A read-only web view of the runs is "
+            f"at /ui/ (it asks for that token, or {READ_TOKEN_ENV}, once)."
         ),
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")

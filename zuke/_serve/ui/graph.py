@@ -130,7 +130,7 @@ def _centre(
 ) -> tuple[float, int]:
     """Where a node goes in its layer: the mean column of its dependencies, then plan order."""
     columns = [slot[d] for d in node.depends_on if d in slot]
-    return (sum(columns) / len(columns) if columns else per_row / 2, plan_order[node.name])
+    return (sum(columns) / len(columns) if columns else per_row, plan_order[node.name])
 
 
 def item_status(statuses: Iterable[str]) -> str:
@@ -168,7 +168,7 @@ def layout(
     w, h, per_row, label, gap = (
         COMPACT if compact else (NODE_W, NODE_H, MAX_PER_ROW, MAX_LABEL, ROW_GAP)
     )
-    place = _place(nodes, declared, plan_order, w, h + gap, per_row)
+    place, wraps = _place(nodes, declared, plan_order, w, h + gap, per_row)
     columns = max((x for x, _ in place.values()), default=PAD) + w + PAD
     height = max((y for _, y in place.values()), default=PAD) + h + PAD
     boxes = [_box(name, place[name], targets, groups.get(name, []), anchors, label, compact)
@@ -180,7 +180,8 @@ def layout(
             if dep in place and dep != n.name:
                 total += 1
                 if len(edges) < MAX_EDGES:
-                    edges.append(_edge(place[dep], place[n.name], w, h, gap))
+                    wrap = (dep, n.name) in wraps
+                    edges.append(_edge(place[dep], place[n.name], w, h, gap, wrap=wrap))
     counts = Counter(targets[n.name].status if n.name in targets else "pending" for n in nodes)
     summary = f"{len(nodes)} target{'s' if len(nodes) != 1 else ''}: " + ", ".join(
         f"{counts[s]} {s}" for s in TARGET_STATUSES if counts[s]
@@ -197,9 +198,10 @@ def layout(
 def _place(
     nodes: Sequence[GraphNode], declared: Mapping[str, GraphNode],
     plan_order: Mapping[str, int], w: int, pitch: int, per_row: int,
-) -> dict[str, tuple[int, int]]:  # fmt: skip
-    """Each node's top-left corner (rows ``pitch`` apart): layers in order; one-node layers
-    flow along a row."""
+) -> tuple[dict[str, tuple[int, int]], set[tuple[str, str]]]:  # fmt: skip
+    """Each node's top-left corner (rows ``pitch`` apart): layers in order, rows from the
+    left; one-node layers flow along a row. Also the ``(before, after)`` pairs of a flow
+    that wrapped onto the next row."""
     layer_of = _layers(nodes)
     by_layer: dict[int, list[str]] = {}
     for n in nodes:
@@ -207,6 +209,8 @@ def _place(
     slot: dict[str, float] = {}
     place: dict[str, tuple[int, int]] = {}
     row, col, flowing = 0, 0, False  # the row being filled, its next column, whether a chain's
+    wraps: set[tuple[str, str]] = set()
+    last = ""
 
     def put(name: str, r: int, c: float) -> None:
         place[name] = (PAD + round(c * (w + GAP_X)), PAD + r * pitch)
@@ -215,24 +219,26 @@ def _place(
     for level in sorted(by_layer):
         names = by_layer[level]
         if len(names) == 1:
+            if flowing and col >= per_row:
+                wraps.add((last, names[0]))
             if not flowing or col >= per_row:
                 row, col = (row + 1 if place else 0), 0
             put(names[0], row, col)
-            col, flowing = col + 1, True
+            col, flowing, last = col + 1, True, names[0]
             continue
-        # Under the middle of their dependencies, as far as the rows allow.
+        # Under their dependencies, as far as the rows allow.
         names = sorted(names, key=lambda n: _centre(declared[n], slot, per_row, plan_order))
         for start in range(0, len(names), per_row):
             row = row + 1 if place else 0
-            chunk = names[start : start + per_row]
-            for i, name in enumerate(chunk):
-                put(name, row, (per_row - len(chunk)) / 2 + i)
+            for i, name in enumerate(names[start : start + per_row]):
+                put(name, row, i)
         col, flowing = per_row, False
-    return place
+    return place, wraps
 
 
-def _edge(a: tuple[int, int], b: tuple[int, int], w: int, h: int, gap: int) -> str:
-    """A dependency from the box at ``a`` to the box at ``b`` (later in reading order)."""
+def _edge(a: tuple[int, int], b: tuple[int, int], w: int, h: int, gap: int, *, wrap: bool) -> str:
+    """A dependency from the box at ``a`` to the box at ``b`` (later in reading order);
+    ``wrap``: a chain going on at the start of the next row, routed as text wraps."""
     (x1, y1), (x2, y2) = a, b
     if y1 == y2:  # along a row: beside each other, or an arc over the boxes between
         if x2 - x1 <= w + GAP_X:
@@ -241,7 +247,7 @@ def _edge(a: tuple[int, int], b: tuple[int, int], w: int, h: int, gap: int) -> s
         xa, xb = x1 + w // 2, x2 + w // 2
         return f"M{xa},{y1} C{xa},{y1 - lift} {xb},{y2 - lift} {xb},{y2}"
     xa, xb, top = x1 + w // 2, x2 + w // 2, y1 + h
-    if x2 < x1 and y2 - y1 == h + gap:  # a chain wrapping to the next row, as text does
+    if wrap:
         mid = top + gap // 2
         return f"M{xa},{top} L{xa},{mid} L{xb},{mid} L{xb},{y2}"
     bend = max(12, min(48, (y2 - top) // 2))
