@@ -318,3 +318,28 @@ def test_without_a_token_the_view_asks_for_none(tmp_path: Path) -> None:
     with view_server(tmp_path, token=None, read_token=None, no_auth=True) as open_view:
         assert open_view.client().get("/ui/").status_code == 200
         assert open_view.client().get("/ui/login").status_code == 303
+
+
+def test_a_corrupt_record_is_named_on_its_page_and_breaks_no_other(served: Served) -> None:
+    import sqlite3
+
+    served.put(release("r-ok"))
+    served.put(release("r-base", status="running"))
+    served.put(release("r-journal"))
+    served.api.post("/locks/k1", json={"holder": {"actor": "a", "runId": "r-journal",
+                                                  "since": "2026-03-01T10:00:00Z"},
+                                       "ttlMs": 60000})  # fmt: skip
+    db = sqlite3.connect(served.server._db_spec)  # type: ignore[arg-type]
+    with db:  # a foreign writer's damage: a record without its fields; a journal line likewise
+        db.execute("UPDATE runs SET record = '{\"id\": 7}' WHERE id = 'r-base'")
+        db.execute("INSERT INTO run_deltas (ns, run_id, seq, delta) VALUES"
+                   " ('', 'r-journal', 99, '{\"status\": 5}')")  # fmt: skip
+    db.close()
+    browser = served.browser()
+    runs = browser.get("/ui/")
+    assert runs.status_code == 200 and 'id="run-r-ok"' in runs.text
+    assert 'id="run-r-base"' in runs.text and 'id="run-r-journal"' in runs.text
+    assert browser.get("/ui/locks").status_code == 200
+    for run_id in ("r-base", "r-journal"):
+        page = browser.get(f"/ui/runs/{run_id}")
+        assert page.status_code == 200 and "This run's record cannot be read" in page.text

@@ -103,8 +103,9 @@ class Feed:
             try:
                 snap = await loop.run_in_executor(self._hub.executor, self._render)
             except Exception as exc:  # the database, mostly: keep the page, say why
-                self._hub.log.line(f"live view {self.key[0]}: {type(exc).__name__}")
                 before = self.state or Snapshot("", "")
+                if before.trouble is None:  # once per outage, not once a poll
+                    self._hub.log.line(f"live view: {type(exc).__name__}; retrying")
                 snap = Snapshot(before.digest, before.html, trouble="Live updates paused: the "
                                 "state database did not answer; retrying")  # fmt: skip
             if snap != self.state:

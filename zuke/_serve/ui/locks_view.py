@@ -67,8 +67,8 @@ def _held_by(db: ServeDb, ns: str, run_id: str) -> tuple[dict[str, str], tuple[s
     """The run's run-held locks (key -> until) and the gates it waits at."""
     if not is_safe_id(run_id):  # a holder is descriptive: any text, never a key to read
         return {}, ()
-    stored = db.get_run(ns, run_id)
     try:
+        stored = db.get_run(ns, run_id)  # (a journal that does not fold raises here)
         record = None if stored is None else loads_record(stored.text)
     except CorruptRecordError:  # shown without the note; the run's page says what is wrong
         return {}, ()

@@ -62,11 +62,11 @@ def run(db: ServeDb, params: Mapping[str, str], run_id: str, *, now_ms: int) -> 
     except UnsafeIdError:
         raise NotFound(f"no run {run_id[:80]!r}: a run id is 1-200 characters of "
                        "[A-Za-z0-9._-]") from None  # fmt: skip
-    stored = db.get_run(ns, run_id)
-    if stored is None:
-        where = f" in the namespace {ns!r}" if ns else ""
-        raise NotFound(f"no run {run_id!r}{where}: it may have been pruned")
     try:
+        stored = db.get_run(ns, run_id)  # (a journal that does not fold raises here)
+        if stored is None:
+            where = f" in the namespace {ns!r}" if ns else ""
+            raise NotFound(f"no run {run_id!r}{where}: it may have been pruned")
         record = loads_record(stored.text)
     except CorruptRecordError as exc:
         return View(name="run", title=f"Run {run_id}", page="run.html", live="run_corrupt.html",

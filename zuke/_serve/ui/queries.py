@@ -22,7 +22,7 @@ from typing import Any
 
 from zuke._clock import parse_iso
 from zuke._duration import parse_duration
-from zuke._errors import DurationError, UnsafeIdError
+from zuke._errors import CorruptRecordError, DurationError, UnsafeIdError
 from zuke._serve.backend import Position, ServeDb, SummaryRow
 from zuke._serve.schema import created_ms
 from zuke.state._ids import check_id
@@ -213,7 +213,10 @@ def _row(db: ServeDb, ns: str, row: SummaryRow) -> RunRow:
     at: tuple[At, ...] = ()
     parked: int | None = None
     if status in READ_AT:
-        stored = db.get_run(ns, run_id)
+        try:
+            stored = db.get_run(ns, run_id)
+        except CorruptRecordError:  # its journal does not fold: the run's page says why
+            stored = None
         if stored is not None:
             raw = _json(stored.text)
             at = where_at(raw, status)

@@ -134,8 +134,8 @@ class UiApp:
         context = {**self._common(view.name, view.context.get("ns", ""), session),
                    **view.context, "title": view.title, "now_ms": now}  # fmt: skip
         region = self._renderer.render(view.live, context)
-        live_url = url("/ui/events", view.live_params, view="run" if view.name == "run" else
-                       view.name, ns=context["ns"], have=digest_of(region))  # fmt: skip
+        live_url = url("/ui/events", view.live_params, view=view.name, ns=context["ns"],
+                       have=digest_of(region))  # fmt: skip
         return self._renderer.render(view.page, {**context, "live_url": live_url,
                                                  "live_html": Markup(region)})  # fmt: skip
 
