@@ -343,3 +343,13 @@ def test_a_corrupt_record_is_named_on_its_page_and_breaks_no_other(served: Serve
     for run_id in ("r-base", "r-journal"):
         page = browser.get(f"/ui/runs/{run_id}")
         assert page.status_code == 200 and "This run's record cannot be read" in page.text
+
+
+def test_the_no_ui_flag_of_a_real_zuke_serve_turns_the_view_off(tmp_path: Path) -> None:
+    from tests.serve.support import running_server
+
+    with running_server(tmp_path, args=("--no-ui",)) as off, httpx.Client(base_url=off.url) as raw:
+        answer = raw.get("/ui/")
+        assert answer.status_code == 401 and answer.json() == {"error": "unauthorized"}
+    with running_server(tmp_path) as on, httpx.Client(base_url=on.url) as raw:
+        assert raw.get("/ui/").headers["location"] == "/ui/login?next=%2Fui%2F"
