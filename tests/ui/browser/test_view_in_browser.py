@@ -90,6 +90,7 @@ def resume_turns_the_page(serve: Serve, context: BrowserContext, tmp_path: Path)
     page.wait_for_selector("html[data-live=open]")
     page.evaluate("window.zukeTestMarker = 'no reload'")
     assert page.locator("h1 .badge").inner_text().strip().endswith("suspended")
+    page.locator("#state-t-0 summary").click()  # the reader opened compile's state
     zuke(
         ["resume", run_id, "--signal", "qa-approved", "--data", '{"by": "qa"}'],
         tmp_path / "demo",
@@ -97,6 +98,7 @@ def resume_turns_the_page(serve: Serve, context: BrowserContext, tmp_path: Path)
     )
     page.wait_for_selector("h1 .badge.s-succeeded", timeout=LIVE_DEADLINE_MS)
     assert page.evaluate("window.zukeTestMarker") == "no reload"
+    assert page.locator("#state-t-0").get_attribute("open") is not None  # still open
     assert page.locator("svg a.node.s-waiting").count() == 0
     assert "qa-approved" in page.locator("table.signals").inner_text()
 

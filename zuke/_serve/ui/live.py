@@ -172,7 +172,8 @@ class LiveHub:
         loop = asyncio.get_running_loop()
 
         def wake(kind: str, run_id: str | None) -> None:  # on the listener's thread
-            loop.call_soon_threadsafe(self._heard, ns, kind)
+            with contextlib.suppress(RuntimeError):  # the server stopped: its loop is closed
+                loop.call_soon_threadsafe(self._heard, ns, kind)
 
         listener = self._listen(ns, wake)
         with self._lock:
