@@ -252,8 +252,8 @@ class StateServer:
             from zuke._serve.ui.routes import UiApp
 
             self._ui_app = UiApp(
-                db, token=self._token, read_token=self._read_token, executor=executor,
-                clock=self._clock, log=self._log, stopping=self._stopping.is_set,
+                db, token=self._token, read_token=self._read_token, clock=self._clock,
+                log=self._log, stopping=self._stopping.is_set,
                 request_timeout_s=limits.request_timeout_s, live=self._ui_live,
             )  # fmt: skip
         app = StateAsgi(

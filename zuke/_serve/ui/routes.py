@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from concurrent.futures import Executor
+from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any
 
@@ -44,6 +44,9 @@ from zuke._serve.ui.live import ListenFn, LiveHub, LiveSettings, Snapshot, diges
 from zuke._serve.ui.queries import BadQuery, namespace
 from zuke._serve.ui.render import Asset, Renderer, load_assets, url
 
+#: threads that read and render the view's pages (the state API has its own)
+WORKERS = 2
+
 
 def _safe_next(value: str) -> str:
     """Where a login returns to: a path of the view, never another site."""
@@ -56,12 +59,15 @@ class UiApp:
     requests before its bearer-token gate."""
 
     def __init__(
-        self, db: ServeDb, *, token: str | None, read_token: str | None, executor: Executor,
-        clock: Clock, log: LineLog, stopping: Callable[[], bool], request_timeout_s: float,
+        self, db: ServeDb, *, token: str | None, read_token: str | None, clock: Clock,
+        log: LineLog, stopping: Callable[[], bool], request_timeout_s: float,
         live: LiveSettings | None = None,
     ) -> None:  # fmt: skip
         self._db = db
         self._auth = auth.UiAuth(token=token, read_token=read_token, clock=clock)
+        # Pages and live feeds read and render on threads of their own: however many pages
+        # are open, the state API's workers (what runs write through) are never theirs.
+        executor = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="zuke-ui")
         self._executor = executor
         self._clock = clock
         self._log = log
@@ -74,7 +80,9 @@ class UiApp:
                            listen=listen, stopping=stopping)  # fmt: skip
 
     def close(self) -> None:
+        """After the server stopped: stop listening, then the view's threads."""
         self.hub.close()
+        self._executor.shutdown(wait=True, cancel_futures=True)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = request_of(scope)
