@@ -329,7 +329,7 @@ def test_a_corrupt_record_is_named_on_its_page_and_breaks_no_other(served: Serve
     served.api.post("/locks/k1", json={"holder": {"actor": "a", "runId": "r-journal",
                                                   "since": "2026-03-01T10:00:00Z"},
                                        "ttlMs": 60000})  # fmt: skip
-    db = sqlite3.connect(served.server._db_spec)  # type: ignore[arg-type]
+    db = sqlite3.connect(served.server._db_spec)
     with db:  # a foreign writer's damage: a record without its fields; a journal line likewise
         db.execute("UPDATE runs SET record = '{\"id\": 7}' WHERE id = 'r-base'")
         db.execute("INSERT INTO run_deltas (ns, run_id, seq, delta) VALUES"
