@@ -353,3 +353,30 @@ def test_the_no_ui_flag_of_a_real_zuke_serve_turns_the_view_off(tmp_path: Path) 
         assert answer.status_code == 401 and answer.json() == {"error": "unauthorized"}
     with running_server(tmp_path) as on, httpx.Client(base_url=on.url) as raw:
         assert raw.get("/ui/").headers["location"] == "/ui/login?next=%2Fui%2F"
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/ui/", "/ui/runs/r1", "/ui/locks", "/ui/?status=suspended", "/ui/nowhere", "/ui/runs/"],
+)
+def test_nothing_but_the_login_form_and_static_files_answers_without_a_session(
+    served: Served, path: str
+) -> None:
+    served.put(release("r1"))
+    answer = served.client().get(path)
+    assert answer.status_code == 303 and answer.headers["location"].startswith("/ui/login?next=")
+    assert "r1" not in answer.text
+    assert served.client().get("/ui/events?view=run&id=r1").status_code == 401
+
+
+def test_a_read_only_token_with_no_auth_is_one_line_and_exit_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from zuke._serve.__main__ import main
+
+    monkeypatch.setenv("ZUKE_SERVE_READ_TOKEN", READ_TOKEN)
+    assert main(["--no-auth", "--db", str(tmp_path / "s.db")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("zuke serve: ZUKE_SERVE_READ_TOKEN is set")
+    assert READ_TOKEN not in err
+    assert not (tmp_path / "s.db").exists()  # nothing half-made
