@@ -380,3 +380,10 @@ def test_a_read_only_token_with_no_auth_is_one_line_and_exit_2(
     assert err.count("\n") == 1 and err.startswith("zuke serve: ZUKE_SERVE_READ_TOKEN is set")
     assert READ_TOKEN not in err
     assert not (tmp_path / "s.db").exists()  # nothing half-made
+
+
+def test_a_record_without_a_graph_lists_its_targets_and_says_so(served: Served) -> None:
+    served.put(release("r-flat", graph=()))
+    page = served.browser().get("/ui/runs/r-flat").text
+    assert "The record has no graph" in page and "<svg" not in page
+    assert 'id="t-0"' in page and "approve" in page
