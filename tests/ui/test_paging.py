@@ -222,3 +222,15 @@ def test_the_keyset_condition_is_answered_from_the_index_on_postgres(pg_url: str
         plan = "\n".join(r[0] for r in conn.execute(b"EXPLAIN " + sql, args).fetchall())
     assert "zuke_runs_by_status" in plan and "Sort" not in plan, plan
     assert "Index Cond" in plan and "created_ms" in plan.split("Index Cond", 1)[1], plan
+
+
+def test_a_page_spends_a_bounded_time_on_records_and_says_which_it_did_not_read(
+    db: ServeDb, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fill(db)
+    monkeypatch.setattr(queries, "READ_BUDGET_S", 0.0)  # spent before the first record
+    page = runs_page(db, "", RunsFilter(status="suspended"), now_ms=NOW)
+    assert page.rows and all(r.unread and r.at == () for r in page.rows)
+    monkeypatch.setattr(queries, "READ_BUDGET_S", 3600.0)
+    page = runs_page(db, "", RunsFilter(status="suspended"), now_ms=NOW)
+    assert all(not r.unread and r.at for r in page.rows)

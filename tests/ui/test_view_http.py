@@ -387,3 +387,14 @@ def test_a_record_without_a_graph_lists_its_targets_and_says_so(served: Served) 
     page = served.browser().get("/ui/runs/r-flat").text
     assert "The record has no graph" in page and "<svg" not in page
     assert 'id="t-0"' in page and "approve" in page
+
+
+def test_rows_whose_record_was_not_read_say_where_to_look(
+    served: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from zuke._serve.ui import queries
+
+    served.put(release("r1"))
+    monkeypatch.setattr(queries, "READ_BUDGET_S", 0.0)
+    row = served.browser().get("/ui/").text.split('id="run-r1"', 1)[1].split("</tr>", 1)[0]
+    assert "open the run to see where it is" in row and "waits at" not in row
