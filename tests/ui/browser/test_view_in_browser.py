@@ -226,7 +226,8 @@ def test_the_token_flow(serve: Serve, context: BrowserContext) -> None:
         f"{serve.url}/locks/k", data=body, headers={"Authorization": f"Bearer {READ_TOKEN}"}
     )
     assert refused.status == 401
-    assert page.request.get(f"{serve.url}/runs").status == 401  # the cookie is sent, not taken
+    session = f"zuke_ui_session={cookie['value']}"  # scoped to /ui: sent by hand, not taken
+    assert page.request.get(f"{serve.url}/runs", headers={"Cookie": session}).status == 401
     page.get_by_role("button", name="Sign out").click()
     page.wait_for_url(re.compile(r".*/ui/login.*"))
     page.goto(f"{serve.url}/ui/locks")
