@@ -207,7 +207,7 @@ def test_the_keyset_condition_is_answered_from_the_index_on_sqlite(tmp_path: Pat
 
 
 def test_the_keyset_condition_is_answered_from_the_index_on_postgres(pg_url: str) -> None:
-    import psycopg
+    import psycopg2
 
     from zuke._serve.pg import PgServeDb
     from zuke.state import _pg_runs
@@ -217,9 +217,14 @@ def test_the_keyset_condition_is_answered_from_the_index_on_postgres(pg_url: str
     sql, args = _pg_runs.listing_sql(
         "", RunQuery(status="suspended", limit=51), before=(1, "run-1")
     )
-    with psycopg.connect(pg_url, autocommit=True) as conn:
-        conn.execute("SET enable_seqscan = off")
-        plan = "\n".join(r[0] for r in conn.execute(b"EXPLAIN " + sql, args).fetchall())
+    conn = psycopg2.connect(pg_url)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SET enable_seqscan = off")
+            cur.execute(b"EXPLAIN " + sql, args)
+            plan = "\n".join(r[0] for r in cur.fetchall())
+    finally:
+        conn.close()
     assert "zuke_runs_by_status" in plan and "Sort" not in plan, plan
     assert "Index Cond" in plan and "created_ms" in plan.split("Index Cond", 1)[1], plan
 
