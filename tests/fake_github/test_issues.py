@@ -270,7 +270,9 @@ def test_author_association_is_a_relationship_that_misleads_a_gate_trusting_it(
     people: FakeGitHub, api: httpx.Client
 ) -> None:
     """A private org member who maintains the repository shows CONTRIBUTOR; a public member
-    who only reads shows MEMBER; and a test may make it say OWNER for a reader."""
+    who only reads shows MEMBER; and a test may make it say OWNER for a reader. The
+    repository is public, so carol, who has no role, may comment too."""
+    people.set_private("acme/app", False)
     for login in ("erin", "frank"):
         people.add_user(login)
     people.add_team("acme", "release", ["erin"])  # private membership: GitHub's default
