@@ -145,8 +145,11 @@ def test_author_association_keeps_misleading_after_a_role_change(
 def _pages(api: httpx.Client, path: str, **query: Any) -> list[httpx.Response]:
     answers = [api.get(path, params=query)]
     while 'rel="next"' in answers[-1].headers.get("link", ""):
-        links = dict(reversed(part.split("; ")) for part in answers[-1].headers["link"].split(", "))
-        answers.append(api.get(links['rel="next"'].strip("<>")))
+        links = {}
+        for part in answers[-1].headers["link"].split(", "):
+            url, rel = part.split("; ")
+            links[rel] = url.strip("<>")
+        answers.append(api.get(links['rel="next"']))
     return answers
 
 

@@ -195,3 +195,18 @@ def test_an_installation_token_expires_into_401(gh: FakeGitHub, api: httpx.Clien
     gh.advance_clock(3600)
     expired = api.get(RUNS)
     assert (expired.status_code, expired.json()["message"]) == (401, "Bad credentials")
+
+
+def test_every_jobs_github_token_spends_its_repositorys_one_budget(gh: FakeGitHub) -> None:
+    """GITHUB_TOKEN: 1,000 requests an hour per repository, whichever job's token asks."""
+    gh.configure(rate_limit=3)
+    for job in ("job-1", "job-2"):
+        gh.add_token(job)
+        gh.set_token(job, repositories=["acme/app"])
+    gh.add_token("user-token")
+    with client(gh, "job-1") as first, client(gh, "job-2") as second:
+        assert [first.get(RUNS).status_code for _ in range(2)] == [200, 200]
+        assert second.get(RUNS).headers["x-ratelimit-remaining"] == "0"
+        assert second.get(RUNS).status_code == 403  # the repository's budget is spent
+    with client(gh, "user-token") as other:
+        assert other.get(RUNS).status_code == 200  # another identity's budget is its own
