@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from email.utils import parsedate_to_datetime
 
 import httpx
@@ -258,6 +259,8 @@ def test_every_request_is_logged_without_its_token(gh: FakeGitHub, api: httpx.Cl
     ]
     assert all("authorization" not in r["headers"] for r in log)
     assert gh.token not in repr(log) + repr(gh.stats())
+    assert json.loads(log[0]["body"])["inputs"]["zuke_marker"] == "m-1"  # bodies are kept
+    assert log[1]["body"] == ""
     assert gh.stats()["endpoints"]["GET /repos/{owner}/{repo}/actions/runs"] == 1
 
 
