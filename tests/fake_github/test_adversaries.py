@@ -18,7 +18,9 @@ MARKER = "<!-- zuke-approval run=r-1 gate=qa -->"
 
 
 def _as(gh: FakeGitHub, token: str) -> httpx.Client:
-    return httpx.Client(base_url=gh.url, headers={"Authorization": f"Bearer {token}"}, timeout=10)
+    """Another client sending exactly what ``api`` sends, but for ``token``."""
+    headers = {"Authorization": f"Bearer {token}", "X-GitHub-Api-Version": "2022-11-28"}
+    return httpx.Client(base_url=gh.url, headers=headers, timeout=10)
 
 
 @pytest.fixture

@@ -20,7 +20,9 @@ RUNS = "/repos/acme/app/actions/runs"
 
 
 def client(gh: FakeGitHub, token: str) -> httpx.Client:
-    return httpx.Client(base_url=gh.url, headers={"Authorization": f"Bearer {token}"}, timeout=10)
+    """Another client sending exactly what ``api`` sends, but for ``token``."""
+    headers = {"Authorization": f"Bearer {token}", "X-GitHub-Api-Version": "2022-11-28"}
+    return httpx.Client(base_url=gh.url, headers=headers, timeout=10)
 
 
 # -- ETags
