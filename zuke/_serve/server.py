@@ -86,7 +86,7 @@ def open_db(spec: str | Path, *, clock: Clock, wait_s: float, connections: int) 
     On Postgres, up to ``connections``, and a request waits at most ``wait_s`` for one.
     """
     if isinstance(spec, str):
-        from zuke._serve.pg import PgServeDb  # psycopg only when Postgres is asked for
+        from zuke._serve.pg import PgServeDb  # psycopg2 only when Postgres is asked for
 
         return PgServeDb(spec, connections=connections, wait_s=wait_s)
     return StateDb(spec, clock=clock)
