@@ -141,3 +141,40 @@ def test_a_refused_credential_fails_the_sweep_for_the_run_and_leaves_it_waiting(
                            "see above): the service refused TOKEN_VAR")  # fmt: skip
     assert line.endswith("; each is left waiting as it was")
     assert report.as_json()["ok"] is False
+
+
+def test_a_run_that_moved_after_the_batched_read_is_not_resumed_on_its_old_record() -> None:
+    # The sweep reads every record once, for the batched read, and checks each run from it:
+    # a run another process moved meanwhile (here: finished while the first run was checked)
+    # is refused where its check takes the lease, never resumed again.
+    from dataclasses import replace
+
+    from zuke import Satisfied
+
+    class MovesTheOther(Batched):
+        first: str | None = None
+        armed = False  # not while the runs start (their first checks)
+
+        def check(self, ctx: WaitContext) -> Any:
+            if not self.armed:
+                return NotYet("starting")
+            if self.first is None:  # the first run checked: the other one finishes meanwhile
+                self.first = ctx.run_id
+                (other,) = [i for i in ids if i != ctx.run_id]
+                found = h.store.get_run(other)
+                assert found is not None
+                moved = replace(found.record, status="succeeded")
+                h.store.put_run(moved, expected_version=found.version)
+                return NotYet("waiting")
+            return Satisfied()
+
+    trigger = MovesTheOther()
+    h, ids = suspended(trigger, runs=2)
+    trigger.armed = True
+    calls = len(h.warnings)
+    report = h.sweep()
+    by_run = {e.run_id: (e.action, e.result) for e in report.entries}
+    (other,) = [i for i in ids if i != trigger.first]
+    assert by_run[trigger.first or ""] == ("still-waiting", "suspended")
+    assert by_run[other] == ("skipped-held", "succeeded")
+    assert h.record(other).status == "succeeded" and len(h.warnings) == calls

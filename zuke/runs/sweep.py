@@ -134,7 +134,7 @@ async def resume_check_async(
                 actor,
                 shared,
                 specs_names=None if specs is None else set(specs),
-                loaded=loads.pop(summary, None),
+                prefetched=loads.pop(summary, None),
             )
         )
     tell(done, total)
@@ -148,11 +148,15 @@ async def _prefetch(
     run: RunOptions,
     shared: dict[str, Any],
     specs: Mapping[str, TargetSpec] | None,
-) -> dict[str, LoadedBuild]:
-    """Offer the listed runs' waiting gates to their triggers' batched reads, once; the builds
-    loaded for it, by run (each run's check uses its own, not loading it again). A run that
-    cannot be read or loaded is left to its check, which reports it."""
-    name, loads, runs = build_cls.__name__, {}, []
+) -> dict[str, tuple[LoadedBuild, StoredRun]]:
+    """Offer the listed runs' waiting gates to their triggers' batched reads, once; the record
+    read and the build loaded for it, by run: each run's check starts from them instead of
+    reading and loading again (a record that moved meanwhile is caught where the check
+    takes the run's lease, as for any check made without it). A run that cannot be read or
+    loaded is left to its check, which reports it."""
+    name = build_cls.__name__
+    loads: dict[str, tuple[LoadedBuild, StoredRun]] = {}
+    runs = []
     for run_id in run_ids:
         try:
             found = store.get_run(run_id)
@@ -163,7 +167,7 @@ async def _prefetch(
                 continue
             loaded = load_for(build_cls, record, run)
             if _ours(record, name, loaded.graph.specs, run.env):
-                loads[run_id] = loaded
+                loads[run_id] = (loaded, found)
                 runs.append((loaded, record))
         except ZukeError:
             continue
@@ -239,11 +243,12 @@ async def _check_one(
     shared: dict[str, Any],
     *,
     specs_names: set[str] | None,
-    loaded: LoadedBuild | None = None,
+    prefetched: tuple[LoadedBuild, StoredRun] | None = None,
 ) -> SweepEntry:
     name = build_cls.__name__
+    loaded, found = prefetched if prefetched is not None else (None, None)
     try:
-        found = store.get_run(run_id)
+        found = found or store.get_run(run_id)
     except ZukeError as exc:  # a record that does not parse: reported, the sweep goes on
         return _failed(run_id, name, "suspended", exc)
     if found is None or found.record.status != "suspended":
