@@ -40,13 +40,12 @@ def naming_store(exc: RunNotFoundError, store: StateStore | None) -> RunNotFound
 
 
 def store_where(store: StateStore) -> str:
-    """Where a store keeps its runs, for messages: a directory, a URL without credentials, or
-    the store's own description (it never shows a password or a token)."""
-    directory = getattr(store, "directory", None)
-    if isinstance(directory, str | Path):
-        return str(directory)
-    url = getattr(getattr(store, "_wire", None), "shown_url", None)  # HttpStateStore, redacted
-    return url if isinstance(url, str) else repr(store)
+    """Where a store keeps its runs, for messages: a directory, ``postgresql://USER@HOST:
+    PORT/DB``, ``github://OWNER/REPO@BRANCH``, a URL without credentials — never a password,
+    a token or a repr (:func:`zuke.state.naming.store_name`)."""
+    from zuke.state.naming import store_name
+
+    return store_name(store)
 
 
 @dataclass
@@ -63,6 +62,8 @@ class Invocation:
     home: Path = field(default_factory=Path.cwd)
     #: why the build file could not be imported (``None``: it loaded, or there is none)
     problem: ZukeError | None = None
+    #: the command only reads the store: a ``ZUKE_STATE_DIR`` that does not exist is an error
+    reading: bool = True
     _tried: bool = False
     _store: StateStore | None = None
 
@@ -111,7 +112,8 @@ class Invocation:
                 self.problem = BuildDefinitionError(
                     f"{build.__name__}.state_store() raised {type(exc).__name__}: {exc}"
                 )
-        store = resolve_store(override=override, env=self.env, required=True, cwd=self.home)
+        store = resolve_store(override=override, env=self.env, required=True, cwd=self.home,
+                              reading=self.reading)  # fmt: skip
         assert store is not None  # required=True always yields one
         if self.problem is not None:
             self.err.write(

@@ -150,7 +150,7 @@ def runs_prune(keep: str | None, keep_last: str | None, dry_run: bool) -> None:
     inv = _inv()
     if keep_last is not None and not (keep_last.isascii() and keep_last.isdigit()):
         raise UsageError(f"--keep-last {keep_last}: expected a whole number >= 0")
-    keep_ms = None if keep is None else parse_duration(keep, what="--keep")
+    keep_ms = None if keep is None else _keep_duration(keep)
     store = inv.store()
     ids = prune_runs(
         store,
@@ -162,6 +162,19 @@ def runs_prune(keep: str | None, keep_last: str | None, dry_run: bool) -> None:
     verb = "Would prune" if dry_run else "Pruned"
     where = runs_view.safe(store_where(store))
     inv.print(f"{verb} {len(ids)} run(s)" + (": " + ", ".join(ids) if ids else f" in {where}."))
+
+
+def _keep_duration(text: str) -> int:
+    """``--keep 90d``: a duration with its unit. A bare number would be milliseconds, and
+    ``--keep 1`` would then prune every finished run: refused, with what was likely meant."""
+    number = text.strip()
+    if number.isascii() and number.replace(".", "", 1).isdigit():
+        last = number if number.isdigit() else "N"
+        raise UsageError(
+            f"--keep {text}: a duration needs its unit, e.g. --keep {number}d (days) or "
+            f"--keep 90d; to keep the newest runs instead, --keep-last {last}"
+        )
+    return parse_duration(text, what="--keep")
 
 
 @app.command("cancel", context_settings=_HELP)

@@ -327,7 +327,7 @@ def _resume(
     ]  # fmt: skip
     warn = _warner(reporter, err)
     options = _run_options(parsed, warn, env=env, home=home, observers=observers)
-    store = open_store(env, build=build, cwd=home)
+    store = open_store(env, build=build, cwd=home, reading=True)
     # A bad setting (ZUKE_RUN_LEASE_TTL=banana) is the operator's, said as itself; what is
     # raised past this point while loading is the build's.
     check_settings(env, store)
