@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Callable, Sequence
 
 #: C0 and C1 controls (tab too), DEL, bidi controls and the line and paragraph separators:
 #: what a value shown on the console has escaped (a record cannot move the cursor, clear the
@@ -184,6 +185,42 @@ def summary_code(value: object, *, cell: bool = True) -> str:
     return f"`{text}`"
 
 
+def summary_code_block(lines: list[str]) -> list[str]:
+    """``lines`` as a fenced code block whose fence is longer than any run of backticks in
+    them (CommonMark: a shorter one cannot close it); controls are U+FFFD."""
+    shown = [_plain(line) for line in lines]
+    longest = max((len(run) for line in shown for run in re.findall(r"`+", line)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return [fence, *shown, fence]
+
+
+#: GitHub drops a step's whole summary when it passes 1 MiB (docs.github.com, "Workflow commands
+#: for GitHub Actions": Adding a job summary); zuke stops adding to one well below that
+SUMMARY_CAP_BYTES = 900 * 1024
+
+
+def summary_fit(head: str, rows: Sequence[str], room: int, more: Callable[[int], str]) -> str:
+    """``head`` and as many of ``rows`` as fit in ``room`` bytes (UTF-8), in order, then
+    ``more(n)`` for the ``n`` rows left out; ``""`` if not even ``head`` and that line fit."""
+    size = _utf8(head)
+    if size + sum(_utf8(row) for row in rows) <= room:
+        return head + "".join(rows)
+    reserve = _utf8(more(len(rows)))  # the longest the closing line can be
+    if size + reserve > room:
+        return ""
+    kept = [head]
+    for row in rows:
+        if size + _utf8(row) + reserve > room:
+            break
+        kept.append(row)
+        size += _utf8(row)
+    return "".join(kept) + more(len(rows) - (len(kept) - 1))
+
+
+def _utf8(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
 def summary_link(text: str, url: str) -> str:
     """A markdown link to ``url``, a URL zuke built (``https://`` and URL-safe characters
     only, checked: anything else is the plain ``text``); ``text`` is escaped."""
@@ -193,11 +230,14 @@ def summary_link(text: str, url: str) -> str:
 
 
 __all__ = [
+    "SUMMARY_CAP_BYTES",
     "command_may_start",
     "console_line",
     "console_lines",
     "console_text",
     "summary_code",
+    "summary_code_block",
+    "summary_fit",
     "summary_link",
     "summary_text",
     "trailing_hashes",

@@ -241,7 +241,8 @@ def run_targets(
         raise clean from None
     from zuke.cli import gha
 
-    gha.publish(gha.run_report(result, build.__name__), env, err, reporter.redactor.text)
+    redact = reporter.redactor.text
+    gha.publish(gha.run_report(result, build.__name__, redact), env, err, redact)
     if result.record_error is not None:
         # The run's outcome is not in its record: never exit 0 (docs/cli.md, exit codes).
         err.write(f"zuke: {result.record_error}\n")

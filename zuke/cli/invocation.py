@@ -14,7 +14,7 @@ command that needs the build says so in one line (:func:`needs_build`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
@@ -23,7 +23,33 @@ from zuke._errors import BuildDefinitionError, RunNotFoundError, UsageError, Zuk
 
 if TYPE_CHECKING:
     from zuke._build import Build
+    from zuke._redact import Redactor
     from zuke.state._protocol import StateStore
+
+
+def known_secrets(
+    build: type[Build] | None, params: Mapping[str, Sequence[str]], env: Mapping[str, str]
+) -> list[str]:
+    """The build's secrets as this process has them (the command line, the environment), in
+    every spelling: what its console lines and the job summary must never show."""
+    if build is None:
+        return []
+    from zuke._build import parameters
+    from zuke._params import resolve
+
+    try:
+        return resolve(parameters(build), params, env, lenient=True).secrets
+    except ZukeError:  # nothing to mask that could not even be read
+        return []
+
+
+def build_redactor(
+    build: type[Build] | None, params: Mapping[str, Sequence[str]], env: Mapping[str, str]
+) -> Redactor:
+    """A redactor of :func:`known_secrets`."""
+    from zuke._redact import Redactor
+
+    return Redactor(known_secrets(build, params, env))
 
 
 def needs_build(problem: ZukeError, command: str, why: str) -> BuildDefinitionError:

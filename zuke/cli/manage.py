@@ -27,7 +27,13 @@ from zuke._loader import build_home
 from zuke.cli import runs_view
 from zuke.cli.click_base import HELP_SETTINGS as _HELP
 from zuke.cli.click_base import Group
-from zuke.cli.invocation import Invocation, naming_store, needs_build, store_where
+from zuke.cli.invocation import (
+    Invocation,
+    build_redactor,
+    naming_store,
+    needs_build,
+    store_where,
+)
 from zuke.cli.state_cmd import state_app
 from zuke.runs import (
     count_runs,
@@ -223,12 +229,13 @@ def cancel(
         compensations="skip" if no_compensations or skip_compensations else "run",
         no_build_reason=unloaded,
     )
-    inv.print(result.summary())
+    inv.print(runs_view.safe(result.summary()))
     for warning in result.warnings:
-        inv.err.write(f"zuke: {warning}\n")
+        inv.err.write(f"zuke: {runs_view.safe(warning)}\n")
     from zuke.cli import gha
 
-    gha.publish(gha.cancel_report(result), inv.env, inv.err)
+    redact = build_redactor(build, {}, inv.env).text
+    gha.publish(gha.cancel_report(result, redact), inv.env, inv.err, redact)
 
 
 app.add_command(state_app)  # ``zuke state init`` (zuke/cli/state_cmd.py)
