@@ -119,7 +119,7 @@ def _dispatch(
 
         return show_help(argv, build=build, env=env, out=out)
     if cli_args.version_requested(argv):  # the package's version only: no build, no engine
-        from zuke import __version__
+        from zuke._version import __version__
 
         out.write(f"zuke {__version__}\n")
         return EXIT_OK

@@ -10,10 +10,10 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from zuke import __version__
 from zuke._engine.plan import BuildGraph, TargetSpec
 from zuke._param_parse import UNSET
 from zuke._params import Parameter
+from zuke._version import __version__
 
 GRAPH_FORMATS = ("text", "mermaid", "dot", "json")
 

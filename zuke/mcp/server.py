@@ -27,7 +27,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import Tool
 from pydantic import Field
 
-from zuke import __version__
+from zuke._version import __version__
 from zuke.mcp.tools import BuildTools, ToolFailure
 
 INSTRUCTIONS = (
