@@ -52,7 +52,7 @@ SETTLE_MS = 200
 #: the least time between the starts of two sweeps a wake asked for
 MIN_GAP_MS = 500
 #: how long the first sweep waits for the store's first listen to be in place
-LISTEN_WAIT_MS = 2_000
+LISTEN_WAIT_MS = 5_000
 
 
 @dataclass(frozen=True)
