@@ -55,7 +55,7 @@ inert = run_graph.inert
 #: how much of a result's detail a row shows
 CELL_CHARS = 300
 SLUG = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
-SERVER = re.compile(r"https://[A-Za-z0-9.-]+(?::[0-9]{1,5})?")
+SERVER = re.compile(r"(?:https://[A-Za-z0-9.-]+|http://(?:127\.0\.0\.1|localhost))(?::[0-9]{1,5})?")
 BRANCH = re.compile(r"[A-Za-z0-9_./-]+")
 #: runs whose graph the summary draws unless ZUKE_SUMMARY_GRAPHS says otherwise, and the most
 #: it may say; the rest are counted in a note

@@ -52,7 +52,11 @@ _ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"
 _PUNCTUATION = frozenset("!#$%()*+,-./:;=?@[\\]^_`{|}~")
 #: what a summary shows for a control character (never the character itself)
 _REPLACEMENT = "\ufffd"
-_SAFE_URL = re.compile(r"https://[A-Za-z0-9.-]+(?::[0-9]{1,5})?(?:/[A-Za-z0-9._~%/#=?&+-]*)?")
+#: a URL zuke built: https (plain http only to loopback: a test's GitHub), URL-safe characters
+_SAFE_URL = re.compile(
+    r"(?:https://[A-Za-z0-9.-]+|http://(?:127\.0\.0\.1|localhost))(?::[0-9]{1,5})?"
+    r"(?:/[A-Za-z0-9._~%/#=?&+-]*)?"
+)
 
 
 def _escape(match: re.Match[str]) -> str:
@@ -222,8 +226,9 @@ def _utf8(text: str) -> int:
 
 
 def summary_link(text: str, url: str) -> str:
-    """A markdown link to ``url``, a URL zuke built (``https://`` and URL-safe characters
-    only, checked: anything else is the plain ``text``); ``text`` is escaped."""
+    """A markdown link to ``url``, a URL zuke built (``https://``, or ``http://`` to loopback,
+    and URL-safe characters only, checked: anything else is the plain ``text``); ``text`` is
+    escaped."""
     if not _SAFE_URL.fullmatch(url):
         return summary_text(text)
     return f"[{summary_text(text)}](<{url}>)"
