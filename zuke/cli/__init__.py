@@ -210,7 +210,7 @@ def run_targets(
     reporter.redactor.add(*known)
 
     def on_interrupt(message: str) -> None:  # also used for warnings: one line on stderr
-        err.write(reporter.redactor.text(message) + "\n")
+        err.write(console_text(reporter.redactor.text(message)) + "\n")
         err.flush()
 
     options = RunOptions(
@@ -245,7 +245,7 @@ def run_targets(
     gha.publish(gha.run_report(result, build.__name__, redact), env, err, redact)
     if result.record_error is not None:
         # The run's outcome is not in its record: never exit 0 (docs/cli.md, exit codes).
-        err.write(f"zuke: {result.record_error}\n")
+        err.write(f"zuke: {console_text(result.record_error)}\n")
         err.flush()
         return EXIT_FAILED
     if result.status == "cancelled":

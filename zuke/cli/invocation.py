@@ -142,9 +142,11 @@ class Invocation:
                               reading=self.reading)  # fmt: skip
         assert store is not None  # required=True always yields one
         if self.problem is not None:
+            from zuke._inert import console_text
+
             self.err.write(
-                f"zuke: {self.problem}; reading the store without it: {store_where(store)}"
-                " (a state_store() of the build is not seen)\n"
+                f"zuke: {console_text(self.problem)}; reading the store without it: "
+                f"{console_text(store_where(store))} (a state_store() of the build is not seen)\n"
             )
         self._store = store
         return store

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from zuke._errors import BuildDefinitionError, RunNotFoundError, UsageError
+from zuke._inert import console_text
 from zuke._jsondepth import check_json_text_depth
 from zuke.cli import args as cli_args
 from zuke.cli.invocation import build_redactor, known_secrets, naming_store, needs_build
@@ -210,8 +211,8 @@ def _request(
 
 
 def _warner(reporter: ConsoleReporter, err: TextIO) -> Callable[[str], None]:
-    def warn(message: str) -> None:
-        err.write(reporter.redactor.text(message) + "\n")
+    def warn(message: str) -> None:  # one line, whatever it quotes
+        err.write(console_text(reporter.redactor.text(message)) + "\n")
         err.flush()
 
     return warn

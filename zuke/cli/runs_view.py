@@ -75,7 +75,7 @@ def counts_text(counts: RunCounts, where: str | None = None) -> str:
     if counts.total == 0:
         return _none_found(where)
     return "\n".join(
-        [f"Total: {counts.total}"] + [f"{s}: {n}" for s, n in counts.by_status.items()]
+        [f"Total: {counts.total}"] + [f"{safe(s)}: {n}" for s, n in counts.by_status.items()]
     )
 
 
