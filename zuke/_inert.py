@@ -22,8 +22,11 @@ Each sink has its own dangers, so each has its own rule here, and the sinks appl
   escapes HTML's characters as entities and every other ASCII punctuation mark with a
   backslash (CommonMark's escapes), so nothing renders: no tag, link, autolink, image,
   emphasis, heading or table cell break. :func:`summary_code` is a code span that is safe in
-  a table cell. A link is only ever to a URL zuke built (:func:`summary_link` checks it is
-  plain ``https://``).
+  a table cell, :func:`summary_code_block` a block its content cannot close. A link is only
+  ever to a URL zuke built (:func:`summary_link` checks it is plain ``https://``, or
+  ``http://`` to loopback). Redact a value *before* escaping it: escaping changes how a
+  secret is spelled. :func:`summary_fit` keeps a step's summary under
+  :data:`SUMMARY_CAP_BYTES` (GitHub drops one over 1 MiB whole).
 
 Standard library only: the action's ``summary.py`` loads this file from its own checkout.
 """
