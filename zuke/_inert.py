@@ -106,6 +106,9 @@ def trailing_hashes(text: str) -> int:
 
 def _command_start(line: str) -> int | None:
     """Where the ``::`` of a line that would be a workflow command starts, or ``None``."""
+    lead = line.lstrip()[:1]
+    if not lead or (lead != ":" and lead.isascii() and lead.isprintable()):
+        return None  # the usual line: it starts with a visible character that is no colon
     first = None
     for i, char in enumerate(line):
         if _ignorable(char) or (first is None and char.isspace()):
@@ -142,7 +145,7 @@ def console_line(line: str, *, breaks: bool = True, continues: bool = False) -> 
     ``\\u005b``; other line breaks (CR, U+2028…) escaped unless ``breaks`` is false (a
     terminal, where a live display draws with CR). ``continues``: ``line`` is the rest of a
     line whose start was already written (and checked)."""
-    if breaks:
+    if breaks and _BREAKS.search(line):
         line = _BREAKS.sub(_escape, line)
     if "[" in line and "#" in line:
         for at in reversed(_old_command_brackets(line)):

@@ -109,7 +109,7 @@ def test_a_value_never_starts_a_line_of_its_own() -> None:
 def test_the_stream_guards_lines_split_across_writes() -> None:
     raw = io.StringIO()
     stream = InertStream(raw)
-    for chunk in ("ok\n  :", ":add-mask::x\nab #", "#[error]y\n", "\u00ad", ":", ":z"):
+    for chunk in ("ok\n  :", "", ":add-mask::x\nab #", "#[error]y\n", "\u00ad", ":", ":z"):
         stream.write(chunk)
         stream.flush()
     stream.finish()

@@ -40,6 +40,10 @@ class InertStream:
         return console_line(text, breaks=self._breaks, continues=self._open)
 
     def write(self, text: str) -> int:
+        if text and not self._held and text.find("\n") == len(text) - 1:  # one line: the usual
+            self.raw.write(self._line(text[:-1]) + "\n")
+            self._open = False
+            return len(text)
         *lines, self._held = (self._held + text).split("\n")
         if lines:
             done = []
