@@ -143,8 +143,9 @@ def test_on_a_terminal_the_stream_leaves_a_cr_to_the_live_display() -> None:
 
 
 def render(markdown: str) -> str:
-    """GitHub-flavoured markdown as HTML (CommonMark, tables and autolinks: markdown-it-py)."""
-    return MarkdownIt("commonmark", {"linkify": False}).enable("table").render(markdown)
+    """Markdown as HTML: CommonMark with GitHub's tables (markdown-it-py; GitHub's autolinks
+    are checked apart, by what starts them)."""
+    return str(MarkdownIt("commonmark").enable("table").render(markdown))
 
 
 def test_summary_text_renders_as_itself_with_no_tag_link_image_or_emphasis() -> None:
