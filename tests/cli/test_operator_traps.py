@@ -123,7 +123,7 @@ def test_state_init_names_the_store_not_its_repr(tmp_path: Path, cli: CliRunner)
 
 
 @pytest.mark.parametrize("argv", [["runs", "list"], ["runs", "show", "r1"], ["locks", "list"],
-                                  ["runs", "prune", "--keep-last", "1"], ["resume", "--check"],
+                                  ["runs", "prune", "--keep-last", "1"], ["resume", "r1"],
                                   ["cancel", "r1"]])  # fmt: skip
 def test_a_store_directory_that_does_not_exist_is_said_so_with_exit_2(
     tmp_path: Path, cli: CliRunner, argv: list[str]
@@ -145,6 +145,16 @@ def test_a_relative_store_directory_that_does_not_exist_names_where_it_was_looke
     assert result.code == 2
     assert f"(a relative path is read beside the build file: {tmp_path / 'typo'})" in result.err
     assert not (tmp_path / "typo").exists()  # a read made no directory
+
+
+def test_a_sweep_before_any_run_made_the_directory_checks_nothing_and_names_it(
+    tmp_path: Path, cli: CliRunner
+) -> None:
+    """A scheduled sweep may come first: it is no typo to refuse, and its line names where."""
+    (tmp_path / "build.py").write_text(HELLO)
+    result = cli("resume", "--check", env={"ZUKE_STATE_DIR": "state"})
+    assert result.code == 0, result.text
+    assert f"Checked 0 suspended run(s) in {tmp_path / 'state'}: " in result.out
 
 
 def test_an_existing_empty_store_directory_still_has_no_runs(

@@ -330,7 +330,9 @@ def _resume(
     ]  # fmt: skip
     warn = _warner(reporter, err)
     options = _run_options(parsed, warn, env=env, home=home, observers=observers)
-    store = open_store(env, build=build, cwd=home, reading=True)
+    # A sweep on a schedule may come before any run made the directory: "0 runs checked in
+    # DIR" names it; a resume names a run, which a directory not there cannot hold.
+    store = open_store(env, build=build, cwd=home, reading=not check)
     # A bad setting (ZUKE_RUN_LEASE_TTL=banana) is the operator's, said as itself; what is
     # raised past this point while loading is the build's.
     check_settings(env, store)

@@ -59,7 +59,7 @@ def check_without_build(
     except UsageError:
         operands = []
     run_id = operands[0] if operands else None
-    store = open_store(env, cwd=home, reading=True)
+    store = open_store(env, cwd=home)
     reason = str(needs_build(problem, "zuke resume --check", "to check the run's gates"))
     try:
         report = unchecked_report(store, run_id, reason)
