@@ -144,7 +144,7 @@ Commands:
   mcp [--no-run] [--no-cancel] [--actor NAME]
   serve [--host HOST] [--port PORT] [--db FILE|URL] [--no-auth] [--max-body-bytes N]
         [--request-timeout SECONDS] [--keep-alive SECONDS] [--shutdown-grace SECONDS]
-        [--backlog N]
+        [--backlog N] [--no-ui]
 
 Options:
   -f, --file PATH     the build file (default build.py, or ZUKE_FILE)
@@ -173,6 +173,7 @@ Environment:
   ZUKE_RUN_LEASE_TTL         a run lease's time to live (e.g. 30s)
   ZUKE_CANCEL_POLL           how often a live run looks for `zuke cancel`
   ZUKE_SERVE_TOKEN           the bearer token `zuke serve` requires
+  ZUKE_SERVE_READ_TOKEN      a token that opens only `zuke serve`'s web view (/ui/)
   GH_TOKEN, GITHUB_TOKEN     the GitHub token of a github:// store and the GitHub gates
                              (GH_TOKEN first; an App's ZUKE_GH_APP_ID, … wins over both)
   GITHUB_API_URL             GitHub's API (default https://api.github.com; GHES:
