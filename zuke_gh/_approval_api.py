@@ -38,7 +38,7 @@ COMMENTS = "/repos/{owner}/{repo}/issues/{number}/comments"
 PERMISSION = "/repos/{owner}/{repo}/collaborators/{username}/permission"
 MEMBERSHIP = "/orgs/{org}/teams/{team_slug}/memberships/{username}"
 PER_PAGE = 100
-#: How many pages a listing reads at most (comments since the last check; issues by marker).
+#: How many pages a look for a marker reads at most (issues, or a thread's comments).
 MAX_PAGES = 10
 #: What a token needs to say who may decide (named when GitHub refuses; the client's hint is
 #: generic).
