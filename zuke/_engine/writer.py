@@ -130,6 +130,11 @@ class RunStateWriter(Observer):
         self._failing: str | None = None  # the reason of the current streak of failed writes
         self._broken: str | None = None  # a hook raised: which change is missing is unknown
         self._disowned = False
+        #: the run's end (or suspension) was written: this writer's last write. A notice that
+        #: reaches the loop later (a body's ``ctx.state.set`` from a worker thread, already in
+        #: the row its transition wrote) writes nothing — written after the end, it would find
+        #: the run settled and take its own end for another process's.
+        self._ended = False
         self._write_lock = asyncio.Lock()
         self._debounce: asyncio.TimerHandle | None = None
         self._background: asyncio.Future[None] | None = None
@@ -331,6 +336,7 @@ class RunStateWriter(Observer):
         ending = _honest(status) if self._broken is not None else status
         self._queue(RunDelta(updated_at=now, status=ending))
         failure = await self._flush(persist=True)
+        self._ended = True
         if failure is not None:
             self.record_error = await self._give_up(status, failure)
         elif self._broken is not None and not self._disowned:
@@ -343,7 +349,7 @@ class RunStateWriter(Observer):
     # -- writing ----------------------------------------------------------------
 
     def _schedule_flush(self) -> None:
-        if self._debounce is None:
+        if self._debounce is None and not self._ended:
             delay = CHECKPOINT_DEBOUNCE_S if self.checkpointed else SETTLE_DEBOUNCE_S
             self._debounce = self._loop.call_later(delay, self._debounced_flush)
 
@@ -365,7 +371,7 @@ class RunStateWriter(Observer):
         what the caller queued, so every row goes again (only once something was lost).
         """
         async with self._write_lock:
-            if self._disowned:
+            if self._disowned or self._ended:
                 return None
             self._take_meta()
             if complete and self._loss is not None:
