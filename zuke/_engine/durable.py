@@ -169,13 +169,14 @@ class DurableRun:
             roots=roots,
             params=params,
             actor=state.actor,
+            actor_source=state.actor_source,
             now_ms=now,
             env=env,
             deadline=deadline_at(deadline, now),
         )
         ttl = lease_ttl_ms(env, store)
         poll_s = poll_interval_s(env)  # a bad value fails here, before the lease is taken
-        holder = LockHolder(state.actor, state.run_id, iso(now), ci_run_url(env))
+        holder = LockHolder(state.resumed_by, state.run_id, iso(now), ci_run_url(env))
         since = SYSTEM_CLOCK.now_ms()  # the store's expiry is at least this plus the TTL
         taken = await acquire_lease(store, state.run_id, holder, ttl_ms=ttl)
         if isinstance(taken, LockHeld):
@@ -386,7 +387,7 @@ class DurableRun:
         try:
             result = await walk(
                 self.store, self.state.run_id, lease=self.lease, plan=plan,
-                intended="cancelled", actor=self.state.actor, clock=self.clock,
+                intended="cancelled", actor=self.state.resumed_by, clock=self.clock,
                 redactor=self.state.redactor, reason=reason, notify=self.warn,
             )  # fmt: skip
         except Exception as exc:

@@ -30,7 +30,7 @@ from zuke._engine.plan import BuildGraph, Plan, make_plan, requires_state
 from zuke._engine.preflight import preflight
 from zuke._engine.result import RunResult
 from zuke._errors import BuildDefinitionError, UsageError, ZukeError
-from zuke._provenance import resolve_actor
+from zuke._provenance import resolve as resolve_actor
 from zuke._target import Target
 
 if TYPE_CHECKING:
@@ -127,9 +127,11 @@ async def execute_async(build_cls: type[Build], options: RunOptions) -> RunResul
         plan = make_plan(graph, options.targets, skip=options.skip, ordering=edges)
         override = loaded.build.state_store()
     run_id = str(uuid.uuid4())
+    starter = resolve_actor(options.actor, options.env)
     state = RunState(
         run_id=run_id,
-        actor=resolve_actor(options.actor, options.env),
+        actor=starter.name,
+        actor_source=starter.source,
         redactor=loaded.redactor,
         params=loaded.public_params,
     )

@@ -107,6 +107,8 @@ class RunStateWriter(Observer):
         self.redactor = redactor or Redactor()
         self.warn = warn
         self.run_state = run_state
+        #: who this process's events name: its own actor (a resumer's, not the starter's)
+        self.actor = run_state.resumed_by if run_state is not None else record.actor
         self.backoff_s = tuple(BACKOFF_S if backoff_s is None else backoff_s)
         self.sleep = sleep
         self.writes = 0
@@ -277,7 +279,7 @@ class RunStateWriter(Observer):
         event = RunEvent(
             at=self._now(),
             tool=tool,
-            actor=self.record.actor,
+            actor=self.actor,
             outcome=outcome,  # type: ignore[arg-type]
             args={k: self.redactor.text(v) for k, v in (args or {}).items()},
             detail=self.redactor.text(detail) if detail else None,
@@ -454,7 +456,7 @@ class RunStateWriter(Observer):
         event = RunEvent(
             at=now,
             tool="record",
-            actor=self.record.actor,
+            actor=self.actor,
             outcome="error",
             detail=self.redactor.text(f"the run ended {status}, but it could not be recorded: "
                                       f"{reason}"),

@@ -248,7 +248,7 @@ async def _settle_held(
     from zuke.runs.lifecycle import hold_taken
 
     hold = await hold_taken(store, run_id, taken, ttl_ms=run_lease_ttl_ms(env, store),
-                            clock=clock, since_ms=since_ms)  # fmt: skip
+                            clock=clock, since_ms=since_ms, actor=actor)  # fmt: skip
     try:
         record = hold.record
         if record.status in TERMINAL_STATUSES:

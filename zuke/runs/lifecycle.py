@@ -88,6 +88,21 @@ class ResumeOutcome:
         return self.result is not None and self.result.ok
 
 
+#: the events a process writes as it takes a run in hand (a resume, a timeout's or a failed
+#: gate's disposition, a cancel): their actor is the run's mover from then on
+MOVING_EVENTS = frozenset({"resume", "timeout", "wait-failed", "cancel"})
+
+
+def moved_by(record: RunRecord) -> str:
+    """Who moved the run last (for "it is running (resumed by …)"): the actor of its newest
+    :data:`MOVING_EVENTS` entry, else its starter. The record's ``actor`` is the starter
+    for ever, so it never answers this."""
+    for event in reversed(record.events):
+        if event.tool in MOVING_EVENTS:
+            return event.actor
+    return record.actor
+
+
 def check_settings(env: Mapping[str, str], store: StateStore | None = None) -> None:
     """Parse every setting a transition needs before its commit point: a bad value
     refuses the command before the record moves, never after (exit 2, run untouched)."""
@@ -111,8 +126,10 @@ class Hold:
     """
 
     def __init__(self, store: StateStore, taken: LockAcquired, claim: Claim, found: StoredRun,
-                 clock: Clock) -> None:  # fmt: skip
+                 clock: Clock, *, actor: str) -> None:  # fmt: skip
         self.store = store
+        #: who holds it: this process's actor (recorded in the events it writes)
+        self.actor = actor
         self.taken = taken
         self.claim = claim
         self.found = found
@@ -247,7 +264,7 @@ async def take(
             held.format(actor=taken.holder.actor), run_id=run_id, by=taken.holder.actor
         )
     return await hold_taken(store, run_id, taken, ttl_ms=ttl, clock=clock, warn=warn,
-                            since_ms=asked)  # fmt: skip
+                            since_ms=asked, actor=actor)  # fmt: skip
 
 
 async def hold_taken(
@@ -259,6 +276,7 @@ async def hold_taken(
     clock: Clock,
     warn: Callable[[str], None] = lambda message: None,
     since_ms: int | None = None,
+    actor: str,
 ) -> Hold:
     """A :class:`Hold` on a lease just taken: its heartbeat starts now, then the record
     is read (a record read before the lease was ours decides nothing). ``since_ms``: when
@@ -276,7 +294,7 @@ async def hold_taken(
     if found is None:
         await _give_back(store, run_id, claim, taken)
         raise RunNotFoundError(f'no run "{run_id}" in the store', run_id=run_id)
-    return Hold(store, taken, claim, found, clock)
+    return Hold(store, taken, claim, found, clock, actor=actor)
 
 
 class LazyHold:
@@ -297,6 +315,8 @@ class LazyHold:
                  env: Mapping[str, str], warn: Callable[[str], None]) -> None:  # fmt: skip
         self.store = store
         self.basis = basis
+        #: who will hold it: this process's actor (a sweep's)
+        self.actor = actor
         self._take = {"actor": actor, "clock": clock, "env": env, "warn": warn}
         self.hold: Hold | None = None
 
@@ -317,7 +337,7 @@ class LazyHold:
                 f"run {run_id} moved while its gates were checked (it is {fresh.status} now); "
                 "it is left to whoever moved it",
                 run_id=run_id,
-                by=fresh.actor,
+                by=moved_by(fresh),
             )
         self.hold = hold
         return hold
@@ -373,6 +393,7 @@ __all__ = [
     "hold_taken",
     "live_claims",
     "load_for",
+    "moved_by",
     "ownership_problem",
     "take",
 ]

@@ -205,7 +205,7 @@ async def settle_timeout(
     )  # fmt: skip
     check_rollback(loaded, record.id, settlement)
     # The hook is user code: it runs under the hold, whose heartbeat renews the lease.
-    hooked = await timeout_hook(loaded, record, gate, now_ms)
+    hooked = await timeout_hook(loaded, record, gate, now_ms, actor=actor)
     if hooked is not None:  # the hook's failure is news, never a reason to skip the rest
         notes = [*notes, hooked]
         run.on_warning(hooked)
@@ -323,7 +323,6 @@ async def _run_rollback(
         return RunDelta(
             updated_at=now,
             status="running",
-            actor=actor,
             targets=rows,
             events=(s.event,),
             intended_terminal="cancelled",
