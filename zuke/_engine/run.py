@@ -1,4 +1,7 @@
-"""``execute()``: one run of a build, from parameters to verdict.
+"""``execute_async()``: one run of a build in this process, from parameters to verdict.
+
+(The public ``zuke.execute()`` is :func:`zuke.runs.owner.execute`: this run, then its
+continuation when a signal became due while it ran — what every owner does.)
 
 The pipeline: resolve parameters → instantiate the build and run its target
 definitions → freeze and validate the graph → resolve ordering edges → plan →
@@ -159,29 +162,3 @@ async def execute_async(build_cls: type[Build], options: RunOptions) -> RunResul
             warn=options.on_warning,
         )
     return await drive(plan, state=state, durable=durable, options=options, started=started)
-
-
-def execute(
-    build_cls: type[Build],
-    targets: Sequence[str],
-    *,
-    params: Mapping[str, str | Sequence[str]] | None = None,
-    env: Mapping[str, str] | None = None,
-    skip: Sequence[str] = (),
-    parallel: int = 1,
-    actor: str | None = None,
-    observers: Sequence[Observer] = (),
-) -> RunResult:
-    """Run targets of a build in this process and return the result (no printing)."""
-    supplied = {k: [v] if isinstance(v, str) else list(v) for k, v in (params or {}).items()}
-    options = RunOptions(
-        targets=list(targets),
-        params=supplied,
-        env=dict(os.environ) if env is None else env,
-        skip=list(skip),
-        parallel=parallel,
-        actor=actor,
-        observers=observers,
-        inline=True,  # asyncio.run below: the loop is the run's alone
-    )
-    return asyncio.run(execute_async(build_cls, options))
