@@ -115,6 +115,8 @@ class DurableRun:
         self.watch: CancelWatch | None = None
         #: who cancelled the run from another process (``zuke cancel``), if anyone did
         self.cancelled_by: str | None = None
+        #: why a gate's ``on_failure("cancel-run")`` cancelled the run here, if one did
+        self.disposition: str | None = None
         #: what the compensation walk did, once a cancelled run has run it
         self.walked: WalkResult | None = None
         #: processes that existed before the run: a claim that lapses never ends them
@@ -295,6 +297,8 @@ class DurableRun:
         }
 
     def _gate_cancelled(self, reason: str) -> None:
+        if self.disposition is None and self.cancelled_by is None:
+            self.disposition = reason
         if self.scheduler is not None:
             self.scheduler.cancel(reason=reason)
 

@@ -219,6 +219,9 @@ def run_targets(
         err.write(f"zuke: {result.record_error}\n")
         err.flush()
         return EXIT_FAILED
+    if result.handled:  # a gate's declared disposition cancelled (rolled back) the run: ok
+        on_interrupt(f"zuke: {result.settled_by}")
+        return EXIT_OK
     if result.status == "cancelled":
         return EXIT_INTERRUPTED
     return EXIT_OK if result.ok else EXIT_FAILED

@@ -80,12 +80,22 @@ class ResumeOutcome:
     status: str
     result: RunResult | None = None
     notes: list[str] = field(default_factory=list)
+    #: a gate that failed or timed out (``gate-failed``, ``timed-out``) was handled by its
+    #: declared disposition: ``"cancel-run"`` cancelled the run, or its rollback target
+    #: succeeded and the run was cancelled (``"fail"``, or a disposition that could not do
+    #: its job, is not handled)
+    handled: bool = False
 
     @property
     def ok(self) -> bool:
+        """The one rule for the exit code: a gate failure or timeout handled by its declared
+        disposition is ok (exit 0) whatever it came from; one with none (``"fail"``) is not."""
         if self.action in ("already-delivered", "delivered"):
             return True
-        return self.result is not None and self.result.ok
+        if self.action in ("timed-out", "gate-failed"):
+            lost = self.result is not None and self.result.record_error is not None
+            return self.handled and not lost
+        return self.result is not None and (self.result.ok or self.result.handled)
 
 
 #: the events a process writes as it takes a run in hand (a resume, a timeout's or a failed

@@ -57,7 +57,8 @@ async def continue_if_due(
     status = outcome.status if outcome.status in ("succeeded", "failed", "cancelled") else None
     if status is None:
         return result
-    return replace(result, status=status, waiting={})  # type: ignore[arg-type]
+    said = outcome.notes[-1] if outcome.handled and outcome.notes else None
+    return replace(result, status=status, waiting={}, settled_by=said)  # type: ignore[arg-type]
 
 
 async def run_owned(

@@ -30,6 +30,7 @@ from dataclasses import dataclass, replace
 
 from zuke._clock import iso, parse_iso
 from zuke._engine.plan import Plan, make_plan
+from zuke._engine.result import RunResult
 from zuke._engine.resumed import execute_resumed, plan_of
 from zuke._engine.run import LoadedBuild, RunOptions, ordering_edges
 from zuke._errors import AlreadyResumedError, RunError
@@ -291,6 +292,7 @@ async def _cancel_run(
         warn=run.on_warning,
     )
     ran = f"; ran {len(result.compensated)} compensation(s)" if result.compensated else ""
+    stopped = f"; the walk stopped: {result.stopped}" if result.stopped else ""
     return ResumeOutcome(
         record.id,
         s.action,
@@ -298,8 +300,9 @@ async def _cancel_run(
         notes=[
             *notes,
             *warnings,
-            f"run {record.id}: {s.event.detail}{ran}; the run is {result.status}",
+            f"run {record.id}: {s.event.detail}{ran}{stopped}; the run is {result.status}",
         ],
+        handled=result.status == "cancelled" and result.stopped is None,
     )
 
 
@@ -339,10 +342,35 @@ async def _run_rollback(
     result = await execute_resumed(
         loaded, plan, adoption, run, actor=actor, settle_as="cancelled", walk_plan=whole
     )
+    found = await asyncio.to_thread(hold.store.get_run, record.id)
+    row = found.record.targets.get(rollback) if found is not None else None
+    did, handled = rollback_said(rollback, result, row)
+    line = f"run {record.id}: {s.event.detail}; {did}; the run is {result.status}"
+    if handled:
+        result = replace(result, settled_by=line)
     return ResumeOutcome(
-        record.id,
-        s.action,
-        result.status,
-        result=result,
-        notes=[*notes, f"run {record.id}: {s.event.detail}; ran {rollback} and cancelled the run"],
+        record.id, s.action, result.status, result=result, notes=[*notes, line], handled=handled
     )
+
+
+def rollback_said(
+    rollback: str, result: RunResult, row: TargetRecord | None = None
+) -> tuple[str, bool]:
+    """What became of a disposition's rollback target, as the run's result (and its row,
+    read after) tell it — never what was meant to happen: one the run stopped before its
+    body started (a run-held lock lost while parked) did not run — and whether the
+    disposition did its job (the rollback succeeded and the run was cancelled)."""
+    outcome = result.outcomes.get(rollback)
+    status = outcome.status if outcome is not None else "pending"
+    error = outcome.error if outcome is not None else None
+    stopped = result.stop_reason
+    if status == "succeeded":
+        did = f"ran {rollback}"
+    elif status == "failed" and stopped and error == stopped:  # stopped, not failed itself
+        cut = row is not None and row.interrupted
+        did = f"{rollback} {'was interrupted' if cut else 'did not run'} ({stopped})"
+    elif status == "failed":
+        did = f"{rollback} failed ({error or 'no reason given'})"
+    else:
+        did = f"{rollback} did not run" + (f" ({stopped})" if stopped else "")
+    return did, status == "succeeded" and result.status == "cancelled" and not stopped
