@@ -34,6 +34,8 @@ from zuke._engine.cancel_watch import CancelWatch, poll_interval_s
 from zuke._engine.claims import LEASE_TTL_MS, Claim, acquire_lease, guarding, lease_key
 from zuke._engine.context import Context, RunState
 from zuke._engine.executor import BODIES
+from zuke._engine.fan_out import SpecIndex
+from zuke._engine.gate_cancel import GateHooks
 from zuke._engine.gates import EffectDriver, GateKeeper
 from zuke._engine.held import RunHeldLocks
 from zuke._engine.hooks import EffectRunner, GateCheck, Held
@@ -388,11 +390,16 @@ class DurableRun:
             return "cancelled"
         await self.writer.persist()  # the walk settles the record: the kept locks leave it
         self.writer.disown()  # the walk writes the record from here
+        # The owner tells its waiting gates (their on_cancel), whoever asked for the cancel: it
+        # has the build and the lease; a canceller of a live owner's run only marks it.
+        state = self.state
+        gates = GateHooks(find=SpecIndex(plan.specs).get, params=state.params,
+                          redactor=state.redactor, resumed_by=state.resumed_by)  # fmt: skip
         try:
             result = await walk(
                 self.store, self.state.run_id, lease=self.lease, plan=plan,
                 intended="cancelled", actor=self.state.resumed_by, clock=self.clock,
-                redactor=self.state.redactor, reason=reason, notify=self.warn,
+                redactor=self.state.redactor, reason=reason, notify=self.warn, gates=gates,
             )  # fmt: skip
         except Exception as exc:
             self.writer.record_error = (

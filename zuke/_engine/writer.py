@@ -253,7 +253,8 @@ class RunStateWriter(Observer):
                 status=t.status,
                 ended_at=when if t.status != "waiting" else row.ended_at,
                 error=self.redactor.text(t.error) if t.error else None,
-                waiting_for=t.waiting_for if t.status == "waiting" else None,
+                # a gate skipped while it waited (its run cancelled) keeps it, for on_cancel
+                waiting_for=t.waiting_for if t.status in ("waiting", "skipped") else None,
                 interrupted=t.interrupted,
                 meta=meta,
             )

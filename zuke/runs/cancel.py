@@ -89,6 +89,11 @@ class CancelResult:
     notes: list[str] = field(default_factory=list)
     #: "deploy → rollback" per compensation an earlier walk started and never finished
     interrupted: list[str] = field(default_factory=list)
+    #: the run's status when this call took it in hand (``suspended``: parked at its gates,
+    #: nobody running it; ``running``/``cancelling``: its owner was gone)
+    was: RunStatus | None = None
+    #: what each gate still waiting said when told of the cancel (its ``on_cancel``)
+    gates: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
         """One line for the console."""
@@ -102,10 +107,13 @@ class CancelResult:
                     "releases its own locks. Check with: zuke runs show " + rid
                 )
             return f"Run {rid} cancelled by its owner ({self.owner}), who released its own locks."
-        line = f"Run {rid} cancelled; its owner was gone. Released {len(self.released)} claim(s)"
+        why = "it was suspended" if self.was == "suspended" else "its owner was gone"
+        line = f"Run {rid} cancelled; {why}. Released {len(self.released)} claim(s)"
         line += f" ({', '.join(self.released)})." if self.released else "."
         if self.left:
             line += f" Left to lapse at their TTL: {', '.join(self.left)}."
+        for said in self.gates:
+            line += f" {said[:1].upper()}{said[1:]}."
         if self.compensated:
             line += f" Ran {len(self.compensated)} compensation(s)"
             line += f", {len(self.failures)} failed." if self.failures else "."
@@ -274,14 +282,16 @@ async def _settle_held(
         now = iso(clock.now_ms())
         held = sorted(k for k in record.locks if k != lease_key(run_id))
         args = {"released": ",".join(held)}
-        detail = f"cancelled by {actor}; its owner was gone"
+        parked = record.status == "suspended"  # parked at its gates: nobody's, not "gone"
+        detail = f"cancelled by {actor}; " + ("the run was suspended" if parked else
+                                              "its owner was gone")  # fmt: skip
         if compensations == "skip" and owed:  # the operator's choice, on the audit trail
             args["compensations"] = "skipped"
             detail += f"; compensations skipped by {actor} (--no-compensations)"
         event = RunEvent(at=now, tool="cancel", actor=actor, detail=detail, args=args)
         result, released, warnings = await walk_taken(
-            hold, build=build if compensations == "run" else None, env=env, actor=actor,
-            intended="cancelled", reason=f"cancelled by {actor}", first=(event,),
+            hold, build=build, env=env, actor=actor, intended="cancelled",
+            reason=f"cancelled by {actor}", first=(event,), compensate=compensations == "run",
         )  # fmt: skip
     finally:
         await hold.release()
@@ -301,6 +311,8 @@ async def _settle_held(
         failures=[f"{t} → {c}: {e}" for t, c, e in result.failures],
         notes=result.notes,
         interrupted=result.interrupted,
+        was=record.status,
+        gates=result.gates,
     )
 
 

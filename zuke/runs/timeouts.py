@@ -29,12 +29,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 from zuke._clock import iso, parse_iso
+from zuke._engine import gate_cancel
 from zuke._engine.plan import Plan, make_plan
 from zuke._engine.result import RunResult
 from zuke._engine.resumed import execute_resumed, plan_of
 from zuke._engine.run import LoadedBuild, RunOptions, ordering_edges
 from zuke._errors import AlreadyResumedError, RunError
-from zuke.runs.compensate import walk_taken
+from zuke.runs.compensate import gate_hooks, walk_taken
 from zuke.runs.gate_checks import timeout_hook
 from zuke.runs.lifecycle import Hold, ResumeAction, ResumeOutcome, lease_key
 from zuke.state._protocol import StateStore
@@ -315,6 +316,10 @@ async def _run_rollback(
     edges = await ordering_edges(loaded.build, loaded.graph)
     plan = make_plan(loaded.graph, [rollback], ordering=edges)
     now = s.event.at
+    # The other gates still waiting are skipped here, before the rollback, and the run ends
+    # cancelled: they are told of the cancel now (their on_cancel), under the lease.
+    told = await _tell_skipped(loaded, hold, s.gate, frozenset(plan.order), actor=actor,
+                               now_ms=run.clock.now_ms())  # fmt: skip
 
     def to_running(fresh: RunRecord) -> RunDelta | None:
         if not s.still(fresh):
@@ -327,7 +332,7 @@ async def _run_rollback(
             updated_at=now,
             status="running",
             targets=rows,
-            events=(s.event,),
+            events=(s.event, *told),
             intended_terminal="cancelled",
             locks={lease_key(record.id): hold.token},
         )
@@ -351,6 +356,27 @@ async def _run_rollback(
     return ResumeOutcome(
         record.id, s.action, result.status, result=result, notes=[*notes, line], handled=handled
     )
+
+
+async def _tell_skipped(
+    loaded: LoadedBuild, hold: Hold, gate: str, keep: frozenset[str], *, actor: str,
+    now_ms: int,
+) -> tuple[RunEvent, ...]:  # fmt: skip
+    """Ask each other waiting gate a rollback skips (its ``on_cancel``); their events."""
+    events = []
+    hooks = gate_hooks(loaded, actor)
+    for other in gate_cancel.waiting_gates(hold.record):
+        if other == gate or other in keep:
+            continue
+        await hold.prove()  # user code runs under a lease proven just before
+        told = await gate_cancel.ask(hold.record, other, hooks, now_ms)
+        if told is None:
+            continue
+        said = told.error or told.answer
+        events.append(RunEvent(at=iso(now_ms), tool=gate_cancel.GATE_CANCEL_EVENT, actor=actor,
+                               outcome="error" if told.error else "ok",
+                               detail=said or "nothing to do", args={"gate": other}))  # fmt: skip
+    return tuple(events)
 
 
 def rollback_said(
