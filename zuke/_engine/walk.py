@@ -19,6 +19,8 @@ is renewed however long the walk takes); the walk then:
 3. moves the record to ``cancelling`` with ``intendedTerminal`` (a record
    already ``cancelling`` keeps its own), ending rows still running
    (``failed``, ``interrupted``);
+3b. tells each gate still waiting (its trigger's ``on_cancel``), once, on a
+   proven lease, recording what it said (:mod:`zuke._engine.gate_cancel`);
 4. runs each compensation not yet recorded, **at most once**: it proves
    ownership again, records the intent (a ``compensating`` event), runs it,
    and records its end (a ``compensate`` event). One whose intent an

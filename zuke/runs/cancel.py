@@ -18,9 +18,13 @@ Who owns the run decides what the canceller may do, and the run's lease
   (``list_locks``: a client that rewrote the record without its ``locks``
   field) have no token here; they are named and left to lapse at their TTL.
 
-Either way the compensations (``on_cancel``) run: the live owner walks them
-itself once its bodies stopped; a canceller that took the lease walks them
-here (:mod:`zuke.runs.compensate`) under the cancel lock. A canceller with no
+Either way the gates still waiting are told (their trigger's ``on_cancel``:
+``github_workflow`` cancels the run it dispatched) and then the compensations
+(``on_cancel`` targets) run: the live owner does both itself once its bodies
+stopped; a canceller that took the lease does them here
+(:mod:`zuke.runs.compensate`) under the cancel lock. A ``suspended`` run it
+takes is reported as such ("the run was suspended"), not as one whose owner
+was gone. A canceller with no
 build to run them with refuses a run that may owe some (a target succeeded),
 unless told ``compensations="skip"``: owed compensations are never skipped
 silently.

@@ -17,9 +17,12 @@ Dispositions (``s.on_timeout(...)``), each under the run's lease:
   ends ``cancelled`` whatever the rollback did (its row says how it went).
 
 A ``"cancel-run"`` timeout walks the run's compensations (``on_cancel``) like
-any cancellation. A gate whose trigger failed takes its ``on_failure``
-disposition on the same paths (:func:`apply_disposition`, from
-:mod:`zuke.runs.gate_failures`).
+any cancellation. What each says is what happened (``ran rollback``,
+``rollback failed (…)``, ``rollback did not run (…)``, then the run's final
+status), and :attr:`~zuke.runs.lifecycle.ResumeOutcome.handled` whether the
+disposition did its job — the one rule for the exit code. A gate whose trigger
+failed takes its ``on_failure`` disposition on the same paths
+(:func:`apply_disposition`, from :mod:`zuke.runs.gate_failures`).
 """
 
 from __future__ import annotations
