@@ -95,11 +95,12 @@ def build(
             holder = next(e.holder for e in store.list_locks() if e.key == "env-prod")
             calls.append(("promote", ctx.actor, by(ctx), holder.actor))
 
+        gate = self.approve  # type: ignore[attr-defined]
         return (
-            t.depends_on(self.approve)
+            t.depends_on(gate)
             .lock(lambda s: s.lock_key("env", "prod").with_ttl("10m"))
             .executes(body)
-        )  # type: ignore[attr-defined]
+        )
 
     def undeploy(self: Build, t: TargetBuilder) -> TargetBuilder:
         return t.executes(lambda ctx: calls.append(("undeploy", ctx.actor, by(ctx))))
@@ -125,7 +126,7 @@ def started(
 ) -> tuple[Harness, Recorder, list[Any], str]:
     clock = ManualClock()
     store = MemoryStateStore(clock=clock)
-    trigger, calls = Recorder(), []
+    trigger, calls = Recorder(), list[Any]()
     environ = {"TOKEN": TOKEN, **(env or {})}
     h = Harness(build(store, trigger, calls, rollback=rollback), store, clock, env=environ)
     options = h.options(targets=["promote"], actor=actor,
