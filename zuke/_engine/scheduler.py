@@ -154,17 +154,18 @@ class Scheduler(LoopThread):
             # Parked: gates stay waiting and what they hold back stays pending, for a resume.
             pending = Outcome(status="pending")
             return {n: self.outcomes.get(n) or self.waiting.get(n) or pending for n in self.names()}
+        cancelled = self.cancel_requested.is_set()
         for name in self.plan.order:
             if name not in self.outcomes:
                 reason = (
                     (self.stop_reason or self.cancel_reason or "the run was cancelled")
-                    if self.cancel_requested.is_set()
+                    if cancelled
                     else "not reached"
                 )
-                # A gate parked when the run stopped keeps what it waited for on its row: the
-                # cancel's walk tells it (on_cancel), in this process or after a crash.
-                await self._settle(name, "skipped", reason=reason,
-                                   waiting_for=self._parked_for.get(name))  # fmt: skip
+                # A gate parked when the run was cancelled keeps what it waited for on its
+                # row: the cancel's walk tells it (on_cancel), here or after a crash.
+                parked = self._parked_for.get(name) if cancelled else None
+                await self._settle(name, "skipped", reason=reason, waiting_for=parked)
         return {n: self.outcomes[n] for n in self.names()}
 
     def names(self) -> list[str]:
