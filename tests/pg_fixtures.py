@@ -66,13 +66,14 @@ def restartable(pg_cluster: PgCluster) -> Iterator[PgCluster]:
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    """A test marked ``psycopg`` needs the postgres extra, not a cluster: without it, skip."""
+    """A test marked ``psycopg`` needs the postgres extra (psycopg2), not a cluster: without
+    it, skip."""
     if item.get_closest_marker("psycopg") is None:
         return
     try:
-        import psycopg  # noqa: F401
+        import psycopg2  # noqa: F401
     except ImportError:
-        message = "psycopg is not installed: pip install 'zuke[postgres]'"
+        message = "psycopg2 is not installed: pip install 'zuke[postgres]'"
         if required():
             pytest.fail(f"{message} ({REQUIRE_ENV}=1)", pytrace=False)
         pytest.skip(f"Postgres tests not run: {message}")

@@ -10,7 +10,7 @@ with :mod:`atexit` too. A session killed outright (``kill -9``) cannot run
 either, so each cluster's directory names the pytest process that owns it and
 the next session stops the clusters whose owner is gone.
 
-When the binaries (or psycopg) are missing, :func:`unavailable` says why; the
+When the binaries (or psycopg2) are missing, :func:`unavailable` says why; the
 fixture skips with that reason, or fails when ``ZUKE_REQUIRE_POSTGRES=1`` (CI).
 
 For fault tests: :meth:`PgCluster.restart` (``pg_ctl restart -m immediate``),
@@ -31,9 +31,12 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
+
+from zuke.state._pg_pool import PgConn
 
 REQUIRE_ENV = "ZUKE_REQUIRE_POSTGRES"
 #: a directory holding ``initdb`` and ``pg_ctl`` to use instead of looking for them
@@ -72,9 +75,9 @@ def bindir() -> Path | None:
 def unavailable() -> str | None:
     """Why no cluster can be started here, or ``None`` when one can."""
     try:
-        import psycopg  # noqa: F401
+        import psycopg2  # noqa: F401
     except ImportError:
-        return "psycopg is not installed: pip install 'zuke[postgres]'"
+        return "psycopg2 is not installed: pip install 'zuke[postgres]'"
     if bindir() is None:
         return "no Postgres binaries: neither `pg_config --bindir` nor /usr/lib/postgresql/*/bin"
     if os.geteuid() == 0:
@@ -109,6 +112,20 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+@contextlib.contextmanager
+def connected(url: str) -> Iterator[PgConn]:
+    """An autocommit connection of the store's kind (``conn.execute(...).fetchone()``),
+    closed at the end: what tests use to look at or change the database behind zuke."""
+    import psycopg2
+
+    conn = PgConn(psycopg2.connect(url))
+    conn.raw.autocommit = True
+    try:
+        yield conn
+    finally:
+        conn.close()
+
+
 @dataclass
 class PgCluster:
     """One running cluster: its directory, port and binaries."""
@@ -140,10 +157,8 @@ class PgCluster:
 
     def create_database(self) -> str:
         """A new, empty database; its URL."""
-        import psycopg
-
         name = f"zt_{uuid.uuid4().hex[:12]}"
-        with psycopg.connect(self.url(), autocommit=True) as conn:
+        with connected(self.url()) as conn:
             conn.execute(f'CREATE DATABASE "{name}"')
         self.databases.append(name)
         return self.url(name)
@@ -160,21 +175,21 @@ class PgCluster:
 
     def password_role(self, role: str, password: str) -> None:
         """A role that must give ``password`` over TCP (scram), ahead of the trust rule."""
-        import psycopg
+        import psycopg2
 
         hba = self.data / "pg_hba.conf"
         rule = f"host all {role} 127.0.0.1/32 scram-sha-256\n"
         if rule not in hba.read_text():
             hba.write_text(rule + hba.read_text())
-        with psycopg.connect(self.url(), autocommit=True) as conn:
+        with connected(self.url()) as conn:
             conn.execute(f"CREATE ROLE {role} LOGIN PASSWORD '{password}'")
             conn.execute("SELECT pg_reload_conf()")
         deadline = time.monotonic() + COMMAND_TIMEOUT_S
         without = self.url().replace(f"{USER}@", f"{role}@")
         while True:  # the postmaster reloads on its own time: poll until it asks
             try:
-                psycopg.connect(without, connect_timeout=5).close()
-            except psycopg.OperationalError:
+                psycopg2.connect(without, connect_timeout=5).close()
+            except psycopg2.OperationalError:
                 return
             if time.monotonic() > deadline:
                 raise AssertionError("the server never asked for the password")

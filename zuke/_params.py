@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, cast, overload
 from zuke._errors import ParameterError
 from zuke._param_parse import UNSET, parse_value, secret_forms, short_secret
 from zuke._redact import MIN_SECRET_LENGTH, Redactor
+from zuke._text import has_lone_surrogate
 
 if TYPE_CHECKING:
     from dataclasses import dataclass
@@ -285,6 +286,9 @@ def resolve(
                 out.values[p.name] = None
             if p.is_secret and p.name in out.values:
                 out.secrets.extend(secret_forms(out.values[p.name]))
+            continue
+        if has_lone_surrogate(texts):
+            out.errors.append(f"{p.flag}: the value holds a lone surrogate, which is not text")
             continue
         try:
             value = parse_value(p, texts)

@@ -69,8 +69,8 @@ def test_the_kit_fails_loudly_against_a_service_that_lands_stale_writes(
     honest = sqlite_db.StateDb.update_run
 
     def lands_anyway(self: sqlite_db.StateDb, ns: str, record: object, text: str, *,
-                     if_match: str) -> tuple[str, str]:  # fmt: skip
-        return honest(self, ns, record, text, if_match="*")  # type: ignore[arg-type]
+                     if_match: str, write_id: str | None = None) -> tuple[str, str]:  # fmt: skip
+        return honest(self, ns, record, text, if_match="*", write_id=write_id)  # type: ignore[arg-type]
 
     monkeypatch.setattr(sqlite_db.StateDb, "update_run", lands_anyway)
     out, err = io.StringIO(), io.StringIO()

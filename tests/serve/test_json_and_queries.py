@@ -69,24 +69,29 @@ def fresh() -> str:
 # ------------------------------------------------------------------ JSON in and out
 
 
-def test_a_lone_surrogate_escape_is_stored_and_returned_exactly(raw: httpx.Client) -> None:
+def test_a_surrogate_pair_is_stored_and_a_lone_surrogate_refused_with_400(
+    raw: httpx.Client,
+) -> None:
+    # json.dumps escapes as \ud83d\ude00 (a pair: one character) and \ud800 (alone: none);
+    # a lone one is not text, so nothing holding one is stored (issue 25).
     run_id = fresh()
-    body = record_to_json(record(run_id, actor="\ud800 tester", build="B\udfff"))
-    body["meta"] = {"note": "caf\u00e9 \ud83d\ude00 \udc00"}
-    # json.dumps escapes the surrogate as \ud800: exactly what the TypeScript client sends.
+    body = record_to_json(record(run_id, actor="tester \ud83d\ude00", build="B"))
+    body["meta"] = {"note": "caf\u00e9 \ud83d\ude00"}
     sent = json.dumps(body).encode()
-    assert b"\\ud800" in sent
+    assert b"\\ud83d\\ude00" in sent
     created = raw.put(f"/runs/{run_id}", headers={"If-None-Match": "*"}, content=sent)
     assert created.status_code == 201, created.text
-    got = raw.get(f"/runs/{run_id}")
-    assert got.status_code == 200
-    assert json.loads(got.content) == json.loads(sent)  # the same JSON value
-    listed = raw.get("/runs", params={"target": "deploy"}).json()
-    summary = next(s for s in listed if s["id"] == run_id)
-    assert (summary["actor"], summary["build"]) == ("\ud800 tester", "B\udfff")
+    assert json.loads(raw.get(f"/runs/{run_id}").content) == json.loads(sent)
+    lone = fresh()
+    bad = json.dumps(record_to_json(record(lone, actor="\ud800 tester"))).encode()
+    refused = raw.put(f"/runs/{lone}", headers={"If-None-Match": "*"}, content=bad)
+    assert refused.status_code == 400 and "lone surrogate" in refused.json()["error"]
+    assert raw.get(f"/runs/{lone}").status_code == 404
 
 
-def test_a_patch_and_a_lock_holder_with_a_lone_surrogate_are_stored(raw: httpx.Client) -> None:
+def test_a_patch_and_a_lock_holder_with_a_lone_surrogate_are_refused_with_400(
+    raw: httpx.Client,
+) -> None:
     run_id = fresh()
     created = raw.put(
         f"/runs/{run_id}", headers={"If-None-Match": "*"}, json=record_to_json(record(run_id))
@@ -97,16 +102,13 @@ def test_a_patch_and_a_lock_holder_with_a_lone_surrogate_are_stored(raw: httpx.C
         headers={"If-Match": created.headers["etag"]},
         content=json.dumps(delta).encode(),
     )
-    assert patched.status_code == 200, patched.text
-    assert json.loads(raw.get(f"/runs/{run_id}").content)["actor"] == "\udbff"
+    assert patched.status_code == 400, patched.text
+    assert raw.get(f"/runs/{run_id}").headers["etag"] == created.headers["etag"]
     key = f"k-{uuid.uuid4().hex[:8]}"
     holder = {"actor": "\ud800", "runId": run_id, "since": "2026-01-15T00:00:00Z"}
     claim = json.dumps({"holder": holder, "ttlMs": 60_000}).encode()
-    assert raw.post(f"/locks/{key}", content=claim).status_code == 201
-    held = raw.post(f"/locks/{key}", content=claim)
-    assert (held.status_code, json.loads(held.content)) == (409, holder)
-    listed = raw.get("/locks", params={"runId": run_id}).json()
-    assert [entry["holder"] for entry in listed] == [holder]
+    assert raw.post(f"/locks/{key}", content=claim).status_code == 400
+    assert raw.get("/locks", params={"runId": run_id}).json() == []
 
 
 @pytest.mark.parametrize("number", ["NaN", "Infinity", "-Infinity", "1e999"])

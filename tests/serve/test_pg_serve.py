@@ -25,7 +25,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.pg_support import PgCluster
+from tests.pg_support import PgCluster, connected
 from tests.serve.support import TOKEN, in_process
 from tests.serve.test_builds import (  # noqa: F401  (run here against Postgres)
     test_a_descriptor_with_a_bad_indexed_field_is_refused_with_400,
@@ -41,9 +41,9 @@ from tests.serve.test_builds import (  # noqa: F401  (run here against Postgres)
 from tests.serve.test_json_and_queries import (  # noqa: F401  (run here against Postgres)
     test_a_huge_or_non_ascii_limit_is_a_400_not_a_500,
     test_a_key_of_201_characters_gets_the_message_every_store_gives,
-    test_a_lone_surrogate_escape_is_stored_and_returned_exactly,
-    test_a_patch_and_a_lock_holder_with_a_lone_surrogate_are_stored,
+    test_a_patch_and_a_lock_holder_with_a_lone_surrogate_are_refused_with_400,
     test_a_since_that_is_not_an_instant_is_refused,
+    test_a_surrogate_pair_is_stored_and_a_lone_surrogate_refused_with_400,
     test_a_ttl_out_of_bounds_gets_the_message_every_store_gives,
     test_list_locks_refuses_an_unsafe_run_id,
     test_list_runs_filters_by_build,
@@ -269,15 +269,13 @@ def test_a_journal_of_appends_reads_back_folded_through_either_replica(
 def test_a_database_that_goes_away_is_a_503_and_one_log_line_without_the_password(
     pg_cluster: PgCluster, tmp_path: Path
 ) -> None:
-    import psycopg
-
     url = with_password(pg_cluster.create_database())
     log = io.StringIO()
     limits = ServeLimits(request_timeout_s=1.0)  # also how long a request waits for Postgres
     with in_process(tmp_path, db=url, log=log, limits=limits) as (server, client):
         assert client.get("/runs/absent").status_code == 404
         name = url.rsplit("/", 1)[1]
-        with psycopg.connect(pg_cluster.url(), autocommit=True) as admin:
+        with connected(pg_cluster.url()) as admin:
             admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
         answer = client.get("/runs/absent")
         assert answer.status_code == 503
@@ -324,15 +322,13 @@ def test_connections_the_server_killed_are_replaced_without_a_failed_request(
     pg_cluster: PgCluster, tmp_path: Path
 ) -> None:
     """What a database restart does to a replica's pool: every connection dies at once."""
-    import psycopg
-
     url = pg_cluster.create_database()
     name = url.rsplit("/", 1)[1]
     with in_process(tmp_path, db=url) as (server, _), HttpStateStore(server.url, token=TOKEN) as s:
         run_id = f"r-{uuid.uuid4().hex[:8]}"
         written = s.create_run(record(run_id))
         assert isinstance(written, Written)
-        with psycopg.connect(pg_cluster.url(), autocommit=True) as admin:
+        with connected(pg_cluster.url()) as admin:
             killed = admin.execute(
                 "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
                 " WHERE datname = %s AND pid <> pg_backend_pid()",

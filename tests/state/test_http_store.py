@@ -618,7 +618,10 @@ class TrackedStream(httpx.SyncByteStream):
     ("status", "body"),
     [(200, b"not json"), (404, b""), (412, b"{}"), (500, b"boom"), (401, b"no"), (201, b"{}")],
 )
-def test_the_response_body_is_closed_on_every_path(status: int, body: bytes) -> None:
+def test_the_response_body_is_closed_on_every_path(
+    status: int, body: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_http_client, "RESEND_PAUSES_S", (0.0, 0.0))
     streams: list[TrackedStream] = []
 
     def handler(request: httpx.Request) -> httpx.Response:
@@ -630,7 +633,8 @@ def test_the_response_body_is_closed_on_every_path(status: int, body: bytes) -> 
         store.get_run("abc")
     with contextlib.suppress(StateError):
         store.create_run(record())
-    assert len(streams) == 2
+    resent = 2 if status >= 500 else 0  # a keyed write with no answer is sent again
+    assert len(streams) == 2 + resent
     assert all(s.closed for s in streams)
 
 

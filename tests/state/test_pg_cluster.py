@@ -9,15 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.pg_support import BINDIR_ENV, REQUIRE_ENV, PgCluster
+from tests.pg_support import BINDIR_ENV, REQUIRE_ENV, PgCluster, connected
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_session_cluster_answers_on_loopback(pg_cluster: PgCluster) -> None:
-    import psycopg
-
-    with psycopg.connect(pg_cluster.url(), autocommit=True) as conn:
+    with connected(pg_cluster.url()) as conn:
         row = conn.execute("SELECT current_setting('server_version_num')::int, inet_server_addr()")
         version, address = row.fetchone() or (0, None)
     assert version >= 150000

@@ -8,6 +8,9 @@ notification is the next one heard.
 from __future__ import annotations
 
 import json
+import os
+import select
+import signal
 import threading
 import time
 from collections.abc import Iterator
@@ -18,13 +21,13 @@ import pytest
 
 from tests.state.pg_store_support import listeners, open_at_once, schema_versions
 from zuke.state import _pg_schema
-from zuke.state._pg_listen import APPLICATION_NAME
+from zuke.state._pg_listen import APPLICATION_NAME, Listener
+from zuke.state._pg_runs import dumps
 from zuke.state._protocol import Written
 from zuke.state.postgres import PostgresStateStore
 from zuke.state.records import RunDelta, Signal, TargetRecord
+from zuke.state.wire import record_to_json
 from zuke.testing.store_contract import fresh, sample_record
-
-psycopg = pytest.importorskip("psycopg")
 
 DEADLINE_S = 30.0
 SECRET = "s3cr3t-value-never-notified"
@@ -41,16 +44,24 @@ class Heard:
     """A raw ``LISTEN zuke_runs`` connection: the payloads, in order."""
 
     def __init__(self, url: str) -> None:
-        self.conn = psycopg.connect(url, autocommit=True)
-        self.conn.execute("LISTEN zuke_runs")
+        import psycopg2
+
+        self.conn = psycopg2.connect(url)
+        self.conn.autocommit = True
+        self.conn.cursor().execute("LISTEN zuke_runs")
 
     def next(self) -> dict[str, Any]:
-        for note in self.conn.notifies(timeout=DEADLINE_S, stop_after=1):
-            assert note.channel == "zuke_runs"
-            assert len(note.payload.encode()) < 8000
-            parsed: dict[str, Any] = json.loads(note.payload)
-            return parsed
-        raise AssertionError("no notification within the deadline")
+        deadline = time.monotonic() + DEADLINE_S
+        while not self.conn.notifies and time.monotonic() < deadline:
+            select.select([self.conn], [], [], 0.5)
+            self.conn.poll()
+        if not self.conn.notifies:
+            raise AssertionError("no notification within the deadline")
+        note = self.conn.notifies.pop(0)
+        assert note.channel == "zuke_runs"
+        assert len(note.payload.encode()) < 8000
+        parsed: dict[str, Any] = json.loads(note.payload)
+        return parsed
 
     def close(self) -> None:
         self.conn.close()
@@ -145,14 +156,20 @@ def test_an_older_store_is_migrated_to_the_triggers_once(
         m.setattr(_pg_schema, "SCHEMA_VERSION", 1)
         old = PostgresStateStore(pg_url)
         record = sample_record(fresh())
-        assert isinstance(old.create_run(record), Written)
+        with old.database.connection() as conn:  # a run as a zuke of schema 1 wrote it
+            conn.execute(
+                "INSERT INTO zuke_runs (ns, id, version, record, build, root_target, status,"
+                " actor, created_at, updated_at, base_bytes) VALUES ('', %s, 1, %s, 'B', 'r',"
+                " 'running', 'a', 'now', 'now', 2)",
+                (record.id, dumps(record_to_json(record))),
+            )
         assert schema_versions(old) == [1]
         old.close()
     stores = [PostgresStateStore(pg_url) for _ in range(4)]
     errors = open_at_once(stores, DEADLINE_S)
     try:
         assert errors == []
-        assert schema_versions(stores[0]) == [1, 2]
+        assert schema_versions(stores[0]) == list(range(1, _pg_schema.SCHEMA_VERSION + 1))
         assert stores[0].get_run(record.id) is not None
         with stores[0].database.connection() as conn:
             triggers = conn.execute(
@@ -251,3 +268,38 @@ def test_a_listener_that_cannot_connect_says_so_without_the_password() -> None:
     assert lost is not None
     assert "hunter2" not in lost and f"postgresql://zuke@127.0.0.1:{port}/db" in lost
     assert "\n" not in lost
+
+
+def _listen_backend(store: PostgresStateStore) -> int:
+    with store.database.connection() as conn:
+        row = conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE application_name = %s"
+            " AND query LIKE 'LISTEN%%'",
+            (APPLICATION_NAME,),
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def test_a_frozen_listen_backend_is_noticed_said_once_and_listened_around(
+    store: PostgresStateStore,
+) -> None:
+    # A hung peer: the backend holding our LISTEN stops (SIGSTOP) without closing anything,
+    # so nothing on the socket says so; only the ping's deadline can notice.
+    wakes = Wakes()
+    listener = Listener(store.database, "", wakes, ping_s=0.3).start()
+    frozen: int | None = None
+    try:
+        wakes.wait_for("listening")
+        frozen = _listen_backend(store)
+        os.kill(frozen, signal.SIGSTOP)
+        wakes.wait_for("reconnected")
+        lost = [d for k, d in wakes.seen if k == "lost"]
+        assert len(lost) == 1 and lost[0] is not None and "hung peer" in lost[0], wakes.seen
+        assert "postgresql://zuke@127.0.0.1" in lost[0]
+        run_id, _ = _suspended(store)  # the new connection hears what the frozen one cannot
+        wakes.wait_for("notify", run_id)
+    finally:
+        listener.close()
+        if frozen is not None:
+            os.kill(frozen, signal.SIGCONT)

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from tests.conftest import BuildWriter, CliRunner
-from tests.pg_support import PgCluster
+from tests.pg_support import PgCluster, connected
 from zuke.state import _pg_schema
 from zuke.state.postgres import PostgresStateStore
 
@@ -64,16 +64,14 @@ def test_a_gated_run_suspends_lists_and_resumes_once_on_postgres(
 def test_state_init_migrates_a_fresh_database_and_says_so(
     cli: CliRunner, pg_cluster: PgCluster
 ) -> None:
-    import psycopg
-
     url = pg_cluster.create_database()
-    with psycopg.connect(url) as conn:  # nothing of zuke's yet
+    with connected(url) as conn:  # nothing of zuke's yet
         assert conn.execute("SELECT to_regclass('zuke_runs')").fetchone() == (None,)
     result = cli("state", "init", env={"ZUKE_STATE": url})
     assert result.code == 0, result.text
     shown = url.split("?")[0]
     assert f"{shown} is ready (schema version" in result.out
-    with psycopg.connect(url) as conn:
+    with connected(url) as conn:
         assert conn.execute("SELECT max(version) FROM zuke_schema_version").fetchone() == (
             _pg_schema.SCHEMA_VERSION,
         )

@@ -22,9 +22,10 @@ from dataclasses import replace
 import pytest
 
 from tests.conftest import CliRunner
-from tests.pg_support import LosingProxy, Mode, PgCluster
+from tests.pg_support import LosingProxy, Mode, PgCluster, connected
 from zuke._errors import StateError, StoreUnavailableError
 from zuke.state._pg_conn import PgDatabase
+from zuke.state._pg_pool import PgConn
 from zuke.state._protocol import Conflict, LockAcquired, LockHeld, Written
 from zuke.state.postgres import PostgresStateStore, pool_size
 from zuke.state.records import RunDelta, RunEvent
@@ -101,15 +102,15 @@ def test_a_create_and_a_put_whose_connection_broke_land_once(
 def _sent_twice(pg_url: str, resent: object, looks: list[object]) -> object:
     """``PgDatabase.call`` of a write whose first connection breaks mid-call; sent again it
     answers ``resent``; ``landed`` answers ``looks`` in turn."""
-    import psycopg
+    import psycopg2
 
     database, sent = PgDatabase(pg_url), []
 
-    def work(conn: psycopg.Connection[object]) -> object:
+    def work(conn: PgConn) -> object:
         sent.append(conn)
         if len(sent) == 1:
             conn.close()  # the link broke: the server may or may not have applied it
-            raise psycopg.OperationalError("server closed the connection unexpectedly")
+            raise psycopg2.OperationalError("server closed the connection unexpectedly")
         return resent
 
     try:
@@ -195,11 +196,11 @@ def _kill_idle(store: PostgresStateStore, pg_url: str) -> int:
     """Terminate every idle connection of the store's pool, as a restart does; how many."""
     pool = store.database._pool
     assert pool is not None
-    size = pool.get_stats()["pool_available"]
-    conns = [pool.getconn() for _ in range(size)]
-    pids = [c.info.backend_pid for c in conns]
+    size = pool.stats()[1]
+    conns = [pool.take() for _ in range(size)]
+    pids = [c.backend_pid() for c in conns]
     for conn in conns:
-        pool.putconn(conn)
+        pool.give(conn)
     killer = PostgresStateStore(pg_url)
     with killer.database.connection() as conn:
         for pid in pids:
@@ -255,18 +256,18 @@ STARTING = "connection failed: FATAL:  the database system is starting up"
 
 
 def _refusing_first(monkeypatch: pytest.MonkeyPatch, times: int, said: str) -> list[str]:
-    """``psycopg.connect`` answers as a server coming up would, ``times`` times."""
-    import psycopg
+    """``psycopg2.connect`` answers as a server coming up would, ``times`` times."""
+    import psycopg2
 
-    real, tried = psycopg.connect, []
+    real, tried = psycopg2.connect, []
 
     def connect(*args: object, **kwargs: object) -> object:
         tried.append("connect")
         if len(tried) <= times:
-            raise psycopg.OperationalError(said)
-        return real(*args, **kwargs)  # type: ignore[arg-type]
+            raise psycopg2.OperationalError(said)
+        return real(*args, **kwargs)  # type: ignore[call-overload]
 
-    monkeypatch.setattr(psycopg, "connect", connect)
+    monkeypatch.setattr(psycopg2, "connect", connect)
     return tried
 
 
@@ -339,10 +340,8 @@ def test_a_wrong_password_is_one_line_saying_to_check_it(
     assert "password authentication failed" in lines[0]
     assert "check the user and password in ZUKE_STATE" in lines[0]
     assert SECRET not in result.text
-    import psycopg
-
     # The role works with its password: the refusal was the password's.
-    with psycopg.connect(url.replace(f"not-{SECRET}", SECRET)) as conn:
+    with connected(url.replace(f"not-{SECRET}", SECRET)) as conn:
         assert conn.execute("SELECT current_user").fetchone() == (password_role,)
 
 

@@ -20,6 +20,7 @@ from zuke._engine.result import Outcome
 from zuke._errors import ZukeError
 from zuke._redact import Redactor
 from zuke._target import Target
+from zuke._text import check_text
 from zuke.state.records import ActorSource, Signal
 
 
@@ -148,7 +149,9 @@ class StateHandle:
         return self._run.meta(self._target)
 
     def set(self, patch: Mapping[str, Any]) -> None:
-        """Merge ``patch`` into the metadata (JSON merge: ``None`` removes a key)."""
+        """Merge ``patch`` into the metadata (JSON merge: ``None`` removes a key); text that is
+        not text (a lone surrogate) is refused, and nothing of ``patch`` is kept."""
+        check_text(dict(patch), what=f"ctx.state.set in {self._target}")
         self._run.patch_meta(self._target, patch)
 
 

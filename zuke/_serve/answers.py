@@ -19,6 +19,7 @@ from typing import Any
 from zuke._errors import UnsafeIdError
 from zuke._serve import jsontext
 from zuke._serve.schema import created_ms
+from zuke._text import has_lone_surrogate
 from zuke.state._http_wire import (
     FEATURES_HEADER,
     JOURNAL_FEATURE,
@@ -83,9 +84,12 @@ def allowed(*methods: str) -> tuple[str, str]:
 
 def json_body(request: Request) -> Any:
     try:
-        return jsontext.loads(request.body)
+        raw = jsontext.loads(request.body)
     except jsontext.NotJsonError as exc:
         raise refuse(400, str(exc)) from None
+    if has_lone_surrogate(raw):
+        raise refuse(400, "body holds a lone surrogate (a \\ud800-\\udfff escape without its pair)")
+    return raw
 
 
 def object_body(request: Request) -> dict[str, Any]:

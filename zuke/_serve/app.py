@@ -47,7 +47,8 @@ from zuke._serve.answers import (
 )
 from zuke._serve.backend import ServeDb
 from zuke._serve.jsontext import dumps, encode
-from zuke.state._http_wire import PROTOCOL_HEADER, PROTOCOL_VERSION
+from zuke.state._http_wire import PROTOCOL_HEADER, PROTOCOL_VERSION, WRITE_ID_HEADER
+from zuke.state._ids import check_id
 from zuke.state._protocol import LockHeld
 from zuke.state.records import RUN_STATUSES
 from zuke.state.wire import holder_to_json, parse_delta, parse_holder, parse_record
@@ -80,6 +81,17 @@ def _route(path: str) -> _Route:
         raise refuse(404, "not found")
     item = safe_id(rest[0], _ITEM_NAMES[segments[i]]) if rest else None
     return _Route(ns="/".join(ns_parts), collection=segments[i], item=item)
+
+
+def _write_id(request: Request) -> str | None:
+    """The request's idempotency key (``x-zuke-write-id``, our extension), if it sent one."""
+    given = request.headers.get(WRITE_ID_HEADER)
+    if given is None:
+        return None
+    try:
+        return check_id(given.strip(), WRITE_ID_HEADER)
+    except ValueError as exc:
+        raise refuse(400, str(exc).removeprefix("state: ")) from None
 
 
 def token_matches(expected: str, authorization: str | None) -> bool:
@@ -183,13 +195,15 @@ class StateApp:
         if if_none_match is not None:
             if if_none_match.strip() != "*":
                 raise refuse(400, "If-None-Match must be * (create)")
-            etag = self._db.create_run(ns, record, text)
+            etag = self._db.create_run(ns, record, text, write_id=_write_id(request))
             if etag is None:
                 raise refuse(412, "run exists")
             return json_response(201, {"version": etag}, ("ETag", etag))
         if if_match is None:
             raise refuse(428, "send If-None-Match: * to create or If-Match: <etag> to update")
-        outcome, etag = self._db.update_run(ns, record, text, if_match=if_match.strip())
+        outcome, etag = self._db.update_run(
+            ns, record, text, if_match=if_match.strip(), write_id=_write_id(request)
+        )
         if outcome != "written":
             raise refuse(412, f"precondition failed: run {outcome}")
         return json_response(200, {"version": etag}, ("ETag", etag))
@@ -203,7 +217,9 @@ class StateApp:
             delta = parse_delta(raw, where="body")
         except CorruptRecordError as exc:
             raise refuse(400, f"body is not a run delta: {exc}") from None
-        outcome, etag = self._db.patch_run(ns, run_id, delta, if_match=if_match.strip())
+        outcome, etag = self._db.patch_run(
+            ns, run_id, delta, if_match=if_match.strip(), write_id=_write_id(request)
+        )
         if outcome == "missing":
             raise refuse(404, "no such run")
         if outcome == "mismatch":
@@ -238,7 +254,7 @@ class StateApp:
             holder = parse_holder(body.get("holder"))
         except CorruptRecordError:
             raise refuse(400, "holder must be {actor, runId, since, runUrl?} of strings") from None
-        decision = self._db.locks.acquire(ns, key, holder, ttl(body))
+        decision = self._db.locks.acquire(ns, key, holder, ttl(body), write_id=_write_id(request))
         if isinstance(decision, LockHeld):
             return Response(409, encode(holder_to_json(decision.holder)), (JSON_TYPE,))
         return json_response(201, {"token": decision.token, "fence": decision.fence})

@@ -24,6 +24,8 @@ WriteOutcome = Literal["written", "mismatch", "missing"]
 BuildOutcome = Literal["written", "mismatch", "missing", "exists"]
 #: ``(id, build, root_target, status, actor, created_at, updated_at)``
 SummaryRow = tuple[str, str, str, str, str, str, str]
+#: a place in the listing's order: ``(created_ms, id)`` (see :meth:`ServeDb.list_runs`)
+Position = tuple[int | None, str]
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
 
@@ -52,11 +54,21 @@ class Descriptor:
         return self.raw if created_at == self.created_at else {**self.raw, "createdAt": created_at}
 
 
+def grant_token(write_id: str) -> str:
+    """The token of an acquisition sent with ``x-zuke-write-id: write_id``: derived from it,
+    so the same request sent again (its answer lost) is answered the same token by any
+    replica, once the grant it left (the token's hash) shows it landed."""
+    import hashlib
+
+    return hashlib.sha256(f"zuke-lock-grant:{write_id}".encode()).hexdigest()[:32]
+
+
 class LockBackend(Protocol):
     def acquire(
-        self, ns: str, key: str, holder: LockHolder, ttl_ms: int
+        self, ns: str, key: str, holder: LockHolder, ttl_ms: int, *, write_id: str | None = None
     ) -> LockAcquired | LockHeld:
-        """Take ``key`` if free, released or expired by the database's clock."""
+        """Take ``key`` if free, released or expired by the database's clock. ``write_id``:
+        the request's idempotency key — one that landed before is answered as it was."""
 
     def renew(self, ns: str, key: str, token: str, ttl_ms: int) -> bool | None:
         """``True`` renewed; ``False`` held under another token; ``None`` unclaimed."""
@@ -101,16 +113,22 @@ class ServeDb(Protocol):
 
     def get_run(self, ns: str, run_id: str) -> StoredText | None: ...
 
-    def create_run(self, ns: str, record: RunRecord, text: str) -> str | None:
-        """Store a new run as ``text``; its version, or ``None`` if the id is taken."""
+    def create_run(
+        self, ns: str, record: RunRecord, text: str, *, write_id: str | None = None
+    ) -> str | None:
+        """Store a new run as ``text``; its version, or ``None`` if the id is taken.
+
+        ``write_id`` (every write): the request's idempotency key (``x-zuke-write-id``),
+        kept with the write as its witness: sent again after its answer was lost, a write
+        that landed is answered with the version it made, whatever landed after it."""
 
     def update_run(
-        self, ns: str, record: RunRecord, text: str, *, if_match: str
+        self, ns: str, record: RunRecord, text: str, *, if_match: str, write_id: str | None = None
     ) -> tuple[WriteOutcome, str]:
         """Replace a run at version ``if_match`` (``*``: any); the outcome and new version."""
 
     def patch_run(
-        self, ns: str, run_id: str, delta: RunDelta, *, if_match: str
+        self, ns: str, run_id: str, delta: RunDelta, *, if_match: str, write_id: str | None = None
     ) -> tuple[WriteOutcome, str]:
         """Append ``delta`` to a run at version ``if_match``; the outcome and new version."""
 
@@ -126,8 +144,14 @@ class ServeDb(Protocol):
         build: str | None = None,
         since_ms: int | None = None,
         limit: int | None = None,
+        before: Position | None = None,
     ) -> list[SummaryRow]:
-        """Summary rows newest first (``createdAt`` as a time, then id); every filter indexed."""
+        """Summary rows newest first (``createdAt`` as a time, then id); every filter indexed.
+
+        ``before``: only the rows past that place in the order (keyset paging, the web
+        view's): ``(created_ms, id)`` of a page's last row, ``created_ms`` ``None`` for a
+        run whose ``createdAt`` is no time (those come last).
+        """
 
 
 def is_postgres(spec: str | os.PathLike[str]) -> bool:
@@ -144,10 +168,12 @@ __all__ = [
     "BuildOutcome",
     "Descriptor",
     "LockBackend",
+    "Position",
     "ServeDb",
     "StoredText",
     "SummaryRow",
     "WriteOutcome",
+    "grant_token",
     "is_postgres",
     "shown_db",
 ]

@@ -13,6 +13,11 @@ names for the ``target`` filter. A version (the ETag) is a fresh random value
 per write, so a stale ETag can never match a record that was deleted and
 re-created.
 
+A write sent with an idempotency key (``x-zuke-write-id``) keeps it, with
+the version it made, in ``run_writes`` — in the write's own transaction, and
+erased by no later write — so the same request sent again after its answer
+was lost is answered ``written`` with that version, not ``412``.
+
 A ``PATCH`` appends its delta to ``run_deltas`` instead of rewriting the
 record, so persisting a run costs time linear in its transitions. Reads fold
 the deltas over the stored record; once the deltas outweigh the record (and
@@ -30,7 +35,7 @@ from pathlib import Path
 
 from zuke._clock import Clock
 from zuke._errors import StateError
-from zuke._serve.backend import StoredText, SummaryRow, WriteOutcome
+from zuke._serve.backend import Position, StoredText, SummaryRow, WriteOutcome
 from zuke._serve.db_builds import BuildTable
 from zuke._serve.db_locks import LockTable
 from zuke._serve.jsontext import dumps, from_sql, loads, sql_text
@@ -40,6 +45,8 @@ from zuke.state.records import RunDelta, RunRecord, apply_deltas
 from zuke.state.wire import delta_to_json, parse_delta, parse_record, record_to_json
 
 COMPACT_MIN_BYTES = 64 * 1024
+#: witnesses of keyed writes older than this are forgotten when the run's journal is folded
+WITNESS_KEEP_MS = 24 * 3600 * 1000
 
 
 def new_etag() -> str:
@@ -57,6 +64,7 @@ class StateDb:
             # The file holds actors, parameters and metadata: owner-only from the start.
             os.close(os.open(self._path, os.O_CREAT | os.O_WRONLY, 0o600))
         self._pool = Pool(self._path)
+        self._clock = clock
         self.locks = LockTable(self._pool, clock)
         self.builds = BuildTable(self._pool)
         try:
@@ -95,13 +103,16 @@ class StateDb:
             return None
         return StoredText(text=_fold(row[0], deltas) if deltas else row[0], etag=row[1])
 
-    def create_run(self, ns: str, record: RunRecord, text: str) -> str | None:
-        """Store a new run; its version, or ``None`` if the id is taken."""
+    def create_run(
+        self, ns: str, record: RunRecord, text: str, *, write_id: str | None = None
+    ) -> str | None:
+        """Store a new run; its version, or ``None`` if the id is taken (by another write
+        than the one ``write_id`` names: that one is answered its version again)."""
         with self._pool.write() as conn:
             if conn.execute(
                 "SELECT 1 FROM runs WHERE ns = ? AND id = ?", (ns, record.id)
             ).fetchone():
-                return None
+                return _witnessed(conn, ns, record.id, write_id)
             etag = new_etag()
             conn.execute(
                 "INSERT INTO runs (ns, id, etag, record, build, root_target, status, actor,"
@@ -110,31 +121,43 @@ class StateDb:
             )
             _insert_targets(conn, ns, record)
             _reset_journal(conn, ns, record.id, len(text))
+            _witness(conn, ns, record.id, write_id, etag, self._clock.now_ms())
             return etag
 
     def update_run(
-        self, ns: str, record: RunRecord, text: str, *, if_match: str
+        self, ns: str, record: RunRecord, text: str, *, if_match: str, write_id: str | None = None
     ) -> tuple[WriteOutcome, str]:
         """Replace a run at version ``if_match`` (``*``: any); the outcome and new version."""
         with self._pool.write() as conn:
             outcome = _check_version(conn, ns, record.id, if_match)
             if outcome != "written":
-                return outcome, ""
-            return "written", _replace(conn, ns, record, text, graph_changed=True)
+                landed = _witnessed(conn, ns, record.id, write_id)
+                return (outcome, "") if landed is None else ("written", landed)
+            etag = _replace(conn, ns, record, text, graph_changed=True)
+            _witness(conn, ns, record.id, write_id, etag, self._clock.now_ms())
+            return "written", etag
 
     def patch_run(
-        self, ns: str, run_id: str, delta: RunDelta, *, if_match: str
+        self, ns: str, run_id: str, delta: RunDelta, *, if_match: str, write_id: str | None = None
     ) -> tuple[WriteOutcome, str]:
         """Apply ``delta`` to a run at version ``if_match``; the outcome and new version."""
         with self._pool.write(checkpoint=delta.status is not None) as conn:
             outcome = _check_version(conn, ns, run_id, if_match)
             if outcome != "written":
-                return outcome, ""
+                landed = _witnessed(conn, ns, run_id, write_id)
+                return (outcome, "") if landed is None else ("written", landed)
             line = dumps(delta_to_json(delta))
             base_bytes, journal_bytes, last_seq = _journal_size(conn, ns, run_id)
+            now_ms = self._clock.now_ms()
             if journal_bytes + len(line) > max(base_bytes, COMPACT_MIN_BYTES):
                 self._pool.long_work_ahead()  # a fold of the journal: not on the event loop
-                return "written", _compact(conn, ns, run_id, delta)
+                etag = _compact(conn, ns, run_id, delta)
+                conn.execute(  # the run's old witnesses go with its old journal
+                    "DELETE FROM run_writes WHERE ns = ? AND run_id = ? AND at < ?",
+                    (ns, run_id, now_ms - WITNESS_KEEP_MS),
+                )
+                _witness(conn, ns, run_id, write_id, etag, now_ms)
+                return "written", etag
             conn.execute(
                 "INSERT INTO run_deltas (ns, run_id, seq, delta) VALUES (?, ?, ?, ?)",
                 (ns, run_id, last_seq + 1, line),
@@ -152,6 +175,7 @@ class StateDb:
                 " actor = COALESCE(?, actor) WHERE ns = ? AND id = ?",
                 (etag, sql_text(delta.updated_at), delta.status, actor, ns, run_id),
             )
+            _witness(conn, ns, run_id, write_id, etag, now_ms)
             return "written", etag
 
     def delete_run(self, ns: str, run_id: str) -> bool:
@@ -160,6 +184,7 @@ class StateDb:
             conn.execute("DELETE FROM run_targets WHERE ns = ? AND run_id = ?", (ns, run_id))
             conn.execute("DELETE FROM run_deltas WHERE ns = ? AND run_id = ?", (ns, run_id))
             conn.execute("DELETE FROM run_journal WHERE ns = ? AND run_id = ?", (ns, run_id))
+            conn.execute("DELETE FROM run_writes WHERE ns = ? AND run_id = ?", (ns, run_id))
             cursor = conn.execute("DELETE FROM runs WHERE ns = ? AND id = ?", (ns, run_id))
             return cursor.rowcount > 0
 
@@ -172,14 +197,37 @@ class StateDb:
         build: str | None = None,
         since_ms: int | None = None,
         limit: int | None = None,
+        before: Position | None = None,
     ) -> list[SummaryRow]:
         """Summary rows ``(id, build, root_target, status, actor, created_at, updated_at)``.
 
         Newest first by ``createdAt`` as a time, then id, both descending;
         ``since_ms`` keeps runs created at or after it (a run whose
         ``createdAt`` is not an ISO instant never matches it); ``limit``
-        applies after ordering. Every filter is served by an index.
+        applies after ordering; ``before`` keeps the rows past that place in the
+        order (keyset paging). Every filter is served by an index.
         """
+        filters = (status, target, build, since_ms)
+        if before is None or before[0] is None:
+            return self._list_runs(ns, *filters, limit=limit, before=before)
+        # Past a dated row come the older dated rows, then the undated ones (last).
+        rows = self._list_runs(ns, *filters, limit=limit, before=before)
+        if limit is None or len(rows) < limit:
+            rest = None if limit is None else limit - len(rows)
+            rows += self._list_runs(ns, *filters, limit=rest, before=(None, None))
+        return rows
+
+    def _list_runs(
+        self,
+        ns: str,
+        status: str | None,
+        target: str | None,
+        build: str | None,
+        since_ms: int | None,
+        *,
+        limit: int | None,
+        before: tuple[int | None, str | None] | None,
+    ) -> list[SummaryRow]:
         sql = [
             "SELECT id, build, root_target, status, actor, created_at, updated_at",
             "FROM runs r WHERE r.ns = ?",
@@ -198,6 +246,16 @@ class StateDb:
                 " WHERE t.ns = r.ns AND t.run_id = r.id AND t.name = ?)"
             )
             args.append(target)
+        if before is not None:
+            at, after_id = before
+            if at is not None:
+                sql.append("AND (r.created_ms, r.id) < (?, ?)")
+                args += [at, after_id or ""]
+            else:
+                sql.append("AND r.created_ms IS NULL")
+                if after_id is not None:
+                    sql.append("AND r.id < ?")
+                    args.append(after_id)
         sql.append("ORDER BY r.created_ms DESC, r.id DESC")
         if limit is not None:
             sql.append("LIMIT ?")
@@ -221,6 +279,29 @@ def _insert_targets(conn: sqlite3.Connection, ns: str, record: RunRecord) -> Non
         "INSERT OR IGNORE INTO run_targets (ns, run_id, name) VALUES (?, ?, ?)",
         [(ns, record.id, sql_text(node.name)) for node in record.graph],
     )
+
+
+def _witness(
+    conn: sqlite3.Connection, ns: str, run_id: str, write_id: str | None, etag: str, now_ms: int
+) -> None:
+    """Keep the witness of a write sent with an idempotency key (in its transaction)."""
+    if write_id is not None:
+        conn.execute(
+            "INSERT OR IGNORE INTO run_writes (ns, run_id, write_key, etag, at)"
+            " VALUES (?, ?, ?, ?, ?)",
+            (ns, run_id, write_id, etag, now_ms),
+        )
+
+
+def _witnessed(conn: sqlite3.Connection, ns: str, run_id: str, write_id: str | None) -> str | None:
+    """The version the write keyed ``write_id`` made, if it landed."""
+    if write_id is None:
+        return None
+    row = conn.execute(
+        "SELECT etag FROM run_writes WHERE ns = ? AND run_id = ? AND write_key = ?",
+        (ns, run_id, write_id),
+    ).fetchone()
+    return None if row is None else str(row[0])
 
 
 def _check_version(conn: sqlite3.Connection, ns: str, run_id: str, if_match: str) -> WriteOutcome:

@@ -17,6 +17,7 @@ import sqlite3
 import uuid
 
 from zuke._clock import Clock
+from zuke._serve.backend import grant_token
 from zuke._serve.jsontext import dumps, loads, sql_text
 from zuke._serve.sqlite import Pool
 from zuke.state import lock_rules
@@ -34,17 +35,41 @@ class LockTable:
         self._clock = clock
 
     def acquire(
-        self, ns: str, key: str, holder: LockHolder, ttl_ms: int
+        self, ns: str, key: str, holder: LockHolder, ttl_ms: int, *, write_id: str | None = None
     ) -> LockAcquired | LockHeld:
-        """Take ``key`` if free, released or expired by this server's clock."""
+        """Take ``key`` if free, released or expired by this server's clock.
+
+        ``write_id`` (the request's idempotency key): the token is derived from it
+        (:func:`~zuke._serve.backend.grant_token`) and the acquisition leaves a grant, which
+        no release, break or takeover erases — so the request sent again after its answer
+        was lost is answered with the same token and fence.
+        """
+        token = str(uuid.uuid4()) if write_id is None else grant_token(write_id)
         with self._pool.write() as conn:
+            now_ms = self._clock.now_ms()
+            if write_id is not None:
+                granted = conn.execute(
+                    "SELECT fence FROM lock_grants WHERE ns = ? AND key = ? AND token = ?",
+                    (ns, key, token),
+                ).fetchone()
+                if granted is not None:
+                    return LockAcquired(token=token, fence=int(granted[0]))
             decision = lock_rules.acquire(
-                _read(conn, ns, key), holder, ttl_ms,
-                now_ms=self._clock.now_ms(), token=str(uuid.uuid4()),
-            )  # fmt: skip
+                _read(conn, ns, key), holder, ttl_ms, now_ms=now_ms, token=token
+            )
             if isinstance(decision, lock_rules.Refused):
                 return LockHeld(holder=decision.holder)
             _write(conn, ns, key, decision.state)
+            if write_id is not None:
+                conn.execute(
+                    "DELETE FROM lock_grants WHERE ns = ? AND key = ? AND at < ?",
+                    (ns, key, now_ms - GRANT_KEEP_MS),
+                )
+                conn.execute(
+                    "INSERT OR IGNORE INTO lock_grants (ns, key, token, fence, at)"
+                    " VALUES (?, ?, ?, ?, ?)",
+                    (ns, key, token, decision.state.fence, now_ms),
+                )
             return LockAcquired(token=str(decision.state.token), fence=decision.state.fence)
 
     def renew(self, ns: str, key: str, token: str, ttl_ms: int) -> bool | None:
@@ -92,6 +117,10 @@ class LockTable:
             LockEntry(key=key, holder=parse_holder(loads(holder)), expires_at=exp, fence=fence)
             for key, holder, exp, fence in rows
         ]
+
+
+#: grants older than this are forgotten by the key's next keyed acquisition
+GRANT_KEEP_MS = 24 * 3600 * 1000
 
 
 def _issued_form(token: str) -> str:

@@ -24,11 +24,20 @@ import threading
 import uuid
 from collections.abc import Callable
 from contextlib import AbstractContextManager
+from dataclasses import replace
 from typing import TYPE_CHECKING, Literal
 
 from zuke._clock import iso
 from zuke._errors import StateError
-from zuke._serve.backend import BuildOutcome, Descriptor, StoredText, SummaryRow, WriteOutcome
+from zuke._serve.backend import (
+    BuildOutcome,
+    Descriptor,
+    Position,
+    StoredText,
+    SummaryRow,
+    WriteOutcome,
+    grant_token,
+)
 from zuke._serve.jsontext import dumps
 from zuke._serve.sqlite import WouldWait
 from zuke.state import _pg_builds, _pg_locks, _pg_runs
@@ -38,9 +47,10 @@ from zuke.state.records import LockHolder, RunDelta, RunRecord, RunStatus
 
 if TYPE_CHECKING:
     from zuke.state._pg_conn import Conn
+    from zuke.state._pg_listen import Listener
 
-#: a compare-and-swap write: ``(conn, expected version, new version)``
-_Write = Callable[["Conn", int, int], "Written | Conflict"]
+#: a compare-and-swap write: ``(conn, expected version, new version, witness key)``
+_Write = Callable[["Conn", int, int, str], "Written | Conflict"]
 #: namespaces whose fence floor is remembered; past it the memory starts over (it is a cache)
 _FLOORS_KEPT = 10_000
 
@@ -82,8 +92,7 @@ class PgServeDb:
     def __init__(self, url: str, *, connections: int, wait_s: float) -> None:
         """``wait_s``: the longest a request waits for a connection (then 503)."""
         try:
-            import psycopg  # noqa: F401
-            import psycopg_pool  # noqa: F401
+            import psycopg2  # noqa: F401
         except ImportError:
             raise StateError(
                 "--db names a Postgres database, but psycopg is not installed: "
@@ -113,42 +122,61 @@ class PgServeDb:
         """Never on the event loop: every call waits on the network."""
         return _NeverPromptly()
 
+    def listen(self, ns: str, wake: Callable[[str, str | None], None]) -> Listener:
+        """Call ``wake`` when a run of ``ns`` parks or is signalled: the ``LISTEN`` a
+        watching sweeper wakes on (:mod:`zuke.state._pg_listen`); the caller closes it."""
+        from zuke.state._pg_listen import listen
+
+        return listen(self._db, ns, wake)
+
     def get_run(self, ns: str, run_id: str) -> StoredText | None:
         found = self._db.call(lambda conn: _pg_runs.get_text(conn, ns, run_id))
         return None if found is None else StoredText(text=found[0], etag=etag(found[1]))
 
-    def create_run(self, ns: str, record: RunRecord, text: str) -> str | None:
+    def create_run(
+        self, ns: str, record: RunRecord, text: str, *, write_id: str | None = None
+    ) -> str | None:
         version = self._db.version()  # drawn first: a lost answer is looked up by it
+        key = _key(write_id, version)
+
+        def create(conn: Conn) -> Written | Conflict:
+            made = _pg_runs.create(conn, ns, record, text, version=version, key=key)
+            if isinstance(made, Written):
+                return made
+            return _landed(conn, ns, record.id, key, None) or Conflict()  # ours, sent before?
 
         def landed(conn: Conn) -> Written | Conflict | None:
-            now = _pg_runs.version_of(conn, ns, record.id)
-            return None if now is None else Written(str(version)) if now == version else Conflict()
+            return _landed(conn, ns, record.id, key, None)
 
-        written = self._db.call(
-            lambda conn: _pg_runs.create(conn, ns, record, text, version=version), landed=landed
-        )
-        return etag(version) if isinstance(written, Written) else None
+        written = self._db.call(create, landed=landed)
+        return etag(int(written.version)) if isinstance(written, Written) else None
 
     def update_run(
-        self, ns: str, record: RunRecord, text: str, *, if_match: str
+        self, ns: str, record: RunRecord, text: str, *, if_match: str, write_id: str | None = None
     ) -> tuple[WriteOutcome, str]:
-        def put(conn: Conn, expected: int, version: int) -> Written | Conflict:
-            return _pg_runs.put(conn, ns, record, expected, text, version=version)
+        def put(conn: Conn, expected: int, version: int, key: str) -> Written | Conflict:
+            return _pg_runs.put(conn, ns, record, expected, text, version=version, key=key)
 
-        return self._write(ns, record.id, version_of(if_match), put)
+        return self._write(ns, record.id, version_of(if_match), put, write_id)
 
     def patch_run(
-        self, ns: str, run_id: str, delta: RunDelta, *, if_match: str
+        self, ns: str, run_id: str, delta: RunDelta, *, if_match: str, write_id: str | None = None
     ) -> tuple[WriteOutcome, str]:
-        def append(conn: Conn, expected: int, version: int) -> Written | Conflict:
-            return _pg_runs.append(conn, ns, run_id, delta, expected, version=version)
+        def append(conn: Conn, expected: int, version: int, key: str) -> Written | Conflict:
+            return _pg_runs.append(conn, ns, run_id, delta, expected, version=version, key=key)
 
-        return self._write(ns, run_id, version_of(if_match), append)
+        return self._write(ns, run_id, version_of(if_match), append, write_id)
 
     def _write(
-        self, ns: str, run_id: str, expected: int | Literal["*"] | None, write: _Write
+        self,
+        ns: str,
+        run_id: str,
+        expected: int | Literal["*"] | None,
+        write: _Write,
+        write_id: str | None,
     ) -> tuple[WriteOutcome, str]:
-        """A compare-and-swap at ``expected`` (``*``: whatever the version is now)."""
+        """A compare-and-swap at ``expected`` (``*``: whatever the version is now); a write
+        keyed ``write_id`` that landed before (its answer lost) is answered as it landed."""
         while expected is not None:
             if expected == "*":  # the current version, unless it moves meanwhile (then again)
                 at = self._db.call(lambda conn: _pg_runs.version_of(conn, ns, run_id))
@@ -156,22 +184,31 @@ class PgServeDb:
                     return "missing", ""
             else:
                 at = expected
-            version = self._cas(write, ns, run_id, at)
+            version = self._cas(write, ns, run_id, at, write_id)
             if version is not None:
                 return "written", etag(version)
             if expected != "*":
                 break
-        now = self._db.call(lambda conn: _pg_runs.version_of(conn, ns, run_id))
+        if write_id is not None:
+            key = _key(write_id, 0)
+            made, now = self._db.call(lambda conn: _pg_runs.witnessed(conn, ns, run_id, key))
+        else:
+            made, now = None, self._db.call(lambda conn: _pg_runs.version_of(conn, ns, run_id))
+        if made is not None:
+            return "written", etag(made)
         return ("missing" if now is None else "mismatch"), ""
 
-    def _cas(self, write: _Write, ns: str, run_id: str, expected: int) -> int | None:
+    def _cas(
+        self, write: _Write, ns: str, run_id: str, expected: int, write_id: str | None
+    ) -> int | None:
         """One write at ``expected``; the new version, or ``None`` if it did not land."""
         version = self._db.version()  # drawn first: a lost answer is looked up by it
+        key = _key(write_id, version)
         written = self._db.call(
-            lambda conn: write(conn, expected, version),
-            landed=_landed(ns, run_id, expected, version),
+            lambda conn: write(conn, expected, version, key),
+            landed=lambda conn: _landed(conn, ns, run_id, key, expected),
         )
-        return version if isinstance(written, Written) else None
+        return int(written.version) if isinstance(written, Written) else None
 
     def delete_run(self, ns: str, run_id: str) -> bool:
         """Remove a run and forget its lease row unless live (the fence is kept in the floor)."""
@@ -193,12 +230,19 @@ class PgServeDb:
         build: str | None = None,
         since_ms: int | None = None,
         limit: int | None = None,
+        before: Position | None = None,
     ) -> list[SummaryRow]:
         query = RunQuery(
             status=_status(status), target=target, build=build,
             since=None if since_ms is None else iso(since_ms), limit=limit,
         )  # fmt: skip
-        rows = self._db.call(lambda conn: _pg_runs.listing(conn, ns, query))
+        rows = self._db.call(lambda conn: _pg_runs.listing(conn, ns, query, before=before))
+        if before is not None and before[0] is not None and (limit is None or len(rows) < limit):
+            # Past a dated row come the older dated rows, then the undated ones (NULLS LAST).
+            rest = replace(query, limit=None if limit is None else limit - len(rows))
+            rows += self._db.call(
+                lambda conn: _pg_runs.listing(conn, ns, rest, before=(None, None))
+            )
         return [
             (r.id, r.build, r.root_target, r.status, r.actor, r.created_at, r.updated_at)
             for r in rows
@@ -213,11 +257,17 @@ class PgLocks:
         self._floors = floors
 
     def acquire(
-        self, ns: str, key: str, holder: LockHolder, ttl_ms: int
+        self, ns: str, key: str, holder: LockHolder, ttl_ms: int, *, write_id: str | None = None
     ) -> LockAcquired | LockHeld:
-        token = uuid.uuid4().hex  # chosen first: a lost answer is looked up by it
+        # chosen first: a lost answer is looked up by it (its grant); derived from the
+        # request's idempotency key, so that the request sent again finds it too
+        token = uuid.uuid4().hex if write_id is None else grant_token(write_id)
 
         def acquire(conn: Conn) -> LockAcquired | LockHeld:
+            if write_id is not None:  # the request sent again: did it land before?
+                granted = _pg_locks.held_by(conn, ns, key, token)
+                if granted is not None:
+                    return granted  # whatever happened to the claim since
             self._floors.ensure(conn, ns)
             return _pg_locks.acquire(conn, ns, key, holder, ttl_ms, token=token)
 
@@ -297,18 +347,21 @@ class _NeverPromptly:
         return None
 
 
+def _key(write_id: str | None, version: int) -> str:
+    """A write's witness key: the client's idempotency key, else the version drawn for it."""
+    return _pg_runs.write_key(version) if write_id is None else f"k:{write_id}"
+
+
 def _landed(
-    ns: str, run_id: str, expected: int, version: int
-) -> Callable[[Conn], Written | Conflict | None]:
-    """After a lost answer: landed (our version), not (still ``expected``), or overtaken."""
-
-    def check(conn: Conn) -> Written | Conflict | None:
-        now = _pg_runs.version_of(conn, ns, run_id)
-        if now == version:
-            return Written(version=str(version))
-        return None if now == expected else Conflict()
-
-    return check
+    conn: Conn, ns: str, run_id: str, key: str, expected: int | None
+) -> Written | Conflict | None:
+    """After a lost answer (or a refusal of a keyed write): landed (its witness, whatever
+    landed after it), not yet (still at ``expected``; ``None``: a create and no run), or
+    never (another writer moved the run on)."""
+    made, now = _pg_runs.witnessed(conn, ns, run_id, key)
+    if made is not None:
+        return Written(version=str(made))
+    return None if now == expected else Conflict()
 
 
 def _status(status: str | None) -> RunStatus | None:

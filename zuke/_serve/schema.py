@@ -1,6 +1,10 @@
 """The service database's schema, and the upgrade of a file written by an older zuke.
 
-Version 2 (this one) adds, over version 1:
+Version 3 (this one) adds the witnesses of writes sent with an idempotency key
+(``x-zuke-write-id``): ``run_writes`` (the key and the version the write made)
+and ``lock_grants`` (an acquisition's token and fence), which no later write
+erases, so a request sent again after its answer was lost is answered as it
+landed. Version 2 added, over version 1:
 
 * ``runs.created_ms`` — ``createdAt`` as epoch milliseconds (``NULL`` when it
   is not an ISO-8601 instant), so ``since`` is a time comparison and the
@@ -9,7 +13,7 @@ Version 2 (this one) adds, over version 1:
 * ``locks.run_id`` — the holder's run, for ``GET /locks?runId=``;
 * the ``builds`` table (the build catalog, ``/builds``).
 
-A version-1 file is upgraded in place, in one transaction, when the service
+A version-1 or -2 file is upgraded in place, in one transaction, when the service
 opens it; a file from a newer zuke is refused.
 """
 
@@ -21,7 +25,7 @@ import sqlite3
 from zuke._clock import parse_iso
 from zuke._errors import StateError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 _TABLES = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -69,6 +73,22 @@ CREATE TABLE IF NOT EXISTS locks (
     fence INTEGER NOT NULL,
     run_id TEXT,
     PRIMARY KEY (ns, key)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS run_writes (
+    ns TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    write_key TEXT NOT NULL,
+    etag TEXT NOT NULL,
+    at INTEGER NOT NULL,
+    PRIMARY KEY (ns, run_id, write_key)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS lock_grants (
+    ns TEXT NOT NULL,
+    key TEXT NOT NULL,
+    token TEXT NOT NULL,
+    fence INTEGER NOT NULL,
+    at INTEGER NOT NULL,
+    PRIMARY KEY (ns, key, token)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS builds (
     ns TEXT NOT NULL,

@@ -67,7 +67,8 @@ class Invocation:
     _store: StateStore | None = None
 
     def print(self, text: str) -> None:
-        self.out.write(text + "\n")
+        # a record an older zuke stored may hold a lone surrogate: shown as its JSON escape
+        self.out.write(text.encode("utf-8", "backslashreplace").decode() + "\n")
 
     def load_build(self) -> type[Build] | None:
         """The build, imported once; ``None`` if there is no build file or it failed to load

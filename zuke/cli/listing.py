@@ -143,7 +143,7 @@ Commands:
   mcp [--no-run] [--no-cancel] [--actor NAME]
   serve [--host HOST] [--port PORT] [--db FILE|URL] [--no-auth] [--max-body-bytes N]
         [--request-timeout SECONDS] [--keep-alive SECONDS] [--shutdown-grace SECONDS]
-        [--backlog N]
+        [--backlog N] [--no-ui]
 
 Options:
   -f, --file PATH     the build file (default build.py, or ZUKE_FILE)
@@ -167,6 +167,7 @@ Environment:
   ZUKE_RUN_LEASE_TTL         a run lease's time to live (e.g. 30s)
   ZUKE_CANCEL_POLL           how often a live run looks for `zuke cancel`
   ZUKE_SERVE_TOKEN           the bearer token `zuke serve` requires
+  ZUKE_SERVE_READ_TOKEN      a token that opens only `zuke serve`'s web view (/ui/)
   NO_COLOR                   plain output on a terminal too
 
 Exit codes:

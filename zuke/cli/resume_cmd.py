@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from zuke._errors import BuildDefinitionError, RunNotFoundError, UsageError
 from zuke._jsondepth import check_json_text_depth
+from zuke._text import check_text
 from zuke.cli import args as cli_args
 from zuke.cli.invocation import naming_store, needs_build
 
@@ -108,7 +109,7 @@ def parse_data(text: str | None) -> Any:
         )
     check_json_text_depth(text, what="--data")  # before json.loads, which recurses per level
     try:
-        return json.loads(text, parse_constant=_no_constant)
+        data = json.loads(text, parse_constant=_no_constant)
     except ValueError as exc:
         where = ""
         if isinstance(exc, json.JSONDecodeError):
@@ -116,6 +117,8 @@ def parse_data(text: str | None) -> Any:
         raise UsageError(
             f'--data is not JSON{where}; quote it for the shell, e.g. --data \'{{"by": "qa"}}\''
         ) from None
+    check_text(data, what="--data")
+    return data
 
 
 def _no_constant(name: str) -> Any:

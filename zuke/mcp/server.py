@@ -27,6 +27,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import Tool
 from pydantic import Field
 
+from zuke._text import has_lone_surrogate
 from zuke.mcp.tools import BuildTools, ToolFailure
 
 INSTRUCTIONS = (
@@ -62,6 +63,11 @@ class _BuildServer(MCPServer):
     async def list_tools(self) -> list[Tool]:
         enabled = set(self.zuke_tools.enabled())
         return [t for t in await super().list_tools() if t.name in enabled]
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], *rest: Any) -> Any:
+        if has_lone_surrogate(arguments):  # before any tool sees them: nothing is stored
+            raise ToolError(f"{name}: an argument holds a lone surrogate, which is not text")
+        return await super().call_tool(name, arguments, *rest)
 
 
 async def _call(result: Awaitable[Any]) -> Any:

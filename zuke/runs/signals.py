@@ -37,6 +37,7 @@ from zuke._engine.run import LoadedBuild
 from zuke._errors import RunNotSuspendedError, SignalRefusedError, UnknownSignalError, ZukeError
 from zuke._jsondepth import check_json_depth
 from zuke._redact import Redactor
+from zuke._text import check_text
 from zuke.state._protocol import StateStore
 from zuke.state.records import TERMINAL_STATUSES, RunDelta, RunEvent, RunRecord, Signal
 from zuke.state.update import GaveUp, Unchanged, update_run
@@ -69,6 +70,7 @@ def check_signal(delivery: SignalDelivery) -> None:
     if not delivery.name.strip():
         raise SignalRefusedError("resume: --signal needs a name")
     check_json_depth(delivery.data, what="resume: the signal's data", error=SignalRefusedError)
+    check_text(delivery.data, what="resume: the signal's data", error=SignalRefusedError)
     try:
         text = json.dumps(delivery.data, allow_nan=False)
     except (TypeError, ValueError) as exc:

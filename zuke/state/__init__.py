@@ -1,7 +1,7 @@
 """Durable run state: the store protocol, records, stores, locks and the one CAS loop.
 
 The protocol's names load on first use (:pep:`562`), so importing one store
-module (``zuke.state.records``, ``zuke.state._pg_light``) does not create the
+module (``zuke.state.records``, ``zuke.state.postgres``) does not create the
 protocol's classes too.
 """
 

@@ -17,6 +17,7 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from zuke.state._journal import Seen
+from zuke.state._pg_schema import from_db, to_db
 from zuke.state._protocol import RunQuery
 from zuke.state._query import created_ms, since_ms
 from zuke.state.records import RunRecord, RunStatus, RunSummary
@@ -50,9 +51,12 @@ def _row(values: Any) -> Row:
     """A :class:`Row` from a ``SELECT`` of ``_COLUMNS``."""
     gen, seen_gen, length, mtime_ns = values[7], values[9], values[10], values[11]
     known = seen_gen == gen and length is not None
-    return Row(
-        RunSummary(*values[:7]), gen, values[8] == 1, Seen(length, mtime_ns) if known else None
-    )
+    summary = RunSummary(
+        id=values[0], build=from_db(values[1]), root_target=from_db(values[2]),
+        status=values[3], actor=from_db(values[4]), created_at=from_db(values[5]),
+        updated_at=from_db(values[6]),
+    )  # fmt: skip
+    return Row(summary, gen, values[8] == 1, Seen(length, mtime_ns) if known else None)
 
 
 class RowStatements:
@@ -100,19 +104,19 @@ class RowStatements:
             (
                 record.id,
                 gen,
-                record.build,
-                record.root_target,
+                to_db(record.build),
+                to_db(record.root_target),
                 record.status,
-                record.actor,
-                record.created_at,
+                to_db(record.actor),
+                to_db(record.created_at),
                 created_ms(record.created_at),
-                record.updated_at,
+                to_db(record.updated_at),
             ),
         )
         conn.execute("DELETE FROM targets WHERE run_id = ?", (record.id,))
         conn.executemany(
             "INSERT OR IGNORE INTO targets VALUES (?, ?)",
-            ((node.name, record.id) for node in record.graph),
+            ((to_db(node.name), record.id) for node in record.graph),
         )
         cls._saw(conn, record.id, gen, seen)
 
@@ -137,7 +141,14 @@ class RowStatements:
                 "UPDATE runs SET dirty = CASE WHEN ? THEN 0 ELSE dirty END, gen = ?, "
                 "updated_at = ?, status = coalesce(?, status), actor = coalesce(?, actor) "
                 "WHERE id = ? AND status IS NOT NULL",
-                (settle, gen, updated_at, status, actor, run_id),
+                (
+                    settle,
+                    gen,
+                    to_db(updated_at),
+                    status,
+                    None if actor is None else to_db(actor),
+                    run_id,
+                ),
             )
             if changed.rowcount:
                 self._saw(conn, run_id, gen, seen)
@@ -220,7 +231,7 @@ class RowStatements:
         with self._using() as conn:
             (found,) = conn.execute(
                 "SELECT count(*) FROM (SELECT 1 FROM targets WHERE target = ? LIMIT ?)",
-                (target, 10 * batch + 1),
+                (to_db(target), 10 * batch + 1),
             ).fetchone()
         return bool(found > 10 * batch)
 
@@ -240,7 +251,7 @@ class RowStatements:
             # A rare target: start from its few runs and sort them.
             sql = f"SELECT {_COLUMNS} FROM targets t JOIN runs r ON r.id = t.run_id "
             sql += f"LEFT JOIN files f ON f.id = r.id WHERE t.target = ? AND {where}"
-            args.insert(0, query.target)
+            args.insert(0, to_db(query.target))
         else:
             # Otherwise walk the runs newest first; a common target matches soon.
             sql = f"SELECT {_COLUMNS} {_FROM_RUNS} WHERE {where}"
@@ -248,10 +259,10 @@ class RowStatements:
                 sql += (
                     " AND EXISTS (SELECT 1 FROM targets t WHERE t.target = ? AND t.run_id = r.id)"
                 )
-                args.append(query.target)
+                args.append(to_db(query.target))
         if query.build is not None:
             sql += " AND r.build = ?"
-            args.append(query.build)
+            args.append(to_db(query.build))
         since = since_ms(query)
         if since is not None:
             sql += " AND r.created_ms >= ?"

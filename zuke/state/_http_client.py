@@ -22,6 +22,7 @@ from __future__ import annotations
 import base64
 import http.client
 import json
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -29,13 +30,22 @@ from urllib.parse import quote, urlencode, urlsplit, urlunsplit
 
 from zuke._errors import StateError, StoreUnavailableError, ZukeError
 from zuke.state._http_conn import Answer, DirectConnections, TooLargeError, direct_ok
-from zuke.state._http_wire import PROTOCOL_HEADER, PROTOCOL_VERSION, STATE_URL_ENV, redact_url
+from zuke.state._http_wire import (
+    PROTOCOL_HEADER,
+    PROTOCOL_VERSION,
+    STATE_URL_ENV,
+    WRITE_ID_HEADER,
+    redact_url,
+)
+from zuke.state._unsure import UnsureWriteError
 
 if TYPE_CHECKING:
     import httpx
 
 # A run record is kilobytes; anything this large is a misbehaving service.
 MAX_RESPONSE_BYTES = 32 * 1024 * 1024
+#: pauses before a keyed write that got no answer is sent again (then it is unsure)
+RESEND_PAUSES_S: tuple[float, ...] = (0.2, 0.5)
 
 
 class _Credential:
@@ -63,6 +73,14 @@ class Reply:
     @property
     def ok(self) -> bool:
         return 200 <= self.status < 300
+
+
+class _Unanswered(StoreUnavailableError):
+    """The request got no answer that says what became of it (no connection, a timeout, a
+    5xx): a keyed write is sent again; anything else is this error, as it always was."""
+
+    def __init__(self, error: StoreUnavailableError) -> None:
+        super().__init__(str(error))
 
 
 class _Unreachable(ZukeError):
@@ -210,13 +228,40 @@ class Wire:
         params: Mapping[str, str] | None = None,
         handles: frozenset[int] = frozenset(),
         timeout_s: float | None = None,
+        write_id: str | None = None,
     ) -> Reply:
         """One request; its body read (capped) and the response closed on every path.
 
         ``handles``: statuses the caller interprets itself, exempt from the
         shared server-error check (PATCH's 501 means "no PATCH here").
         ``timeout_s`` overrides the client's timeout for this request.
+        ``write_id``: the write's idempotency key (``x-zuke-write-id``). A keyed request
+        that gets no answer (no connection, a timeout, a 5xx) is sent again, the same, after
+        each of :data:`RESEND_PAUSES_S` — a server that kept the key answers it as it landed —
+        and if none is answered, :class:`~._unsure.UnsureWriteError` says it may have landed.
         """
+        if write_id is None:
+            return self._send_once(method, path, body, headers, params, handles, timeout_s)
+        keyed = {**(headers or {}), WRITE_ID_HEADER: write_id}
+        for pause in (*RESEND_PAUSES_S, None):
+            try:
+                return self._send_once(method, path, body, keyed, params, handles, timeout_s)
+            except _Unanswered as exc:
+                if pause is None:
+                    raise UnsureWriteError(str(exc)) from None
+                time.sleep(pause)
+        raise AssertionError("unreachable")
+
+    def _send_once(
+        self,
+        method: str,
+        path: str,
+        body: Any,
+        headers: Mapping[str, str] | None,
+        params: Mapping[str, str] | None,
+        handles: frozenset[int],
+        timeout_s: float | None,
+    ) -> Reply:
         timeout = self._timeout_s if timeout_s is None else timeout_s
         call = f"{method} {path}"
         content = None if body is None else json.dumps(body).encode()
@@ -231,7 +276,7 @@ class Wire:
         try:
             answer = self._conn.exchange(method, target, send_headers, content, timeout)
         except _Unreachable as exc:
-            raise self.unavailable(call, exc.what) from None
+            raise _Unanswered(self.unavailable(call, exc.what)) from None
         except TooLargeError:
             raise StoreUnavailableError(
                 f"state: {call} returned a body larger than {MAX_RESPONSE_BYTES} "
@@ -265,7 +310,7 @@ class Wire:
             )
             raise StoreUnavailableError(f"state: {reply.call} got HTTP {reply.status}: {advice}.")
         if reply.status >= 500 and reply.status not in handles:
-            raise self.unavailable(reply.call, f"failed with HTTP {reply.status}")
+            raise _Unanswered(self.unavailable(reply.call, f"failed with HTTP {reply.status}"))
 
     def unexpected(self, reply: Reply) -> StoreUnavailableError:
         """The error for a status the call does not expect (with a server's short reason)."""

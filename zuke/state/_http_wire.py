@@ -24,6 +24,10 @@ PROTOCOL_VERSION = "1"
 # from "this server has no PATCH" (404/405/501 without it).
 FEATURES_HEADER = "x-zuke-state-features"
 JOURNAL_FEATURE = "journal"
+# Our extension: a write's idempotency key (1-200 characters of the id alphabet). A server
+# that knows it keeps it with the write, and answers the same request sent again (its
+# answer lost) as the write landed; one that does not ignores it, as unknown headers are.
+WRITE_ID_HEADER = "x-zuke-write-id"
 
 #: The largest ``limit`` a listing accepts (``zuke serve`` answers 400 above it;
 #: the client sends at most this, which lists everything a store could hold).

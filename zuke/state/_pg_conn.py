@@ -9,53 +9,55 @@ Messages name the database as ``postgresql://USER@HOST:PORT/DB``, never with
 its password, and every error text from libpq is scrubbed of the password
 (however the URL spelled it) before it is shown, on one line.
 
-Connections come from a ``psycopg_pool`` pool in autocommit mode: the store's
-statements are single statements or explicit short transactions, and no
-session state (no advisory lock, no ``SET``) outlives one, so the store works
-behind a transaction pooler (PgBouncer) too. The first connection is made
-directly, to say why it failed (a refused connection, a bad password) rather
-than the pool's "timed out", and to migrate the schema.
+Connections are psycopg2's (the one driver: :mod:`._pg_pool`), lent by a pool
+in autocommit mode: the store's statements are single statements or explicit
+short transactions, and no session state (no advisory lock, no ``SET``)
+outlives one, so the store works behind a transaction pooler (PgBouncer) too.
+The client encoding is always UTF8 (``PGCLIENTENCODING`` or a URL's
+``client_encoding`` would make psycopg2 decode the store's text with another
+codec); the server converts to the database's own encoding. The first
+connection migrates the schema.
 
-**A connection that breaks** (a server restart or failover, a dropped link)
-is not a failed call: :meth:`PgDatabase.call` drops the pool's idle
-connections that broke with it (``pool.check()``) and runs the call again on a
-fresh one, which the pool waits for while the server comes back (up to its
-timeout). Checking every connection as it leaves the pool would cost a round
-trip per statement; a broken one is found by its first statement instead, at
-no cost until it happens. A *write* whose connection broke may have been
-committed with only its answer lost: it is never simply sent again. Its
-``landed`` check reads, on the fresh connection, whether it was applied — a
-compare-and-swap carries a version drawn beforehand from the database's
-sequence (:meth:`PgDatabase.version`), which no other write can carry, and an
-acquisition its own token — so a write is applied once, whatever was lost.
+**A connection that breaks** (a server restart or failover, a dropped link) is
+not a failed call: :meth:`PgDatabase.call` drops the pool's idle connections
+that broke with it (:meth:`~._pg_pool.Pool.drop_idle`) and runs the call again
+on a fresh one, waiting while the server comes back (refused, starting up,
+recovering: up to the pool's timeout). Checking every connection as it leaves
+the pool would cost a round trip per statement; a broken one is found by its
+first statement instead, at no cost until it happens. A *write* whose
+connection broke may have been committed with only its answer lost: it is never
+simply sent again. Its ``landed`` check reads, on the fresh connection, whether
+it was applied — a compare-and-swap carries a version drawn beforehand from the
+database's sequence (:meth:`PgDatabase.version`), which no other write can
+carry, and an acquisition its own token — so a write is applied once, whatever
+was lost.
 
 When no connection comes, the message says why and what to check: the
 server's own refusal (not running, a bad password, a missing database,
-``max_connections`` reached) from a direct attempt, or a pool whose
+``max_connections`` reached), after waiting while it came up, or a pool whose
 connections all stayed busy (its size: ``ZUKE_PG_POOL_SIZE``).
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
-import logging
 import re
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from zuke._errors import StateError, StoreUnavailableError
+from zuke.state._pg_pool import PgConn, Pool, PoolBusy, PoolClosed
 from zuke.state._protocol import Conflict
+from zuke.state._unsure import UnsureWriteError
 
-if TYPE_CHECKING:
-    import psycopg
-    from psycopg_pool import ConnectionPool
-
-    Conn = psycopg.Connection[tuple[Any, ...]]
+#: a connection as the store's SQL modules use it
+Conn = PgConn
 
 T = TypeVar("T")
 
@@ -75,7 +77,10 @@ CHECK = (
 _GONE_STATES = frozenset({"57P01", "57P02", "57P03"})
 #: what a server says while it starts or recovers (a restart, a crash): it answers soon
 _COMING_UP = ("starting up", "not yet accepting connections", "in recovery")
-#: pauses between first connections to a server coming up, the last one repeated
+#: what libpq says while a restart stops the server and before it listens again
+_REFUSED = ("connection refused", "could not connect to server", "no such file or directory",
+            "shutting down", "closed the connection unexpectedly")  # fmt: skip
+#: pauses between connections to a server coming up, the last one repeated
 _COMING_UP_BACKOFF_S = (0.05, 0.1, 0.2, 0.5, 1.0)
 #: (what libpq said, what to check) — the first that matches a refusal names its advice
 _ADVICE: tuple[tuple[str, str], ...] = (
@@ -97,11 +102,11 @@ _ADVICE: tuple[tuple[str, str], ...] = (
 )  # fmt: skip
 
 
-def lost_connection(exc: BaseException, conn: object | None) -> bool:
+def lost_connection(exc: BaseException, conn: PgConn | None) -> bool:
     """Whether ``exc`` ended the connection (a restart, a dropped link), not the statement."""
-    if conn is not None and (getattr(conn, "broken", False) or getattr(conn, "closed", False)):
+    if conn is not None and conn.broken:
         return True
-    state = getattr(exc, "sqlstate", None) or ""
+    state = getattr(exc, "pgcode", None) or ""
     return state in _GONE_STATES or state.startswith("08")
 
 
@@ -131,6 +136,30 @@ def shown_url(url: str) -> str:
     return f"postgresql://{user}{host}{port}{parts.path}"
 
 
+def connect(dsn: str, deadline: float, *, waiting: bool) -> PgConn:
+    """A new autocommit connection; a server that is starting, recovering — or, once
+    ``waiting`` (a connection broke: a restart), not listening yet — is asked again
+    until ``deadline``. Raises psycopg2's last error."""
+    import psycopg2
+
+    for attempt in itertools.count():
+        try:
+            raw = psycopg2.connect(dsn)
+        except psycopg2.OperationalError as exc:
+            said = str(exc).lower()
+            transient = any(c in said for c in _COMING_UP) or (
+                waiting and any(c in said for c in _REFUSED)
+            )
+            pause = _COMING_UP_BACKOFF_S[min(attempt, len(_COMING_UP_BACKOFF_S) - 1)]
+            if not transient or time.monotonic() + pause >= deadline:
+                raise
+            time.sleep(pause)
+            continue
+        raw.autocommit = True
+        return PgConn(raw)
+    raise AssertionError("unreachable")
+
+
 class PgDatabase:
     """One Postgres database: a pool opened on first use, the schema migrated then."""
 
@@ -152,7 +181,7 @@ class PgDatabase:
         self._url = url
         self._max = max_connections
         self._pool_timeout_s = pool_timeout_s
-        self._pool: ConnectionPool[Conn] | None = None
+        self._pool: Pool | None = None
         self._finalizer: weakref.finalize[[], PgDatabase] | None = None
         self._lock = threading.Lock()
         self._closed = False
@@ -188,95 +217,100 @@ class PgDatabase:
             text = text.replace(secret, "***")
         return "; ".join(line.strip() for line in text.splitlines() if line.strip())
 
-    def _conninfo(self) -> str:
-        from psycopg.conninfo import conninfo_to_dict, make_conninfo
+    def conninfo(self, defaults: Mapping[str, str | int] | None = None, **extra: str | int) -> str:
+        """The URL as libpq takes it: zuke's defaults (and ``defaults``) where the URL sets
+        none, the client encoding UTF8 whatever it or ``PGCLIENTENCODING`` says, and ``extra``
+        over all."""
+        from psycopg2.extensions import make_dsn, parse_dsn
 
         try:
-            given = conninfo_to_dict(self._url)
-        except Exception as exc:  # psycopg.ProgrammingError: libpq could not parse it
+            given = parse_dsn(self._url)
+        except Exception as exc:  # psycopg2.ProgrammingError: libpq could not parse it
             raise StateError(
                 f"state: {self.setting} is not a Postgres URL libpq accepts "
                 f"({self.scrub(str(exc))})"
             ) from None
-        extra: dict[str, str | int] = {
+        wanted: dict[str, str | int] = {
             "connect_timeout": CONNECT_TIMEOUT_S,
             "application_name": "zuke",
+            **(defaults or {}),
         }
-        return make_conninfo(self._url, **{k: v for k, v in extra.items() if k not in given})
+        chosen = {k: v for k, v in wanted.items() if k not in given}
+        return make_dsn(self._url, **{**chosen, "client_encoding": "UTF8", **extra})
 
-    def _open(self) -> ConnectionPool[Conn]:
+    def _open(self) -> Pool:
         with self._lock:
             if self._closed:
                 raise StoreUnavailableError(f"state: the Postgres store {self.shown} is closed")
             if self._pool is not None:
                 return self._pool
-            from psycopg_pool import ConnectionPool
+            import psycopg2
 
-            conninfo = self._conninfo()
-            self._prepare_first(conninfo)
-            # psycopg_pool logs reconnections as warnings; keep them off a bare stderr.
-            logging.getLogger("psycopg").addHandler(logging.NullHandler())
-            self._pool = ConnectionPool(
-                conninfo,
-                kwargs={"autocommit": True},
-                min_size=1,
-                max_size=max(1, self._max),
-                timeout=self._pool_timeout_s,
-                name="zuke-state",
-                open=True,
-            )
-            # Closed when this object goes (a command that never calls close()) or at exit,
-            # from this side: left to itself, the pool may be collected on one of its own
-            # worker threads, whose __del__ then fails to join that very thread.
-            self._finalizer = weakref.finalize(self, self._pool.close)
-            return self._pool
+            from zuke.state._pg_schema import prepare
 
-    def _prepare_first(self, conninfo: str) -> None:
-        """Connect once and migrate the schema; a server that is starting or recovering (a
-        restart, a crash) is waited for, up to the pool's timeout, as the pool waits later."""
-        import psycopg
-
-        from zuke.state._pg_schema import prepare
-
-        deadline = time.monotonic() + self._pool_timeout_s
-        for attempt in itertools.count():
+            deadline = time.monotonic() + self._pool_timeout_s
             try:
-                with psycopg.connect(conninfo, autocommit=True) as first:
-                    prepare(first, self.shown)
-                return
-            except psycopg.Error as exc:
+                first = connect(self.conninfo(), deadline, waiting=False)
+            except psycopg2.Error as exc:
                 said = self.scrub(str(exc))
-                pause = _COMING_UP_BACKOFF_S[min(attempt, len(_COMING_UP_BACKOFF_S) - 1)]
-                if any(c in said for c in _COMING_UP) and time.monotonic() + pause < deadline:
-                    time.sleep(pause)
-                    continue
                 raise StoreUnavailableError(
                     f"state: cannot use Postgres at {self.shown}: {said}; {self.advice(said)}"
                 ) from None
+            try:
+                prepare(first, self.shown)
+            except psycopg2.Error as exc:
+                first.close()
+                raise self._failed(exc) from None
+            except BaseException:
+                first.close()
+                raise
+            pool = Pool(  # no reference to self: the finalizer below holds the pool
+                functools.partial(connect, self.conninfo(), waiting=True),
+                size=self._max,
+                timeout_s=self._pool_timeout_s,
+            )
+            pool.give_first(first)
+            self._pool = pool
+            # Closed when this object goes (a command that never calls close()) or at exit.
+            self._finalizer = weakref.finalize(self, pool.close)
+            return pool
 
     @contextmanager
-    def connection(self) -> Iterator[Conn]:
-        """A pooled autocommit connection; psycopg's errors become one redacted ``zuke:`` line.
+    def connection(self) -> Iterator[PgConn]:
+        """A pooled autocommit connection; psycopg2's errors become one redacted ``zuke:`` line.
 
         Used as it is, nothing is retried: the store's calls go through :meth:`call`.
         """
-        import psycopg
-        from psycopg_pool import PoolTimeout
+        import psycopg2
 
         pool = self._open()
+        conn = self._take(pool)
         try:
-            with pool.connection() as conn:
-                yield conn
-        except PoolTimeout:
-            raise self._no_connection(pool) from None
-        except psycopg.Error as exc:
+            yield conn
+        except psycopg2.Error as exc:
             raise self._failed(exc) from None
+        finally:
+            pool.give(conn)
+
+    def _take(self, pool: Pool) -> PgConn:
+        import psycopg2
+
+        try:
+            return pool.take()
+        except PoolBusy:
+            raise self._busy() from None
+        except PoolClosed:
+            raise StoreUnavailableError(
+                f"state: the Postgres store {self.shown} is closed"
+            ) from None
+        except psycopg2.Error as exc:
+            raise self._no_connection(exc) from None
 
     def call(
         self,
-        work: Callable[[Conn], T],
+        work: Callable[[PgConn], T],
         *,
-        landed: Callable[[Conn], T | None] | None = None,
+        landed: Callable[[PgConn], T | None] | None = None,
         resend: bool = True,
         unsure: bool = False,
     ) -> T:
@@ -286,7 +320,7 @@ class PgDatabase:
         write was applied (its outcome) or not (``None``: ``work`` runs again).
         ``resend=False``: a write that cannot tell is not sent again; the
         error says it may have landed. ``unsure``: the write went out already, on
-        another connection that broke (the light path's): ``landed`` is asked first.
+        a connection that broke (an earlier call's): ``landed`` is asked first.
 
         A write sent again is followed by ``landed`` once more: the first sending
         may still be running on the server when it is asked (its backend has not
@@ -295,15 +329,13 @@ class PgDatabase:
         Only a "landed" is taken from that look (a conflict seen then may be a third
         writer's, after the second sending's own write).
         """
-        import psycopg
-        from psycopg_pool import PoolTimeout
+        import psycopg2
 
         pool = self._open()
-        # a write was sent on a connection that broke: did it land?
-        for attempt in range(RECONNECTS + 1):
-            conn: Conn | None = None
-            try:
-                with pool.connection() as conn:
+        try:
+            for attempt in range(RECONNECTS + 1):
+                conn = self._take(pool)
+                try:
                     if not (unsure and landed is not None):
                         return work(conn)
                     outcome = landed(conn)
@@ -313,20 +345,24 @@ class PgDatabase:
                     outcome = work(conn)  # sent again: whichever sending landed, it is ours
                     after = landed(conn)
                     return outcome if after is None or isinstance(after, Conflict) else after
-            except PoolTimeout:
-                raise self._no_connection(pool) from None
-            except psycopg.Error as exc:
-                if not lost_connection(exc, conn):
-                    raise self._failed(exc) from None
-                if not resend or attempt == RECONNECTS:
-                    raise self._failed(exc, lost=attempt + 1, unsure=not resend) from None
-                unsure = True
-                pool.check()  # its other idle connections broke too (a restart)
+                except psycopg2.Error as exc:
+                    if not lost_connection(exc, conn):
+                        raise self._failed(exc) from None
+                    unsure = True
+                    if not resend or attempt == RECONNECTS:
+                        raise self._failed(exc, lost=attempt + 1, unsure=not resend) from None
+                    pool.drop_idle()  # its other idle connections broke too (a restart)
+                finally:
+                    pool.give(conn)
+        except StoreUnavailableError as exc:
+            if landed is not None and unsure:  # it went out, and nobody looked whether it landed
+                raise UnsureWriteError(str(exc)) from None
+            raise
         raise AssertionError("unreachable")
 
-    def version(self, call: Callable[[Callable[[Conn], Any]], Any] | None = None) -> int:
+    def version(self, call: Callable[[Callable[[PgConn], Any]], Any] | None = None) -> int:
         """A version no other write carries: drawn from the database's sequence, in blocks
-        (through ``call``, :meth:`call` unless given: the light path's)."""
+        (through ``call``, :meth:`call` unless given)."""
         with self._versions_lock:
             if not self._versions:
                 rows = (call or self.call)(lambda conn: conn.execute(
@@ -335,11 +371,6 @@ class PgDatabase:
                 ).fetchall())  # fmt: skip
                 self._versions = sorted((int(v) for (v,) in rows), reverse=True)
             return self._versions.pop()
-
-    def unsure(self, said: str) -> StoreUnavailableError:
-        """A write that went out on a connection that broke, which cannot tell whether it
-        landed and must not be sent again (the light path's, :meth:`call`'s ``resend=False``)."""
-        return self._failed(Exception(said), lost=1, unsure=True)
 
     def _failed(
         self, exc: BaseException, *, lost: int = 0, unsure: bool = False
@@ -357,30 +388,24 @@ class PgDatabase:
             f"({said}); {self._check}"
         )
 
-    def _no_connection(self, pool: ConnectionPool[Conn]) -> StoreUnavailableError:
-        """Why the pool gave no connection in time: every one busy, or the server's refusal."""
-        stats = pool.get_stats()
-        waited = f"{self._pool_timeout_s:g}s"
-        if stats.get("pool_size", 0) >= self._max and not stats.get("pool_available", 0):
-            return StoreUnavailableError(
-                f"state: all {self._max} connections of this process's pool to Postgres at "
-                f"{self.shown} stayed in use for {waited}; raise {self.pool_setting} (now "
-                f"{self._max}), keeping every process's together under the server's "
-                "max_connections"
-            )
-        import psycopg
-
-        try:  # the pool keeps the server's refusal to itself: ask once more, directly
-            with psycopg.connect(self._conninfo(), autocommit=True):
-                said = "the server accepted a connection only now"
-        except psycopg.Error as exc:
-            said = self.scrub(str(exc))
+    def _busy(self) -> StoreUnavailableError:
         return StoreUnavailableError(
-            f"state: no connection to Postgres at {self.shown} within {waited}: {said}; "
-            f"{self.advice(said)}"
+            f"state: all {self._max} connections of this process's pool to Postgres at "
+            f"{self.shown} stayed in use for {self._pool_timeout_s:g}s; raise "
+            f"{self.pool_setting} (now {self._max}), keeping every process's together under "
+            "the server's max_connections"
+        )
+
+    def _no_connection(self, exc: BaseException) -> StoreUnavailableError:
+        """No new connection: the server's refusal, after waiting while it came up."""
+        said = self.scrub(str(exc))
+        return StoreUnavailableError(
+            f"state: no connection to Postgres at {self.shown} within "
+            f"{self._pool_timeout_s:g}s: {said}; {self.advice(said)}"
         )
 
     def close(self) -> None:
+        """Close the pool: idle connections now, each lent one once its call returns."""
         with self._lock:
             self._closed = True
             self._pool, finalizer = None, self._finalizer
@@ -388,4 +413,6 @@ class PgDatabase:
             finalizer()
 
 
-__all__ = ["POOL_SIZE_ENV", "PgDatabase", "lost_connection", "shown_url"]
+__all__ = [
+    "POOL_SIZE_ENV", "Conn", "PgDatabase", "lost_connection", "shown_url",
+]  # fmt: skip

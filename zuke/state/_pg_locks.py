@@ -14,6 +14,13 @@ Only a hash of each token is stored (``token_sha256``), so the database (a
 dump, a replica) never holds a token that would renew or release a claim,
 and the comparison in ``WHERE`` is of hashes.
 
+Every acquisition also records its **grant** (``zuke_lock_grants``: the
+token's hash and the fence) in the same statement. A release, a break or a
+takeover clears the claim but not the grant, so after a lost answer
+:func:`held_by` tells an acquisition that landed from one that did not,
+whatever happened to the key since (grants older than a day are forgotten
+by the key's next acquisition).
+
 When a run is deleted its lease row (``zuke-run-<id>``) is forgotten unless a
 live claim holds it, and its fence is raised into the namespace's row of
 ``zuke_fence_floors``; a new key's first fence is above that floor. The
@@ -39,6 +46,8 @@ if TYPE_CHECKING:
 #: Attempts when the key is released between an acquisition's refusal and reading its holder.
 ACQUIRE_ATTEMPTS = 10
 _NOW = "clock_timestamp()"
+#: grants older than this are forgotten by the key's next acquisition
+GRANT_KEEP = "1 day"
 _RELEASED = "token_sha256 = NULL, holder = NULL, run_id = NULL, expires_at = NULL"
 
 
@@ -63,7 +72,8 @@ def acquire(
     token = uuid.uuid4().hex if token is None else token
     for _ in range(ACQUIRE_ATTEMPTS):
         row = conn.execute(
-            "INSERT INTO zuke_locks AS l (ns, key, token_sha256, holder, run_id, expires_at, fence)"
+            "WITH a AS (INSERT INTO zuke_locks AS l"
+            " (ns, key, token_sha256, holder, run_id, expires_at, fence)"
             f" VALUES (%(ns)s, %(key)s, %(sha)s, %(holder)s, %(run)s,"
             f" {_NOW} + %(ttl)s * interval '1 millisecond',"
             " COALESCE((SELECT floor FROM zuke_fence_floors WHERE ns = %(ns)s FOR KEY SHARE), 0)"
@@ -72,7 +82,12 @@ def acquire(
             " holder = excluded.holder, run_id = excluded.run_id, expires_at = excluded.expires_at,"
             " fence = GREATEST(l.fence + 1, excluded.fence)"
             f" WHERE l.token_sha256 IS NULL OR l.expires_at <= {_NOW}"
-            " RETURNING fence",
+            " RETURNING fence),"
+            " g AS (INSERT INTO zuke_lock_grants (ns, key, token_sha256, fence)"
+            " SELECT %(ns)s, %(key)s, %(sha)s, fence FROM a ON CONFLICT DO NOTHING),"
+            " old AS (DELETE FROM zuke_lock_grants o USING a WHERE o.ns = %(ns)s"
+            f" AND o.key = %(key)s AND o.at < {_NOW} - interval '{GRANT_KEEP}')"
+            " SELECT fence FROM a",
             {
                 "ns": ns, "key": key, "sha": token_hash(token),
                 "holder": dumps(holder_to_json(holder)), "run": to_db(holder.run_id),
@@ -92,10 +107,10 @@ def acquire(
 
 
 def held_by(conn: Conn, ns: str, key: str, token: str) -> LockAcquired | None:
-    """The claim of ``token`` on ``key``, if it holds it (an acquisition whose answer was lost
-    landed), else ``None``."""
+    """The acquisition of ``token`` on ``key`` if it landed — even if the claim was released,
+    broken or taken over since (its grant stays) — else ``None``."""
     row = conn.execute(
-        "SELECT fence FROM zuke_locks WHERE ns = %s AND key = %s AND token_sha256 = %s",
+        "SELECT fence FROM zuke_lock_grants WHERE ns = %s AND key = %s AND token_sha256 = %s",
         (ns, key, token_hash(token)),
     ).fetchone()
     return None if row is None else LockAcquired(token=token, fence=int(row[0]))

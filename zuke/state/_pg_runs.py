@@ -8,6 +8,10 @@ autocommit mode and costs one round trip:
   ``WHERE version = expected``: the row lock of that ``UPDATE`` decides a race.
   The store draws it before the write (in blocks), so a write whose answer
   was lost with its connection is known by it (:func:`version_of`);
+* every write also records its **witness** (``zuke_run_writes``: the write's
+  key and the version it made) in the same statement, which no later write
+  erases: after a lost answer, :func:`witnessed` says whether that write
+  landed, whatever other writers did since;
 * an **append** bumps the version, keeps the listing's columns current and
   inserts the delta in the same statement; reads fold the deltas over the
   record. Once the deltas outweigh the record (and 64 KiB of them gathered)
@@ -32,6 +36,19 @@ if TYPE_CHECKING:
     from zuke.state._pg_conn import Conn
 
 COMPACT_MIN_BYTES = 64 * 1024
+#: witnesses older than this are forgotten when the run's journal is compacted
+WITNESS_KEEP = "1 day"
+#: the witness of a write (``%(key)s``) made by the ``u`` (or ``r``) part of a statement
+_WITNESS = (
+    "w AS (INSERT INTO zuke_run_writes (ns, run_id, write_key, version)"
+    " SELECT ns, id, %(key)s, version FROM {0} WHERE %(key)s::text IS NOT NULL"
+    " ON CONFLICT DO NOTHING)"
+)
+
+
+def write_key(version: int) -> str:
+    """The witness key of a write known by the version drawn for it (the direct store's)."""
+    return f"v:{version}"
 
 
 def dumps(raw: Any) -> str:
@@ -104,15 +121,23 @@ def get_text(conn: Conn, ns: str, run_id: str) -> tuple[str, int] | None:
 
 
 def create(
-    conn: Conn, ns: str, record: RunRecord, text: str | None = None, *, version: int | None = None
+    conn: Conn,
+    ns: str,
+    record: RunRecord,
+    text: str | None = None,
+    *,
+    version: int | None = None,
+    key: str | None = None,
 ) -> Written | Conflict:
     """Insert a new run; ``text``, when given, is stored as the record (``zuke serve``).
 
-    ``version``: one drawn beforehand (:meth:`PgDatabase.version`), so that a lost answer
-    can be told from a write that did not land (:func:`version_of`); else drawn here.
+    ``version``: one drawn beforehand (:meth:`PgDatabase.version`); ``key``: the write's
+    witness (:func:`write_key` of the version unless given), so that a lost answer can be
+    told from a write that did not land (:func:`witnessed`).
     """
     text = dumps(record_to_json(record)) if text is None else text
     values = {"ns": ns, "id": record.id, "version": version, **_columns(record, text)}
+    values["key"] = _key(key, version)
     row = conn.execute(
         "WITH r AS (INSERT INTO zuke_runs (ns, id, version, record, build, root_target, status,"
         " actor, created_at, updated_at, created_ms, base_bytes) VALUES (%(ns)s, %(id)s,"
@@ -121,8 +146,9 @@ def create(
         " %(created_at)s, %(updated_at)s, %(created_ms)s, %(bytes)s)"
         " ON CONFLICT DO NOTHING RETURNING ns, id, version),"
         " t AS (INSERT INTO zuke_run_targets (ns, run_id, name)"
-        " SELECT r.ns, r.id, n FROM r, unnest(%(names)s::text[]) AS n)"
-        " SELECT version FROM r",
+        " SELECT r.ns, r.id, n FROM r, unnest(%(names)s::text[]) AS n), "
+        + _WITNESS.format("r")
+        + " SELECT version FROM r",
         values,
     ).fetchone()
     return Conflict() if row is None else Written(version=str(row[0]))
@@ -136,10 +162,11 @@ def put(
     text: str | None = None,
     *,
     version: int | None = None,
+    key: str | None = None,
 ) -> Written | Conflict:
     text = dumps(record_to_json(record)) if text is None else text
     values = {"ns": ns, "id": record.id, "expected": expected, "version": version}
-    values.update(_columns(record, text))
+    values.update(_columns(record, text), key=_key(key, version))
     row = conn.execute(
         "WITH u AS (UPDATE zuke_runs"
         " SET version = COALESCE(%(version)s::bigint, nextval('zuke_run_versions')),"
@@ -152,8 +179,9 @@ def put(
         " dt AS (DELETE FROM zuke_run_targets t USING u WHERE t.ns = u.ns AND t.run_id = u.id"
         " AND NOT (t.name = ANY(%(names)s::text[]))),"
         " it AS (INSERT INTO zuke_run_targets (ns, run_id, name)"
-        " SELECT u.ns, u.id, n FROM u, unnest(%(names)s::text[]) AS n ON CONFLICT DO NOTHING)"
-        " SELECT version FROM u",
+        " SELECT u.ns, u.id, n FROM u, unnest(%(names)s::text[]) AS n ON CONFLICT DO NOTHING), "
+        + _WITNESS.format("u")
+        + " SELECT version FROM u",
         values,
     ).fetchone()
     return Conflict() if row is None else Written(version=str(row[0]))
@@ -168,6 +196,7 @@ def append(
     *,
     version: int | None = None,
     after: RunRecord | None = None,
+    key: str | None = None,
 ) -> Written | Conflict:
     """Append ``delta`` if the run is at ``expected``; ``after``, when the caller knows it, is
     the record the delta makes — a compaction due then writes it instead of reading back and
@@ -182,10 +211,12 @@ def append(
         " WHERE ns = %(ns)s AND id = %(id)s AND version = %(expected)s"
         " RETURNING ns, id, version, last_seq, base_bytes, journal_bytes),"
         " d AS (INSERT INTO zuke_run_deltas (ns, run_id, seq, delta)"
-        " SELECT ns, id, last_seq, %(delta)s FROM u)"
-        " SELECT version, journal_bytes > GREATEST(base_bytes, %(compact)s) FROM u",
+        " SELECT ns, id, last_seq, %(delta)s FROM u), "
+        + _WITNESS.format("u")
+        + " SELECT version, journal_bytes > GREATEST(base_bytes, %(compact)s) FROM u",
         {
             "ns": ns, "id": run_id, "expected": expected, "version": version, "delta": line,
+            "key": _key(key, version),
             "bytes": len(line),
             "updated_at": to_db(delta.updated_at), "status": delta.status,
             "actor": None if delta.actor is None else to_db(delta.actor),
@@ -200,6 +231,25 @@ def append(
         else:
             _compact_known(conn, ns, run_id, int(row[0]), after)
     return Written(version=str(row[0]))
+
+
+def _key(key: str | None, version: int | None) -> str | None:
+    return key if key is not None or version is None else write_key(version)
+
+
+def witnessed(conn: Conn, ns: str, run_id: str, key: str) -> tuple[int | None, int | None]:
+    """``(the version the write keyed ``key`` made, or None; the run's version now, or
+    None)`` in one snapshot: whether a write whose answer was lost landed — kept whatever
+    was written after it — and, if not, whether it still can."""
+    row = conn.execute(
+        "SELECT (SELECT version FROM zuke_run_writes WHERE ns = %(ns)s AND run_id = %(id)s"
+        " AND write_key = %(key)s), (SELECT version FROM zuke_runs WHERE ns = %(ns)s"
+        " AND id = %(id)s)",
+        {"ns": ns, "id": run_id, "key": key},
+    ).fetchone()
+    if row is None:
+        return None, None
+    return (None if row[0] is None else int(row[0])), (None if row[1] is None else int(row[1]))
 
 
 def version_of(conn: Conn, ns: str, run_id: str) -> int | None:
@@ -219,7 +269,9 @@ def _compact_known(conn: Conn, ns: str, run_id: str, version: int, record: RunRe
     conn.execute(
         "WITH u AS (UPDATE zuke_runs SET record = %(record)s, base_bytes = %(bytes)s,"
         " journal_bytes = 0 WHERE ns = %(ns)s AND id = %(id)s AND version = %(version)s"
-        " RETURNING ns, id)"
+        " RETURNING ns, id),"
+        f" old AS (DELETE FROM zuke_run_writes o USING u WHERE o.ns = u.ns AND o.run_id = u.id"
+        f" AND o.at < clock_timestamp() - interval '{WITNESS_KEEP}')"
         " DELETE FROM zuke_run_deltas d USING u WHERE d.ns = u.ns AND d.run_id = u.id",
         {"record": text, "bytes": len(text), "ns": ns, "id": run_id, "version": version},
     )
@@ -240,6 +292,11 @@ def _compact(conn: Conn, ns: str, run_id: str) -> None:
         text = dumps(record_to_json(_fold(run_id, row[0], deltas)))
         conn.execute("DELETE FROM zuke_run_deltas WHERE ns = %s AND run_id = %s", (ns, run_id))
         conn.execute(
+            "DELETE FROM zuke_run_writes WHERE ns = %s AND run_id = %s"
+            f" AND at < clock_timestamp() - interval '{WITNESS_KEEP}'",
+            (ns, run_id),
+        )
+        conn.execute(
             "UPDATE zuke_runs SET record = %s, base_bytes = %s, journal_bytes = 0"
             " WHERE ns = %s AND id = %s",
             (text, len(text), ns, run_id),
@@ -252,14 +309,28 @@ def delete(conn: Conn, ns: str, run_id: str) -> bool:
     return cursor.rowcount > 0
 
 
-def listing(conn: Conn, ns: str, query: RunQuery) -> list[RunSummary]:
-    """Summaries newest first (``createdAt`` as a time, then id), every filter from an index."""
-    sql, args = listing_sql(ns, query)
+def listing(
+    conn: Conn, ns: str, query: RunQuery, *, before: Position | None = None
+) -> list[RunSummary]:
+    """Summaries newest first (``createdAt`` as a time, then id), every filter from an index;
+    ``before``: see :func:`listing_sql`."""
+    sql, args = listing_sql(ns, query, before=before)
     return summaries(conn.execute(sql, args).fetchall())
 
 
-def listing_sql(ns: str, query: RunQuery) -> tuple[bytes, list[str | int]]:
-    """:func:`listing`'s statement and arguments (the light path reads the same one)."""
+#: a place in the listing's order: ``(created_ms, id)``; ``created_ms`` ``None`` for a run
+#: whose ``createdAt`` is no time (listed last), ``id`` ``None`` for "before every such run"
+Position = tuple[int | None, str | None]
+
+
+def listing_sql(
+    ns: str, query: RunQuery, *, before: Position | None = None
+) -> tuple[bytes, list[str | int]]:
+    """:func:`listing`'s statement and arguments (the light path reads the same one).
+
+    ``before=(ms, id)`` keeps the dated rows past it; ``(None, id)`` the undated rows past
+    it (``(None, None)``: all undated rows).
+    """
     sql = [
         "SELECT id, build, root_target, status, actor, created_at, updated_at",
         "FROM zuke_runs r WHERE r.ns = %s",
@@ -279,6 +350,16 @@ def listing_sql(ns: str, query: RunQuery) -> tuple[bytes, list[str | int]]:
             " WHERE t.ns = r.ns AND t.run_id = r.id AND t.name = %s)"
         )
         args.append(to_db(query.target))
+    if before is not None:
+        at, after_id = before
+        if at is not None:
+            sql.append("AND (r.created_ms, r.id) < (%s, %s)")
+            args += [at, after_id or ""]
+        else:
+            sql.append("AND r.created_ms IS NULL")
+            if after_id is not None:
+                sql.append("AND r.id < %s")
+                args.append(after_id)
     sql.append("ORDER BY r.created_ms DESC NULLS LAST, r.id DESC")
     limit = limited(query)
     if limit is not None:
@@ -312,6 +393,7 @@ def _fold(run_id: str, text: str, deltas: list[str]) -> RunRecord:
 
 
 __all__ = [
-    "ROW_SQL", "append", "create", "delete", "dumps", "get", "get_text", "listing", "listing_sql",
-    "parse_version", "put", "stored", "summaries", "version_of",
+    "ROW_SQL", "Position", "append", "create", "delete", "dumps", "get", "get_text", "listing",
+    "listing_sql", "parse_version", "put", "stored", "summaries", "version_of", "witnessed",
+    "write_key",
 ]  # fmt: skip

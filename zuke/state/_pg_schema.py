@@ -18,6 +18,14 @@ database may be shared with other applications.
 
 Version 2 adds the triggers that ``NOTIFY zuke_runs`` when a run parks or a
 signal is appended, so a watching sweeper (:mod:`._pg_listen`) wakes at once.
+
+Version 3 adds the witnesses that decide a lost answer: ``zuke_run_writes``,
+one row per write of a run (its key — the version drawn for it, or the
+idempotency key ``zuke serve`` was sent — and the version it made), and
+``zuke_lock_grants``, one row per acquisition (the token's hash and fence).
+No later write erases them (a compaction folds the journal, not these; they
+go with the run, or after a day), so a write that landed is known as landed
+whatever landed after it.
 """
 
 from __future__ import annotations
@@ -29,7 +37,7 @@ from zuke._errors import StateError
 if TYPE_CHECKING:
     from zuke.state._pg_conn import Conn
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 #: ``pg_advisory_xact_lock`` key of a migration ("zuke" in ASCII)
 MIGRATION_LOCK = 0x7A756B65
 
@@ -149,6 +157,26 @@ $zuke$""",
         "CREATE TRIGGER zuke_run_signalled AFTER INSERT ON zuke_run_deltas FOR EACH ROW"
         """ WHEN (strpos(NEW.delta, '"signals":{') > 0) EXECUTE FUNCTION zuke_notify_run()""",
     ),
+    # The witnesses of lost answers (see the module docstring).
+    3: """
+CREATE TABLE zuke_run_writes (
+    ns text COLLATE "C" NOT NULL,
+    run_id text COLLATE "C" NOT NULL,
+    write_key text COLLATE "C" NOT NULL,
+    version bigint NOT NULL,
+    at timestamptz NOT NULL DEFAULT clock_timestamp(),
+    PRIMARY KEY (ns, run_id, write_key),
+    FOREIGN KEY (ns, run_id) REFERENCES zuke_runs (ns, id) ON DELETE CASCADE
+);
+CREATE TABLE zuke_lock_grants (
+    ns text COLLATE "C" NOT NULL,
+    key text COLLATE "C" NOT NULL,
+    token_sha256 bytea NOT NULL,
+    fence bigint NOT NULL,
+    at timestamptz NOT NULL DEFAULT clock_timestamp(),
+    PRIMARY KEY (ns, key, token_sha256)
+)
+""",
 }
 
 
@@ -158,12 +186,11 @@ def _statements(step: str | tuple[str, ...]) -> list[str]:
 
 def schema_version(conn: Conn) -> int:
     """The version the database is at (0: no zuke schema yet)."""
-    import psycopg
+    from psycopg2.errors import UndefinedTable
 
-    try:
-        with conn.transaction():
-            row = conn.execute("SELECT max(version) FROM zuke_schema_version").fetchone()
-    except psycopg.errors.UndefinedTable:
+    try:  # one round trip (autocommit: a refusal leaves nothing to roll back)
+        row = conn.execute("SELECT max(version) FROM zuke_schema_version").fetchone()
+    except UndefinedTable:
         return 0
     return int(row[0]) if row is not None and row[0] is not None else 0
 

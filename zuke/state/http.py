@@ -22,8 +22,9 @@ store remembers that and appends by GET + apply + PUT ``If-Match`` instead.
 
 from __future__ import annotations
 
+import uuid
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from zuke._errors import CorruptRecordError, StateError, UnsafeIdError
@@ -47,6 +48,7 @@ from zuke.state._protocol import (
     StoredRun,
     Written,
 )
+from zuke.state._unsure import UnsureWriteError, UnsureWrites
 from zuke.state.records import RunDelta, RunRecord, RunSummary, apply_delta
 from zuke.state.wire import (
     delta_to_json,
@@ -86,6 +88,8 @@ class HttpStateStore:
         self._wire = Wire(url, token=token, transport=transport, timeout_s=timeout_s)
         # None: not known yet; learned from the first PATCH answer.
         self._patch_supported: bool | None = None
+        #: writes whose answer was lost for good, by (run or lock, expected, payload)
+        self._unsure: UnsureWrites[str] = UnsureWrites()
 
     def __repr__(self) -> str:
         token = "<redacted>" if self._wire.has_token else None
@@ -125,16 +129,18 @@ class HttpStateStore:
 
     def create_run(self, record: RunRecord) -> Written | Conflict:
         path = _run_path(record.id)
-        reply = self._wire.send(
-            "PUT", path, body=record_to_json(record), headers={"If-None-Match": "*"}
-        )
+        reply = self._keyed(
+            (record.id, "", record),
+            "PUT", path, body=record_to_json(record), headers={"If-None-Match": "*"},
+        )  # fmt: skip
         return self._write_result(reply)
 
     def put_run(self, record: RunRecord, *, expected_version: str) -> Written | Conflict:
         path = _run_path(record.id)
-        reply = self._wire.send(
-            "PUT", path, body=record_to_json(record), headers={"If-Match": expected_version}
-        )
+        reply = self._keyed(
+            (record.id, expected_version, record),
+            "PUT", path, body=record_to_json(record), headers={"If-Match": expected_version},
+        )  # fmt: skip
         return self._write_result(reply)
 
     def append_run(
@@ -142,7 +148,8 @@ class HttpStateStore:
     ) -> Written | Conflict:
         path = _run_path(run_id)
         if self._patch_supported is not False:
-            reply = self._wire.send(
+            reply = self._keyed(
+                (run_id, expected_version, delta),
                 "PATCH",
                 path,
                 body=delta_to_json(delta),
@@ -201,7 +208,7 @@ class HttpStateStore:
     def acquire_lock(self, key: str, holder: LockHolder, ttl_ms: int) -> LockAcquired | LockHeld:
         path = _lock_path(key)
         body = {"holder": holder_to_json(holder), "ttlMs": check_ttl(ttl_ms)}
-        reply = self._wire.send("POST", path, body=body)
+        reply = self._keyed((f"lock:{key}", "", (holder, ttl_ms)), "POST", path, body=body)
         if reply.status == 409:
             return LockHeld(holder=self._holder(reply))
         if not reply.ok:
@@ -300,6 +307,21 @@ class HttpStateStore:
             raise self._wire.bad_body(
                 reply, "a lock holder {actor, runId, since, runUrl?}"
             ) from None
+
+    def _keyed(self, write: tuple[str, str, object], method: str, path: str, **sent: Any) -> Reply:
+        """A write sent with an idempotency key (``x-zuke-write-id``), sent again when it gets
+        no answer (:meth:`Wire.send`). ``write`` — (run or lock, expected version, payload) —
+        finds the key of the same write if an earlier call of it ended unsure, so that a
+        server that kept that key answers it as it landed instead of applying it twice."""
+        target, at, payload = write
+        write_id = self._unsure.key(target, at, payload) or uuid.uuid4().hex
+        try:
+            reply = self._wire.send(method, path, write_id=write_id, **sent)
+        except UnsureWriteError:
+            self._unsure.note(target, at, payload, write_id)
+            raise
+        self._unsure.forget(target, at, payload)
+        return reply
 
     def _write_result(self, reply: Reply) -> Written | Conflict:
         if reply.status == 412:

@@ -37,6 +37,7 @@ from zuke.state._protocol import (
     StoredRun,
     Written,
 )
+from zuke.state._unsure import UnsureWriteError, UnsureWrites
 from zuke.state.records import RunDelta, RunRecord, RunSummary
 
 if TYPE_CHECKING:
@@ -69,6 +70,9 @@ class PostgresStateStore:
         self.database: Final = database
         self.namespace: Final = namespace
         self._floor_ready = False
+        #: writes (and acquisitions) that failed unsure, to be looked up if sent again
+        self._unsure: UnsureWrites[int] = UnsureWrites()
+        self._unsure_locks: UnsureWrites[str] = UnsureWrites()
 
     def __repr__(self) -> str:
         ns = f", namespace={self.namespace!r}" if self.namespace else ""
@@ -108,28 +112,24 @@ class PostgresStateStore:
 
     def create_run(self, record: RunRecord) -> Written | Conflict:
         check_id(record.id)
-        ns, version = self.namespace, self._version()
+        ns = self.namespace
 
-        def landed(conn: Conn) -> Written | Conflict | None:
-            now = _pg_runs.version_of(conn, ns, record.id)
-            if now is None:
-                return None
-            return Written(version=str(version)) if now == version else Conflict()
+        def write(conn: Conn, version: int) -> Written | Conflict:
+            return _pg_runs.create(conn, ns, record, version=version)
 
-        return self._call(
-            lambda conn: _pg_runs.create(conn, ns, record, version=version), landed=landed
-        )
+        return self._write(record.id, None, record, write)
 
     def put_run(self, record: RunRecord, *, expected_version: str) -> Written | Conflict:
         check_id(record.id)
         expected = _pg_runs.parse_version(expected_version)
         if expected is None:
             return Conflict()
-        ns, version = self.namespace, self._version()
-        return self._call(
-            lambda conn: _pg_runs.put(conn, ns, record, expected, version=version),
-            landed=self._landed(record.id, expected, version),
-        )
+        ns = self.namespace
+
+        def write(conn: Conn, version: int) -> Written | Conflict:
+            return _pg_runs.put(conn, ns, record, expected, version=version)
+
+        return self._write(record.id, expected, record, write)
 
     def append_run(
         self, run_id: str, delta: RunDelta, *, expected_version: str
@@ -150,26 +150,46 @@ class PostgresStateStore:
         expected = _pg_runs.parse_version(expected_version)
         if expected is None:
             return Conflict()
-        ns, version = self.namespace, self._version()
-        return self._call(
-            lambda conn: _pg_runs.append(
-                conn, ns, run_id, delta, expected, version=version, after=after
-            ),
-            landed=self._landed(run_id, expected, version),
-        )
+        ns = self.namespace
 
-    def _landed(
-        self, run_id: str, expected: int, version: int
-    ) -> Callable[[Conn], Written | Conflict | None]:
-        """After a lost answer: landed (our version), not (still ``expected``), or overtaken."""
+        def write(conn: Conn, version: int) -> Written | Conflict:
+            return _pg_runs.append(conn, ns, run_id, delta, expected, version=version, after=after)
 
-        def check(conn: Conn) -> Written | Conflict | None:
-            now = _pg_runs.version_of(conn, self.namespace, run_id)
-            if now == version:
-                return Written(version=str(version))
-            return None if now == expected else Conflict()
+        return self._write(run_id, expected, delta, write)
 
-        return check
+    def _write(
+        self,
+        run_id: str,
+        expected: int | None,
+        payload: object,
+        write: Callable[[Conn, int], Written | Conflict],
+    ) -> Written | Conflict:
+        """A write at ``expected`` (``None``: a create) under a version drawn for it, which is
+        also its witness (``zuke_run_writes``): after a lost answer the witness says whether it
+        landed — ``Written`` then, whatever landed after it — before anything is sent again.
+        The same write sent again after a call that failed unsure (:mod:`._unsure`) keeps its
+        version, and so is looked up first."""
+        at = "" if expected is None else str(expected)
+        known = self._unsure.key(run_id, at, payload)
+        version = self._version() if known is None else known
+
+        def landed(conn: Conn) -> Written | Conflict | None:
+            key = _pg_runs.write_key(version)
+            made, now = _pg_runs.witnessed(conn, self.namespace, run_id, key)
+            if made is not None:
+                return Written(version=str(made))
+            still = now is None if expected is None else now == expected
+            return None if still else Conflict()  # not landed: it still can, or never will
+
+        try:
+            outcome = self._call(
+                lambda conn: write(conn, version), landed=landed, unsure=known is not None
+            )
+        except UnsureWriteError:
+            self._unsure.note(run_id, at, payload, version)
+            raise
+        self._unsure.forget(run_id, at, payload)
+        return outcome
 
     def delete_run(self, run_id: str) -> None:
         check_id(run_id)
@@ -190,13 +210,25 @@ class PostgresStateStore:
     def acquire_lock(self, key: str, holder: LockHolder, ttl_ms: int) -> LockAcquired | LockHeld:
         check_id(key, "lock key")
         check_ttl(ttl_ms)
-        ns, token = self.namespace, uuid.uuid4().hex
+        ns, asked = self.namespace, (holder, ttl_ms)
+        known = self._unsure_locks.key(key, "", asked)  # the same acquisition, sent again
+        token = uuid.uuid4().hex if known is None else known
 
         def acquire(conn: Conn) -> LockAcquired | LockHeld:
             self._ensure_floor(conn)
             return _pg_locks.acquire(conn, ns, key, holder, ttl_ms, token=token)
 
-        return self._call(acquire, landed=lambda conn: _pg_locks.held_by(conn, ns, key, token))
+        try:
+            taken = self._call(
+                acquire,
+                landed=lambda conn: _pg_locks.held_by(conn, ns, key, token),
+                unsure=known is not None,
+            )
+        except UnsureWriteError:
+            self._unsure_locks.note(key, "", asked, token)
+            raise
+        self._unsure_locks.forget(key, "", asked)
+        return taken
 
     def renew_lock(self, key: str, token: str, ttl_ms: int) -> bool:
         check_id(key, "lock key")
@@ -225,9 +257,10 @@ class PostgresStateStore:
         *,
         landed: Callable[[Conn], T | None] | None = None,
         resend: bool = True,
+        unsure: bool = False,
     ) -> T:
         """Every statement of the store's calls goes through here (:meth:`PgDatabase.call`)."""
-        return self.database.call(work, landed=landed, resend=resend)
+        return self.database.call(work, landed=landed, resend=resend, unsure=unsure)
 
     def _version(self) -> int:
         """A version for the next write, drawn through :meth:`_call` (in blocks)."""
@@ -242,8 +275,7 @@ class PostgresStateStore:
 def from_url(spec: str, env: Mapping[str, str]) -> PostgresStateStore:
     """The store ``ZUKE_STATE=postgresql://…`` names; refused without ``zuke[postgres]``."""
     try:
-        import psycopg  # noqa: F401
-        import psycopg_pool  # noqa: F401
+        import psycopg2  # noqa: F401
     except ImportError:
         raise StateError(
             "state: ZUKE_STATE names a Postgres database, but psycopg is not installed: "

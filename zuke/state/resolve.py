@@ -6,9 +6,8 @@ First match wins:
 2. ``ZUKE_STATE_URL`` (+ ``ZUKE_STATE_TOKEN``): the HTTP store;
 3. ``ZUKE_STATE_DIR``: a filesystem store there;
 4. ``ZUKE_STATE=scheme://...``: ``postgresql://`` and ``postgres://`` are the
-   Postgres store (:mod:`zuke.state.postgres`, the ``zuke[postgres]`` extra),
-   which reads through libpq until it writes (:mod:`zuke.state._pg_light`);
-   any other scheme is a store registered under the ``zuke.state_stores``
+   Postgres store (:mod:`zuke.state.postgres`, the ``zuke[postgres]`` extra:
+   psycopg2); any other scheme is a store registered under the ``zuke.state_stores``
    entry point (``github://`` comes from ``zuke_gh``), so the core never
    imports an integration;
 5. ``.zuke/runs`` when asked for (``--state``), or when a feature needs it
@@ -89,7 +88,7 @@ def _sync_appends(env: Mapping[str, str]) -> bool:
 def _from_entry_point(spec: str, env: Mapping[str, str]) -> StateStore:
     scheme, sep, _ = spec.partition("://")
     if sep and scheme in ("postgresql", "postgres"):
-        from zuke.state._pg_light import from_url  # reads without importing psycopg
+        from zuke.state.postgres import from_url
 
         return from_url(spec, env)
     if not sep or not scheme:
