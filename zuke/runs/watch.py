@@ -6,7 +6,9 @@ write matters to a sweep (duck-typed, a ``listen(wake)`` method — the Postgres
 store's LISTEN/NOTIFY) wakes the watcher sooner, and a burst of such wakes
 within ``settle_ms`` is one sweep. Wakes are lost while nobody listens, so
 after its listen connection comes back the store says so and the watcher
-sweeps once.
+sweeps once. The first sweep waits (up to ``listen_wait_ms``) for the first
+listen to be in place, so that it sees every write a wake would have reported
+and the watcher sweeps once at start, not twice.
 
 A sweep that fails as a whole (the store is unreachable) is reported and the
 next one is tried after a backoff that doubles from ``backoff_ms`` up to the
@@ -49,6 +51,8 @@ BACKOFF_MS = 5_000
 SETTLE_MS = 200
 #: the least time between the starts of two sweeps a wake asked for
 MIN_GAP_MS = 500
+#: how long the first sweep waits for the store's first listen to be in place
+LISTEN_WAIT_MS = 5_000
 
 
 @dataclass(frozen=True)
@@ -57,6 +61,7 @@ class WatchSettings:
     backoff_ms: int = BACKOFF_MS
     settle_ms: int = SETTLE_MS
     min_gap_ms: int = MIN_GAP_MS
+    listen_wait_ms: int = LISTEN_WAIT_MS
 
 
 class Waiter(Protocol):
@@ -156,11 +161,18 @@ class Watcher:
         self._why = "wake"
         self._stopping = False
         self._notes: list[str] = []
+        self._listen_answered = False  # the store said how its first listen went
         self.sweeps = 0
 
     @property
     def stopping(self) -> bool:
         return self._stopping
+
+    @property
+    def wake_pending(self) -> bool:
+        """Whether a wake has come that no sweep has begun to cover yet."""
+        with self._lock:
+            return self._woken_at is not None
 
     def _halted(self) -> bool:
         return self._stopping
@@ -175,6 +187,8 @@ class Watcher:
         have been lost: sweep once), ``"lost"`` (the listen connection dropped: a note) or
         ``"listening"`` (the first listen is in place: a sweep already begun may have missed
         a write made before it; one not begun yet clears the wake when it begins)."""
+        if kind in ("listening", "lost", "reconnected"):
+            self._listen_answered = True
         if kind == "lost":
             self._say(detail or "the store's wake connection dropped; reconnecting")
             return
@@ -214,6 +228,8 @@ class Watcher:
         """Sweep until stopped; the number of sweeps made."""
         self._listening = self._listen(self.wake) if self._listen is not None else None
         try:
+            if self._listening is not None:
+                self._await_listen()
             self._loop()
         finally:
             if self._listening is not None:
@@ -222,6 +238,19 @@ class Watcher:
             if self._owned is not None:
                 self._owned.close()
         return self.sweeps
+
+    def _await_listen(self) -> None:
+        """Before the first sweep, wait (up to ``listen_wait_ms``) for the store to say its
+        listen is in place — or that it failed: then the first sweep sees every write made
+        before any wake could report it, and the ``listening`` wake is covered by it rather
+        than being a second sweep at start. A listen slower than that is not waited for:
+        its wake then sweeps again, as a wake must."""
+        deadline = self._clock.now_ms() + self.settings.listen_wait_ms
+        while not (self._halted() or self._listen_answered):
+            now = self._clock.now_ms()
+            if now >= deadline:
+                return
+            self._waiter.wait(deadline - now)
 
     def _loop(self) -> None:
         backoff = 0
