@@ -107,6 +107,8 @@ class RunStateWriter(Observer):
         self.redactor = redactor or Redactor()
         self.warn = warn
         self.run_state = run_state
+        #: who this process's events name: its own actor (a resumer's, not the starter's)
+        self.actor = run_state.resumed_by if run_state is not None else record.actor
         self.backoff_s = tuple(BACKOFF_S if backoff_s is None else backoff_s)
         self.sleep = sleep
         self.writes = 0
@@ -256,7 +258,8 @@ class RunStateWriter(Observer):
                 status=t.status,
                 ended_at=when if t.status != "waiting" else row.ended_at,
                 error=self.redactor.text(t.error) if t.error else None,
-                waiting_for=t.waiting_for if t.status == "waiting" else None,
+                # a gate skipped while it waited (its run cancelled) keeps it, for on_cancel
+                waiting_for=t.waiting_for if t.status in ("waiting", "skipped") else None,
                 interrupted=t.interrupted,
                 meta=meta,
             )
@@ -282,7 +285,7 @@ class RunStateWriter(Observer):
         event = RunEvent(
             at=self._now(),
             tool=tool,
-            actor=self.record.actor,
+            actor=self.actor,
             outcome=outcome,  # type: ignore[arg-type]
             args={k: self.redactor.text(v) for k, v in (args or {}).items()},
             detail=self.redactor.text(detail) if detail else None,
@@ -460,7 +463,7 @@ class RunStateWriter(Observer):
         event = RunEvent(
             at=now,
             tool="record",
-            actor=self.record.actor,
+            actor=self.actor,
             outcome="error",
             detail=self.redactor.text(f"the run ended {status}, but it could not be recorded: "
                                       f"{reason}"),
