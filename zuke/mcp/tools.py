@@ -158,8 +158,7 @@ class BuildTools:
         skip: Sequence[str] = (),
     ) -> dict[str, Any]:
         """Run ``targets`` in this process, recorded; the verdict, outcomes and run id."""
-        from zuke._engine.run import execute_async
-        from zuke.runs.continuation import continue_due
+        from zuke.runs.owner import run_owned
 
         supplied = {k: [v] if isinstance(v, str) else list(v) for k, v in (params or {}).items()}
         redactor = self._with_supplied(supplied)
@@ -173,14 +172,8 @@ class BuildTools:
         if not targets:
             raise ToolFailure("run_target needs at least one target (see list_targets)")
         options = self._run_options(targets=list(targets), params=supplied, skip=list(skip))
-        try:
-            result = await execute_async(self.build, options)
-            if result.status == "suspended" and result.recorded and not result.record_error:
-                # a signal stored while it ran is consumed now, as the CLI does
-                again = await continue_due(
-                    self.build, self._store(), result.run_id, options, actor=self.actor
-                )
-                result = again.result if again is not None and again.result else result
+        try:  # a signal stored while it ran is consumed now, as every owner does
+            result = await run_owned(self.build, options, store=self._store())
         except Exception as exc:
             raise ToolFailure(one_line(exc, redactor)) from None
         payload = result_json(result, redactor)

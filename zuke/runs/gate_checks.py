@@ -74,6 +74,9 @@ class Basis(Protocol):
     @property
     def basis(self) -> RunRecord: ...
 
+    @property
+    def actor(self) -> str: ...
+
     async def get(self) -> Hold: ...
 
 
@@ -86,6 +89,10 @@ class Taken:
     @property
     def basis(self) -> RunRecord:
         return self.hold.record
+
+    @property
+    def actor(self) -> str:
+        return self.hold.actor
 
     async def get(self) -> Hold:
         return self.hold
@@ -153,7 +160,8 @@ async def check_gates(
         async def persist(check: GateAnswer = check) -> None:
             await _persist_meta(await lazy.get(), check)
 
-        ctx = record_context(loaded, record, name, GateState(read, write), now, persist, shared)
+        ctx = record_context(loaded, record, name, GateState(read, write), now, persist, shared,
+                             resumed_by=lazy.actor)  # fmt: skip
         try:
             check.result = await ask(trigger, ctx)
         except AlreadyResumedError:
@@ -172,7 +180,7 @@ async def check_gates(
 
 
 async def prefetch_gates(
-    runs: Sequence[tuple[LoadedBuild, RunRecord]], now: int, shared: dict[str, Any]
+    runs: Sequence[tuple[LoadedBuild, RunRecord]], now: int, shared: dict[str, Any], *, actor: str
 ) -> list[str]:
     """Offer every waiting gate of ``runs`` (not decided, due by its interval) to its
     trigger's ``prefetch``, once per ``batch_key()``; the notes (redacted) of prefetches that
@@ -197,7 +205,8 @@ async def prefetch_gates(
             ):  # fmt: skip
                 continue  # not due: its check will not ask either
             state = GateState(_copies(dict(row.meta)), _reads_only)
-            ctx = record_context(loaded, record, name, state, now, _refuse_persist, shared)
+            ctx = record_context(loaded, record, name, state, now, _refuse_persist, shared,
+                                 resumed_by=actor)  # fmt: skip
             group = groups.setdefault(key, (spec.wait.trigger, [], []))
             group[1].append(ctx)
             group[2].append(loaded)
@@ -232,7 +241,9 @@ async def _refuse_persist() -> None:
 TIMEOUT_HOOK_S = 60.0
 
 
-async def timeout_hook(loaded: LoadedBuild, record: RunRecord, gate: str, now: int) -> str | None:
+async def timeout_hook(
+    loaded: LoadedBuild, record: RunRecord, gate: str, now: int, *, actor: str
+) -> str | None:
     """Call the timed-out gate's ``trigger.on_timeout`` (from the record alone); a note
     saying why, if the hook raised or hung — never an exception: the disposition must run."""
     try:
@@ -248,7 +259,7 @@ async def timeout_hook(loaded: LoadedBuild, record: RunRecord, gate: str, now: i
         return None
 
     state = GateState(lambda: dict(meta), lambda patch: None)
-    ctx = record_context(loaded, record, gate, state, now, keep)
+    ctx = record_context(loaded, record, gate, state, now, keep, resumed_by=actor)
     try:
         await asyncio.wait_for(spec.wait.trigger.on_timeout(ctx), TIMEOUT_HOOK_S)
     except Exception as exc:
@@ -283,8 +294,12 @@ def record_context(
     now: int,
     persist: Callable[[], Awaitable[None]],
     shared: dict[str, Any] | None = None,
+    *,
+    resumed_by: str,
 ) -> WaitContext:
-    """A trigger's context built from the record alone (a sweep, a timeout's hook)."""
+    """A trigger's context built from the record alone (a sweep, a timeout's hook): the
+    run's starter as recorded, ``resumed_by`` this process's actor, and the loaded build's
+    redactor (the secrets this process's environment gives it)."""
     row = record.targets[gate]
     deadline = row.waiting_for.deadline if row.waiting_for else None
     return WaitContext(
@@ -298,6 +313,9 @@ def record_context(
         persist=persist,
         shared=shared,
         actor=record.actor,
+        actor_source=record.actor_source,
+        resumed_by=resumed_by,
+        redact=loaded.redactor.text,
     )
 
 

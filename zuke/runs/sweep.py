@@ -117,7 +117,7 @@ async def resume_check_async(
             entries.append(entry)
     shared: dict[str, Any] = {}
     suspended = _runs(store, name, "suspended", run_id)
-    loads = await _prefetch(build_cls, store, suspended, run, shared, specs)
+    loads = await _prefetch(build_cls, store, suspended, run, shared, specs, actor)
     total += len(suspended)
     for summary in suspended:
         tell(done, total)
@@ -148,6 +148,7 @@ async def _prefetch(
     run: RunOptions,
     shared: dict[str, Any],
     specs: Mapping[str, TargetSpec] | None,
+    actor: str,
 ) -> dict[str, tuple[LoadedBuild, StoredRun]]:
     """Offer the listed runs' waiting gates to their triggers' batched reads, once; the record
     read and the build loaded for it, by run: each run's check starts from them instead of
@@ -172,7 +173,7 @@ async def _prefetch(
         except ZukeError:
             continue
     if runs:
-        for note in await prefetch_gates(runs, run.clock.now_ms(), shared):
+        for note in await prefetch_gates(runs, run.clock.now_ms(), shared, actor=actor):
             run.on_warning(f"zuke: {note}")
     return loads
 
@@ -429,8 +430,10 @@ async def _settle_failed(
         return _deferred(record.id, name, check.gate, traits.SETTLE_WRITES)
     hold = await lazy.get()
     settled = await settle_failed_gate(loaded, hold, check.gate, reason, run, actor=actor)
-    detail = reason if settled.status == "failed" else "; ".join(settled.notes)
-    return SweepEntry(record.id, name, "failed", settled.status, gate=check.gate, detail=detail)
+    plain = settled.status == "failed" and settled.result is None  # "fail": the reason says it
+    detail = reason if plain or not settled.notes else "; ".join(settled.notes)
+    return SweepEntry(record.id, name, "gate-failed", settled.status, gate=check.gate,
+                      detail=detail, handled=settled.ok)  # fmt: skip
 
 
 async def _settle_timeout(
@@ -444,7 +447,7 @@ async def _settle_timeout(
     notes = [f"gate {check.gate!r}: its final check: {check.detail}"] if check.errored else []
     outcome = await settle_timeout(loaded, hold, check.gate, run, actor=actor, notes=notes)
     return SweepEntry(record.id, name, "timed-out", outcome.status, gate=check.gate,
-                      detail="; ".join(outcome.notes))  # fmt: skip
+                      detail="; ".join(outcome.notes), handled=outcome.ok)  # fmt: skip
 
 
 def _deferred(run_id: str, build: str, gate: str | None, writes: int) -> SweepEntry:
