@@ -10,12 +10,10 @@ waiting, with the error shown and counted. Whatever is recorded — state,
 reasons, errors — is redacted first. Writes keep ``updatedAt``: a check moves
 nothing.
 
-Before a sweep checks any run, :func:`prefetch_gates` offers the waiting
-gates of every listed run to their triggers' ``prefetch`` together, grouped
-by ``batch_key()`` (one request for a hundred gates instead of one each):
-the contexts are built from the records without the lease, ``persist()`` and
-``state.set()`` refuse there, and a prefetch that raises is reported and
-changes nothing — each gate is then checked on its own, as usual.
+A trigger that raises :class:`~zuke._errors.TriggerAccessError` (its service
+refuses this process's credentials) is marked ``refused``: the sweep fails for
+the run and leaves it as it was. (Before any check, a sweep offers the gates
+to their triggers' batched ``prefetch``: :mod:`zuke.runs.sweep_prefetch`.)
 
 Asking changes nothing, so checks run on a record read without the lease;
 the run's lease is taken at the first change (:class:`~zuke.runs.lifecycle.
@@ -31,7 +29,7 @@ detail), never rows read before the check.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -40,7 +38,7 @@ from zuke._engine import store_traits
 from zuke._engine.plan import TargetSpec
 from zuke._engine.run import LoadedBuild
 from zuke._errors import AlreadyResumedError, RunError, TriggerAccessError, ZukeError
-from zuke._waits import GateState, NotYet, WaitContext, WaitFailed, WaitTrigger, ask
+from zuke._waits import GateState, NotYet, WaitContext, WaitFailed, ask
 from zuke.runs.lifecycle import Hold, LazyHold
 from zuke.state.records import RunDelta, RunRecord, TargetRecord
 from zuke.state.update import Unchanged
@@ -177,64 +175,6 @@ async def check_gates(
         elif isinstance(check.result, WaitFailed):
             check.result = WaitFailed(loaded.redactor.text(check.result.reason))
     return checks
-
-
-async def prefetch_gates(
-    runs: Sequence[tuple[LoadedBuild, RunRecord]], now: int, shared: dict[str, Any], *, actor: str
-) -> list[str]:
-    """Offer every waiting gate of ``runs`` (not decided, due by its interval) to its
-    trigger's ``prefetch``, once per ``batch_key()``; the notes (redacted) of prefetches that
-    raised — but for a :class:`~zuke._errors.TriggerAccessError`, which each gate's check
-    meets again and the sweep reports."""
-    groups: dict[Hashable, tuple[WaitTrigger, list[WaitContext], list[LoadedBuild]]] = {}
-    for loaded, record in runs:
-        for name, row in record.targets.items():
-            waiting = row.waiting_for
-            if row.status != "waiting" or waiting is None or waiting.failed is not None:
-                continue
-            try:
-                spec = await loaded.index.get(name)
-            except ZukeError:
-                continue  # a fan-out that cannot be re-read: its check says so
-            if spec is None or spec.wait is None or (key := spec.wait.trigger.batch_key()) is None:
-                continue
-            last = parse_iso(waiting.checked_at) if waiting.checked_at else None
-            interval = spec.wait.trigger.interval_ms
-            if interval and last is not None and now - last < interval and not past_deadline(
-                row, now
-            ):  # fmt: skip
-                continue  # not due: its check will not ask either
-            state = GateState(_copies(dict(row.meta)), _reads_only)
-            ctx = record_context(loaded, record, name, state, now, _refuse_persist, shared,
-                                 resumed_by=actor)  # fmt: skip
-            group = groups.setdefault(key, (spec.wait.trigger, [], []))
-            group[1].append(ctx)
-            group[2].append(loaded)
-    notes = []
-    for trigger, contexts, loads in groups.values():
-        try:
-            await trigger.prefetch(contexts)
-        except TriggerAccessError:
-            continue
-        except Exception as exc:
-            said = (f"gate checks: {trigger.descriptor}'s batched read of {len(contexts)} gate(s) "
-                    f"raised {type(exc).__name__}: {exc}; each is checked on its own")  # fmt: skip
-            for loaded in loads:
-                said = loaded.redactor.text(said)
-            notes.append(said)
-    return notes
-
-
-def _copies(meta: dict[str, Any]) -> Callable[[], dict[str, Any]]:
-    return lambda: dict(meta)
-
-
-def _reads_only(patch: Mapping[str, Any]) -> None:
-    raise RunError("a trigger's prefetch reads only: it cannot set a gate's state")
-
-
-async def _refuse_persist() -> None:
-    raise RunError("a trigger's prefetch reads only: it cannot persist a gate's state")
 
 
 #: how long a trigger's ``on_timeout`` hook may take before the disposition goes ahead

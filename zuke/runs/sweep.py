@@ -6,7 +6,7 @@ One sweep, in this order:
    gone (:mod:`zuke.runs.reap`); a reaped run is back to ``suspended``;
 2. the waiting gates of every listed **suspended** run are offered to their
    triggers' ``prefetch`` together (one batched read for many gates:
-   :func:`~zuke.runs.gate_checks.prefetch_gates`), then
+   :mod:`zuke.runs.sweep_prefetch`), then
 3. for each of this build's **suspended** runs (or just ``run_id``):
    a gate past its deadline is asked once more, as of its deadline
    (``ctx.as_of_ms``): an answer given in time passes it, a failure takes its
@@ -55,16 +55,11 @@ from zuke._errors import (
 from zuke._provenance import build_origin, resolve_actor
 from zuke._waits import Satisfied, WaitFailed
 from zuke.runs.continuation import ResumeOptions, check_resumable, continue_due, resume_now
-from zuke.runs.gate_checks import (
-    GateAnswer,
-    check_gates,
-    passed_rows,
-    prefetch_gates,
-    record_checks,
-)
+from zuke.runs.gate_checks import GateAnswer, check_gates, passed_rows, record_checks
 from zuke.runs.gate_failures import settle_failed_gate
 from zuke.runs.lifecycle import LazyHold, check_settings, load_for, ownership_problem
 from zuke.runs.reap import reap_run
+from zuke.runs.sweep_prefetch import prefetch_runs
 from zuke.runs.sweep_report import SweepEntry, SweepReport, check_detail, last_checked
 from zuke.runs.timeouts import settle_timeout
 from zuke.state._protocol import RunQuery, StateStore, StoredRun
@@ -117,7 +112,11 @@ async def resume_check_async(
             entries.append(entry)
     shared: dict[str, Any] = {}
     suspended = _runs(store, name, "suspended", run_id)
-    loads = await _prefetch(build_cls, store, suspended, run, shared, specs, actor)
+
+    def ours(record: RunRecord, graph: Mapping[str, object] | None) -> bool:
+        return _ours(record, name, graph, run.env)
+
+    loads = await prefetch_runs(build_cls, store, suspended, run, shared, actor=actor, ours=ours)
     total += len(suspended)
     for summary in suspended:
         tell(done, total)
@@ -139,43 +138,6 @@ async def resume_check_async(
         )
     tell(done, total)
     return SweepReport(entries)
-
-
-async def _prefetch(
-    build_cls: type[Build],
-    store: StateStore,
-    run_ids: list[str],
-    run: RunOptions,
-    shared: dict[str, Any],
-    specs: Mapping[str, TargetSpec] | None,
-    actor: str,
-) -> dict[str, tuple[LoadedBuild, StoredRun]]:
-    """Offer the listed runs' waiting gates to their triggers' batched reads, once; the record
-    read and the build loaded for it, by run: each run's check starts from them instead of
-    reading and loading again (a record that moved meanwhile is caught where the check
-    takes the run's lease, as for any check made without it). A run that cannot be read or
-    loaded is left to its check, which reports it."""
-    name = build_cls.__name__
-    loads: dict[str, tuple[LoadedBuild, StoredRun]] = {}
-    runs = []
-    for run_id in run_ids:
-        try:
-            found = store.get_run(run_id)
-            if found is None or found.record.status != "suspended":
-                continue
-            record = found.record
-            if not _ours(record, name, specs, run.env):
-                continue
-            loaded = load_for(build_cls, record, run)
-            if _ours(record, name, loaded.graph.specs, run.env):
-                loads[run_id] = (loaded, found)
-                runs.append((loaded, record))
-        except ZukeError:
-            continue
-    if runs:
-        for note in await prefetch_gates(runs, run.clock.now_ms(), shared, actor=actor):
-            run.on_warning(f"zuke: {note}")
-    return loads
 
 
 async def _reap_one(
