@@ -53,8 +53,11 @@ def resolve(explicit: str | None, env: Mapping[str, str]) -> Actor:
     return Actor(_os_user(), "local")
 
 
-def resolve_actor(explicit: str | None, env: Mapping[str, str]) -> str:
-    """The name :func:`resolve` finds (what a process records in its events)."""
+def resolve_actor(explicit: str | Actor | None, env: Mapping[str, str]) -> str:
+    """The name :func:`resolve` finds (what a process records in its events); an
+    :class:`Actor` already resolved is its own name."""
+    if isinstance(explicit, Actor):
+        return explicit.name
     return resolve(explicit, env).name
 
 

@@ -33,6 +33,7 @@ from zuke._engine.plan import BuildGraph, Plan, make_plan, requires_state
 from zuke._engine.preflight import preflight
 from zuke._engine.result import RunResult
 from zuke._errors import BuildDefinitionError, UsageError, ZukeError
+from zuke._provenance import Actor
 from zuke._provenance import resolve as resolve_actor
 from zuke._target import Target
 
@@ -53,7 +54,9 @@ class RunOptions:
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     skip: Sequence[str] = ()
     parallel: int = 1
-    actor: str | None = None
+    #: ``--actor`` (its source ``local``), or an :class:`~zuke._provenance.Actor` already
+    #: resolved with its source (``zuke mcp``'s); ``None``: as the environment names it
+    actor: str | Actor | None = None
     observers: Sequence[Observer] = ()
     clock: Clock = SYSTEM_CLOCK
     #: install SIGINT/SIGTERM handlers that cancel the run (the CLI does)
@@ -130,7 +133,8 @@ async def execute_async(build_cls: type[Build], options: RunOptions) -> RunResul
         plan = make_plan(graph, options.targets, skip=options.skip, ordering=edges)
         override = loaded.build.state_store()
     run_id = str(uuid.uuid4())
-    starter = resolve_actor(options.actor, options.env)
+    given = options.actor
+    starter = given if isinstance(given, Actor) else resolve_actor(given, options.env)
     state = RunState(
         run_id=run_id,
         actor=starter.name,

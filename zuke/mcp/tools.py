@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from zuke._clock import SYSTEM_CLOCK, Clock
 from zuke._duration import parse_duration
 from zuke._errors import ZukeError
+from zuke._provenance import Actor, ActorSource
 from zuke._redact import Redactor
 from zuke.mcp.audit import record_call, redacted_args
 from zuke.state._ids import check_id
@@ -86,6 +87,9 @@ class BuildTools:
     store: StateStore | None = None
     #: where ``.zuke/runs`` lives: the build file's directory (None: the working directory)
     home: Path | None = None
+    #: where ``actor`` came from: a run started here records it with its starter, so a
+    #: GitHub login under Actions stays one (``no_self_approval()`` trusts only those)
+    actor_source: ActorSource = "local"
     _redactor: Redactor = field(default_factory=Redactor, init=False)
 
     def __post_init__(self) -> None:
@@ -365,7 +369,7 @@ class BuildTools:
 
         base: dict[str, Any] = {
             "env": self.env,
-            "actor": self.actor,
+            "actor": Actor(self.actor, self.actor_source),
             "clock": self.clock,
             "on_warning": self._warn_redacted,
             "on_interrupt": self._warn_redacted,
