@@ -73,3 +73,11 @@ def parse_iso(text: str) -> int | None:
 
 
 SYSTEM_CLOCK = SystemClock()
+
+
+def has_passed(deadline: str | None, now_ms: int) -> bool:
+    """The one rule for every deadline zuke keeps (a gate's, a run's): it has passed once
+    ``now`` reaches it, to the millisecond; an absent or malformed deadline never passes
+    (a record written by hand must not be timed out by a typo)."""
+    at = parse_iso(deadline) if deadline else None
+    return at is not None and at <= now_ms

@@ -33,7 +33,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from zuke._clock import iso, parse_iso
+from zuke._clock import has_passed, iso, parse_iso
 from zuke._engine import store_traits
 from zuke._engine.plan import TargetSpec
 from zuke._engine.run import LoadedBuild
@@ -98,9 +98,7 @@ class Taken:
 
 def past_deadline(row: TargetRecord, now: int) -> bool:
     """Whether a waiting gate's deadline has passed (its next check is its final one)."""
-    deadline = row.waiting_for.deadline if row.waiting_for else None
-    at = parse_iso(deadline) if deadline else None
-    return at is not None and at <= now
+    return has_passed(row.waiting_for.deadline if row.waiting_for else None, now)
 
 
 async def check_gates(

@@ -35,7 +35,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from zuke._clock import iso, parse_iso
+from zuke._clock import has_passed, iso
 from zuke._engine.held import rekey
 from zuke._engine.resumed import plan_of
 from zuke._engine.run import RunOptions
@@ -68,8 +68,7 @@ class Reaped:
 
 def past_deadline(record: RunRecord, now_ms: int) -> bool:
     """A malformed or absent ``deadlineAt`` is never past."""
-    deadline = parse_iso(record.deadline_at) if record.deadline_at else None
-    return deadline is not None and deadline <= now_ms
+    return has_passed(record.deadline_at, now_ms)
 
 
 async def reap_run(

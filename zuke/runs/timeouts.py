@@ -31,7 +31,7 @@ import asyncio
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
-from zuke._clock import iso, parse_iso
+from zuke._clock import has_passed, iso, parse_iso
 from zuke._engine import gate_cancel
 from zuke._engine.plan import Plan, make_plan
 from zuke._engine.result import RunResult
@@ -69,8 +69,7 @@ def expired_gate(record: RunRecord, now_ms: int) -> str | None:
         waiting = row.waiting_for
         if row.status != "waiting" or waiting is None or waiting.deadline is None:
             continue
-        deadline = parse_iso(waiting.deadline)
-        if deadline is not None and deadline <= now_ms and not signal_wins(record, row):
+        if has_passed(waiting.deadline, now_ms) and not signal_wins(record, row):
             return name
     return None
 
