@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from zuke._clock import iso, parse_iso
+from zuke._clock import has_passed, iso, parse_iso
 
 
 @given(st.integers(min_value=0, max_value=4_000_000_000_000))
@@ -21,3 +21,14 @@ def test_an_instant_a_float_would_round_down_is_read_exactly() -> None:
 def test_a_stamp_without_an_offset_is_utc_and_garbage_is_none() -> None:
     assert parse_iso("1970-01-01T00:00:01") == 1000
     assert parse_iso("not a time") is None
+
+
+def test_a_deadline_has_passed_from_its_own_millisecond_and_a_bad_one_never() -> None:
+    at = parse_iso("2026-12-07T10:00:00.000Z")
+    assert at is not None
+    assert not has_passed("2026-12-07T10:00:00.000Z", at - 1)
+    assert has_passed("2026-12-07T10:00:00.000Z", at)
+    assert has_passed("2026-12-07T10:00:00.000Z", at + 1)
+    assert not has_passed(None, at)
+    assert not has_passed("", at)
+    assert not has_passed("tomorrow", at)
