@@ -30,6 +30,13 @@ Who may move a run, and under what (``docs/architecture.md`` draws it)::
     cancelling --(walker: lease + cancel lock)--> cancelled | failed
     any        --(anyone, no lease: an append)--> the same status, a signal or event added
     running    --(canceller, no lease)-->         cancelling (the owner sees it and walks)
+    any        --(`zuke locks break`, no lease)--> the same status, a ``locks-break`` event
+                                                  added and the key dropped from ``locks``
+
+``zuke locks break`` (:mod:`zuke.runs.locks`) is the one writer besides appends that
+takes no lease: it is an operator's override of a lock, guarded by the holder's lease
+and ``held_until`` unless forced, and it writes one compare-and-swap delta. The broken
+holder is stopped by the lock's fence, and its resume finds the key gone and fails.
 """
 
 from __future__ import annotations
