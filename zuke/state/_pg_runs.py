@@ -1,7 +1,7 @@
 """Run records in Postgres: compare-and-swap on a version, a journal of deltas, indexed listing.
 
-Each write is one statement (a data-modifying ``WITH``), so it is atomic in
-autocommit mode and costs one round trip:
+Each write is one statement (a data-modifying ``WITH``, or a function call), so
+it is atomic in autocommit mode and costs one round trip:
 
 * a **version** is drawn from the sequence ``zuke_run_versions``, so a run
   deleted and re-created never reuses one (no ABA), and a write lands only
@@ -12,9 +12,11 @@ autocommit mode and costs one round trip:
   key and the version it made) in the same statement, which no later write
   erases: after a lost answer, :func:`witnessed` says whether that write
   landed, whatever other writers did since;
-* an **append** bumps the version, keeps the listing's columns current and
-  inserts the delta in the same statement; reads fold the deltas over the
-  record. Once the deltas outweigh the record (and 64 KiB of them gathered)
+* an **append** — nearly every transition of a run — is one call of the
+  server-side function ``zuke_append`` (schema 4, :mod:`._pg_schema`): it bumps
+  the version, keeps the listing's columns current and inserts the delta and
+  the witness in one transaction, with plans made once per connection; reads
+  fold the deltas over the record. Once the deltas outweigh the record (and 64 KiB of them gathered)
   they are folded into it in a second, short transaction that holds the row
   (``FOR UPDATE``) and keeps the version: the record it stands for is unchanged.
 """
@@ -203,34 +205,22 @@ def append(
     folding the whole journal (:func:`_compact_known`)."""
     line = dumps(delta_to_json(delta))
     row = conn.execute(
-        "WITH u AS (UPDATE zuke_runs"
-        " SET version = COALESCE(%(version)s::bigint, nextval('zuke_run_versions')),"
-        " updated_at = %(updated_at)s, status = COALESCE(%(status)s, status),"
-        " actor = COALESCE(%(actor)s, actor), journal_bytes = journal_bytes + %(bytes)s,"
-        " last_seq = last_seq + 1"
-        " WHERE ns = %(ns)s AND id = %(id)s AND version = %(expected)s"
-        " RETURNING ns, id, version, last_seq, base_bytes, journal_bytes),"
-        " d AS (INSERT INTO zuke_run_deltas (ns, run_id, seq, delta)"
-        " SELECT ns, id, last_seq, %(delta)s FROM u), "
-        + _WITNESS.format("u")
-        + " SELECT version, journal_bytes > GREATEST(base_bytes, %(compact)s) FROM u",
-        {
-            "ns": ns, "id": run_id, "expected": expected, "version": version, "delta": line,
-            "key": _key(key, version),
-            "bytes": len(line),
-            "updated_at": to_db(delta.updated_at), "status": delta.status,
-            "actor": None if delta.actor is None else to_db(delta.actor),
-            "compact": COMPACT_MIN_BYTES,
-        },
+        "SELECT zuke_append(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+        (
+            ns, run_id, expected, version, _key(key, version), to_db(delta.updated_at),
+            delta.status, None if delta.actor is None else to_db(delta.actor), line,
+            COMPACT_MIN_BYTES,
+        ),
     ).fetchone()  # fmt: skip
-    if row is None:
+    made = None if row is None else row[0]
+    if made is None:
         return Conflict()
-    if row[1]:
+    if made[1]:
         if after is None:
             _compact(conn, ns, run_id)
         else:
-            _compact_known(conn, ns, run_id, int(row[0]), after)
-    return Written(version=str(row[0]))
+            _compact_known(conn, ns, run_id, int(made[0]), after)
+    return Written(version=str(made[0]))
 
 
 def _key(key: str | None, version: int | None) -> str | None:
@@ -304,8 +294,16 @@ def _compact(conn: Conn, ns: str, run_id: str) -> None:
 
 
 def delete(conn: Conn, ns: str, run_id: str) -> bool:
-    """Remove the run (its targets and deltas go with it: ``ON DELETE CASCADE``); whether it was."""
+    """Remove the run and what is its (call inside a transaction); whether it was there.
+
+    Its targets go by ``ON DELETE CASCADE``; its deltas and witnesses, which have no
+    foreign key (schema 4: the check cost every append), by the statements after the
+    row's: the row's ``DELETE`` waits for an append in flight, and each later statement
+    sees what that append committed, while an append after it finds no row to update.
+    """
     cursor = conn.execute("DELETE FROM zuke_runs WHERE ns = %s AND id = %s", (ns, run_id))
+    conn.execute("DELETE FROM zuke_run_deltas WHERE ns = %s AND run_id = %s", (ns, run_id))
+    conn.execute("DELETE FROM zuke_run_writes WHERE ns = %s AND run_id = %s", (ns, run_id))
     return cursor.rowcount > 0
 
 

@@ -26,6 +26,16 @@ idempotency key ``zuke serve`` was sent — and the version it made), and
 No later write erases them (a compaction folds the journal, not these; they
 go with the run, or after a day), so a write that landed is known as landed
 whatever landed after it.
+
+Version 4 makes the append — the one write of nearly every transition — one
+call of a server-side function, ``zuke_append`` (PL/pgSQL, which plans its
+statements once per connection: a statement sent as text is parsed and planned
+on every call, psycopg2 having no protocol-level prepared statements), and
+drops the foreign keys of the journal and the witnesses, whose check cost each
+append a look-up of the run row it had just updated: :func:`zuke.state._pg_runs.delete`
+removes a run's deltas and witnesses itself, after its row. A ``PREPARE``d
+statement would be as fast but is session state, which a transaction pooler
+(PgBouncer) does not keep; a function is not.
 """
 
 from __future__ import annotations
@@ -37,7 +47,7 @@ from zuke._errors import StateError
 if TYPE_CHECKING:
     from zuke.state._pg_conn import Conn
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 #: ``pg_advisory_xact_lock`` key of a migration ("zuke" in ASCII)
 MIGRATION_LOCK = 0x7A756B65
 
@@ -177,6 +187,63 @@ CREATE TABLE zuke_lock_grants (
     PRIMARY KEY (ns, key, token_sha256)
 )
 """,
+    # The append as one function call; the journal's and the witnesses' foreign keys dropped
+    # (see the module docstring). Returns [the version made, 1 if a compaction is due else
+    # 0], or NULL when the run is not at the expected version (a conflict). The UPDATE names
+    # status and actor only when the delta sets one: an append that changes neither leaves
+    # the parking trigger (AFTER UPDATE OF status) out of it.
+    4: (
+        """
+DO $zuke$
+DECLARE
+    fk record;
+BEGIN
+    FOR fk IN SELECT conrelid::regclass AS tab, conname FROM pg_constraint
+              WHERE contype = 'f'
+                AND conrelid IN ('zuke_run_deltas'::regclass, 'zuke_run_writes'::regclass)
+    LOOP
+        EXECUTE format('ALTER TABLE %s DROP CONSTRAINT %I', fk.tab, fk.conname);
+    END LOOP;
+END
+$zuke$""",
+        """
+CREATE FUNCTION zuke_append(p_ns text, p_id text, p_expected bigint, p_version bigint,
+    p_key text, p_updated text, p_status text, p_actor text, p_delta text, p_compact bigint)
+RETURNS bigint[] LANGUAGE plpgsql AS $zuke$
+DECLARE
+    v_made bigint;
+    v_seq bigint;
+    v_base bigint;
+    v_journal bigint;
+BEGIN
+    IF p_status IS NULL AND p_actor IS NULL THEN
+        UPDATE zuke_runs SET version = COALESCE(p_version, nextval('zuke_run_versions')),
+            updated_at = p_updated, journal_bytes = journal_bytes + length(p_delta),
+            last_seq = last_seq + 1
+        WHERE ns = p_ns AND id = p_id AND version = p_expected
+        RETURNING version, last_seq, base_bytes, journal_bytes
+        INTO v_made, v_seq, v_base, v_journal;
+    ELSE
+        UPDATE zuke_runs SET version = COALESCE(p_version, nextval('zuke_run_versions')),
+            updated_at = p_updated, status = COALESCE(p_status, status),
+            actor = COALESCE(p_actor, actor), journal_bytes = journal_bytes + length(p_delta),
+            last_seq = last_seq + 1
+        WHERE ns = p_ns AND id = p_id AND version = p_expected
+        RETURNING version, last_seq, base_bytes, journal_bytes
+        INTO v_made, v_seq, v_base, v_journal;
+    END IF;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    INSERT INTO zuke_run_deltas (ns, run_id, seq, delta) VALUES (p_ns, p_id, v_seq, p_delta);
+    IF p_key IS NOT NULL THEN
+        INSERT INTO zuke_run_writes (ns, run_id, write_key, version)
+        VALUES (p_ns, p_id, p_key, v_made) ON CONFLICT DO NOTHING;
+    END IF;
+    RETURN ARRAY[v_made, CASE WHEN v_journal > GREATEST(v_base, p_compact) THEN 1 ELSE 0 END];
+END
+$zuke$""",
+    ),
 }
 
 
