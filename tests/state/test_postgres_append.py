@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from tests.state.pg_store_support import schema_versions
-from zuke.state import _pg_pool, _pg_schema
+from zuke.state import _pg_append, _pg_pool, _pg_schema
 from zuke.state._pg_runs import dumps
 from zuke.state._protocol import Conflict, Written
 from zuke.state.postgres import PostgresStateStore
@@ -86,8 +86,9 @@ def test_a_transition_is_one_statement_one_round_trip(
         written = store.append_run(record.id, _step(i), expected_version=version)
         assert isinstance(written, Written)
         version = written.version
-    # the versions come 128 to a round trip, drawn with the create: nothing but the appends
-    assert statements.sent == ["SELECT zuke_append"] * 20
+    # the versions come 128 to a round trip, drawn with the create: nothing but the appends,
+    # the statement prepared once on the connection
+    assert statements.sent == [f"PREPARE {_pg_append.NAME} "] + [f"EXECUTE {_pg_append.NAME} "] * 20
     stored = store.get_run(record.id)
     assert stored is not None and stored.version == version
     assert sorted(stored.record.targets) == sorted(
@@ -96,15 +97,44 @@ def test_a_transition_is_one_statement_one_round_trip(
     assert _owned_rows(store, record.id) == (20, 21)  # each write's witness, the create's too
 
 
+def test_a_connection_that_cannot_keep_a_prepared_statement_calls_the_function(
+    store: PostgresStateStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Behind a transaction pooler the next statement may go to another server connection,
+    which answers "prepared statement does not exist" before running anything (here: the
+    server forgets it, ``DEALLOCATE ALL``): the append is made by ``zuke_append`` instead, once,
+    and the connection stops preparing."""
+    record = sample_record(fresh())
+    created = store.create_run(record)
+    assert isinstance(created, Written)
+    first = store.append_run(record.id, _step(0), expected_version=created.version)
+    assert isinstance(first, Written)
+    with store.database.connection() as conn:  # the pool's one connection
+        conn.execute("DEALLOCATE ALL")
+    statements = Statements(monkeypatch)
+    version = first.version
+    for i in range(1, 4):
+        written = store.append_run(record.id, _step(i), expected_version=version)
+        assert isinstance(written, Written)
+        version = written.version
+    assert statements.sent == [f"EXECUTE {_pg_append.NAME} "] + ["SELECT zuke_append"] * 3
+    stored = store.get_run(record.id)
+    assert stored is not None and stored.version == version
+    assert {f"t{i:04d}" for i in range(4)} <= set(stored.record.targets)
+    assert _owned_rows(store, record.id) == (4, 5)  # each append once
+
+
 def test_an_append_that_parks_or_renames_still_sets_the_listed_columns(
-    store: PostgresStateStore,
+    store: PostgresStateStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     record = sample_record(fresh())
     created = store.create_run(record)
     assert isinstance(created, Written)
+    statements = Statements(monkeypatch)
     parked = store.append_run(record.id, RunDelta(updated_at=AT, status="suspended", actor="bob"),
                               expected_version=created.version)  # fmt: skip
     assert isinstance(parked, Written)
+    assert statements.sent == ["SELECT zuke_append"]  # the parking trigger's column: the function
     [summary] = [s for s in store.list_runs() if s.id == record.id]
     assert (summary.status, summary.actor, summary.updated_at) == ("suspended", "bob", AT)
     stale = store.append_run(record.id, _step(1), expected_version=created.version)

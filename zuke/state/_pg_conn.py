@@ -12,7 +12,9 @@ its password, and every error text from libpq is scrubbed of the password
 Connections are psycopg2's (the one driver: :mod:`._pg_pool`), lent by a pool
 in autocommit mode: the store's statements are single statements or explicit
 short transactions, and no session state (no advisory lock, no ``SET``)
-outlives one, so the store works behind a transaction pooler (PgBouncer) too.
+outlives one, so the store works behind a transaction pooler (PgBouncer) too —
+the append's prepared statement (:mod:`._pg_append`) is an optimisation a
+connection drops once it finds it not kept.
 The client encoding is always UTF8 (``PGCLIENTENCODING`` or a URL's
 ``client_encoding`` would make psycopg2 decode the store's text with another
 codec); the server converts to the database's own encoding. The first

@@ -12,13 +12,14 @@ it is atomic in autocommit mode and costs one round trip:
   key and the version it made) in the same statement, which no later write
   erases: after a lost answer, :func:`witnessed` says whether that write
   landed, whatever other writers did since;
-* an **append** — nearly every transition of a run — is one call of the
-  server-side function ``zuke_append`` (schema 4, :mod:`._pg_schema`): it bumps
-  the version, keeps the listing's columns current and inserts the delta and
-  the witness in one transaction, with plans made once per connection; reads
-  fold the deltas over the record. Once the deltas outweigh the record (and 64 KiB of them gathered)
-  they are folded into it in a second, short transaction that holds the row
-  (``FOR UPDATE``) and keeps the version: the record it stands for is unchanged.
+* an **append** — nearly every transition of a run — is one statement
+  prepared once per connection (:mod:`._pg_append`; the function
+  ``zuke_append`` where a connection cannot keep one): it bumps the version,
+  keeps the listing's columns current and inserts the delta and the witness
+  in one transaction; reads fold the deltas over the record. Once the deltas
+  outweigh the record (and 64 KiB of them gathered) they are folded into it
+  in a second, short transaction that holds the row (``FOR UPDATE``) and keeps
+  the version: the record it stands for is unchanged.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from zuke._errors import CorruptRecordError
+from zuke.state import _pg_append
 from zuke.state._pg_schema import from_db, to_db
 from zuke.state._protocol import Conflict, RunQuery, StoredRun, Written
 from zuke.state._query import created_ms, limited, since_ms
@@ -204,23 +206,19 @@ def append(
     the record the delta makes — a compaction due then writes it instead of reading back and
     folding the whole journal (:func:`_compact_known`)."""
     line = dumps(delta_to_json(delta))
-    row = conn.execute(
-        "SELECT zuke_append(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-        (
-            ns, run_id, expected, version, _key(key, version), to_db(delta.updated_at),
-            delta.status, None if delta.actor is None else to_db(delta.actor), line,
-            COMPACT_MIN_BYTES,
-        ),
-    ).fetchone()  # fmt: skip
-    made = None if row is None else row[0]
+    made = _pg_append.append(
+        conn, ns, run_id, expected, version, _key(key, version), to_db(delta.updated_at),
+        delta.status, None if delta.actor is None else to_db(delta.actor), line,
+        COMPACT_MIN_BYTES,
+    )  # fmt: skip
     if made is None:
         return Conflict()
-    if made[1]:
+    if made < 0:
         if after is None:
             _compact(conn, ns, run_id)
         else:
-            _compact_known(conn, ns, run_id, int(made[0]), after)
-    return Written(version=str(made[0]))
+            _compact_known(conn, ns, run_id, -made, after)
+    return Written(version=str(abs(made)))
 
 
 def _key(key: str | None, version: int | None) -> str | None:

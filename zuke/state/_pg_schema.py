@@ -27,15 +27,17 @@ No later write erases them (a compaction folds the journal, not these; they
 go with the run, or after a day), so a write that landed is known as landed
 whatever landed after it.
 
-Version 4 makes the append — the one write of nearly every transition — one
-call of a server-side function, ``zuke_append`` (PL/pgSQL, which plans its
-statements once per connection: a statement sent as text is parsed and planned
-on every call, psycopg2 having no protocol-level prepared statements), and
-drops the foreign keys of the journal and the witnesses, whose check cost each
-append a look-up of the run row it had just updated: :func:`zuke.state._pg_runs.delete`
-removes a run's deltas and witnesses itself, after its row. A ``PREPARE``d
-statement would be as fast but is session state, which a transaction pooler
-(PgBouncer) does not keep; a function is not.
+Version 4 drops the foreign keys of the journal and the witnesses, whose check
+cost each append — the one write of nearly every transition — a look-up of the
+run row it had just updated (:func:`zuke.state._pg_runs.delete` removes a
+run's deltas and witnesses itself, after its row), and adds ``zuke_append``,
+the append as one call of a PL/pgSQL function, which plans its statements once
+per connection: a statement sent as text is parsed and planned on every call
+(psycopg2 has no protocol-level prepared statements). :mod:`._pg_runs`
+``PREPARE``s the append on each connection, faster still; the function is
+what it calls where a connection cannot keep a prepared statement (a
+transaction pooler such as PgBouncer hands each statement to any server
+connection) and for the rare append that changes a run's status.
 """
 
 from __future__ import annotations
@@ -188,10 +190,10 @@ CREATE TABLE zuke_lock_grants (
 )
 """,
     # The append as one function call; the journal's and the witnesses' foreign keys dropped
-    # (see the module docstring). Returns [the version made, 1 if a compaction is due else
-    # 0], or NULL when the run is not at the expected version (a conflict). The UPDATE names
-    # status and actor only when the delta sets one: an append that changes neither leaves
-    # the parking trigger (AFTER UPDATE OF status) out of it.
+    # (see the module docstring). Returns the version made — negated when a compaction is due
+    # (versions are positive) — or NULL when the run is not at the expected version (a
+    # conflict). The UPDATE names status and actor only when the delta sets one: an append
+    # that changes neither leaves the parking trigger (AFTER UPDATE OF status) out of it.
     4: (
         """
 DO $zuke$
@@ -209,7 +211,7 @@ $zuke$""",
         """
 CREATE FUNCTION zuke_append(p_ns text, p_id text, p_expected bigint, p_version bigint,
     p_key text, p_updated text, p_status text, p_actor text, p_delta text, p_compact bigint)
-RETURNS bigint[] LANGUAGE plpgsql AS $zuke$
+RETURNS bigint LANGUAGE plpgsql AS $zuke$
 DECLARE
     v_made bigint;
     v_seq bigint;
@@ -240,7 +242,7 @@ BEGIN
         INSERT INTO zuke_run_writes (ns, run_id, write_key, version)
         VALUES (p_ns, p_id, p_key, v_made) ON CONFLICT DO NOTHING;
     END IF;
-    RETURN ARRAY[v_made, CASE WHEN v_journal > GREATEST(v_base, p_compact) THEN 1 ELSE 0 END];
+    RETURN CASE WHEN v_journal > GREATEST(v_base, p_compact) THEN -v_made ELSE v_made END;
 END
 $zuke$""",
     ),
