@@ -27,7 +27,7 @@ positive), or nothing when the run is not at the expected version.
 
 from __future__ import annotations
 
-import hashlib
+import zlib
 from collections.abc import Sequence
 from contextlib import suppress
 from typing import TYPE_CHECKING, Any
@@ -51,7 +51,8 @@ STATEMENT = (
     " FROM u"
 )
 TYPES = "text, text, bigint, bigint, text, text, text, bigint"
-NAME = "zuke_append_" + hashlib.sha256(f"{TYPES}|{STATEMENT}".encode()).hexdigest()[:12]
+#: named by its text (a CRC: ``hashlib`` would load OpenSSL into every read-only command)
+NAME = f"zuke_append_{zlib.crc32(f'{TYPES}|{STATEMENT}'.encode()):08x}"
 _EXECUTE = f"EXECUTE {NAME} (%s, %s, %s, %s, %s, %s, %s, %s)"
 _CALL = "SELECT zuke_append(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
 
