@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
 from zuke._clock import Clock
-from zuke._errors import StoreUnavailableError
+from zuke._errors import StoreRefusedError, StoreUnavailableError
 from zuke.state._unsure import UnsureWriteError, UnsureWrites
 from zuke_gh import _branch_records as records
 from zuke_gh._branch_git import BranchGit
@@ -135,6 +135,8 @@ class BranchWriter(BranchReader):
                 if found is not None:
                     return found.result  # a commit of ours landed; its answer was lost
                 lost = [s for s in lost if s.head == view.head]  # the others never will
+        except StoreRefusedError:
+            raise  # the branch went (or the token cannot write it): retrying does not help
         except StoreUnavailableError as exc:
             if lost:
                 raise Unsure(str(exc), tuple(lost)) from None
