@@ -10,14 +10,39 @@ Names come from a build, so nothing of them reaches mermaid or markdown raw: a n
 its index (``t0``), its label keeps letters, digits and a few punctuation marks and writes every
 other character as a mermaid entity code (``#34;``), so no name can close the label, the code
 fence or the chart; in the table a name is a code span with its backticks and pipes replaced.
-Standard library only, like ``summary.py``.
+
+The markdown rules are zuke's own (:mod:`zuke._inert`), loaded by path from this action's
+checkout (``../zuke/_inert.py``: standard library only) as :data:`inert`, so the summary
+escapes text exactly as ``zuke`` does whichever zuke version the action installed; an action
+copied without its repository uses the installed zuke's. Standard library only, like
+``summary.py``.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from collections import Counter
+from pathlib import Path
+from types import ModuleType
 from typing import Any
+
+
+def _rules() -> ModuleType:
+    """``zuke/_inert.py`` of this checkout, else of the installed zuke."""
+    path = Path(__file__).resolve().parent.parent / "zuke" / "_inert.py"
+    spec = importlib.util.spec_from_file_location("zuke_action_inert", path)
+    if not path.is_file() or spec is None or spec.loader is None:
+        import zuke._inert
+
+        return zuke._inert
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+#: the rules for untrusted text in the summary (``summary_text``, ``summary_code``, …)
+inert = _rules()
 
 #: targets drawn (and rows listed) per run; the rest are counted in a note
 MAX_NODES = 60
@@ -57,10 +82,10 @@ def label(text: str) -> str:
     return "".join(c if _PLAIN.fullmatch(c) else f"#{ord(c)};" for c in text)
 
 
-def code(text: str) -> str:
-    """``text`` as a markdown code span that is safe in a table cell."""
-    text = _UNSAFE.sub("\ufffd", text).replace("`", "'").replace("|", "\\|")
-    return f"`{text}`"
+def code(text: str, *, cell: bool = True) -> str:
+    """``text`` as a markdown code span that is safe in a table cell (``cell``), or in a
+    heading."""
+    return str(inert.summary_code(text, cell=cell))
 
 
 def status_of(record: dict[str, Any], name: str) -> str:
@@ -129,11 +154,10 @@ def table(record: dict[str, Any]) -> list[str]:
     fanned = items(record)
     for name, deps in nodes(record)[:MAX_NODES]:
         status = status_of(record, name)
-        text = f"{mark(status)} {status}"
+        text = f"{mark(status)} {inert.summary_text(status)}"
         if name in fanned:
-            text += (
-                " (items: " + ", ".join(f"{n} {s}" for s, n in sorted(fanned[name].items())) + ")"
-            )
+            tally = ", ".join(f"{n} {s}" for s, n in sorted(fanned[name].items()))
+            text += f" (items: {inert.summary_text(tally)})"
         after = ", ".join(code(d) for d in deps) or "—"
         rows.append(f"| {code(name)} | {text} | {after} |")
     return rows
@@ -143,7 +167,8 @@ def section(record: dict[str, Any]) -> str:
     """One run: a heading, its graph as mermaid, then as a table."""
     run_id = str(record.get("id", "?"))
     build, status = str(record.get("build", "?")), str(record.get("status", "?"))
-    lines = [f"#### Run {code(run_id)}: {code(build)} {code(status)}", ""]
+    heading = " ".join(code(text, cell=False) for text in (build, status))
+    lines = [f"#### Run {code(run_id, cell=False)}: {heading}", ""]
     drawn = nodes(record)
     if not drawn:
         return "\n".join([*lines, "No targets recorded.", ""])

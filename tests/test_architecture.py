@@ -2,7 +2,8 @@
 
 The layers, lowest first (each may import the ones before it, never those after):
 
-    base     zuke/_errors, _clock, _duration, _redact        the vocabulary everyone shares
+    base     zuke/_errors, _clock, _duration, _redact,       the vocabulary everyone shares
+             _text, _inert, _version
     state    zuke/state/                                     records, stores, the one CAS loop
     engine   zuke/_engine/ and the authoring modules          plan, schedule, record a run
              (_build, _target, _params, _lock_settings, _loader, ...)
@@ -43,7 +44,7 @@ from tests.pg_support import PgCluster
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "zuke"
 
-BASE_MODULES = {"_errors", "_clock", "_duration", "_redact", "_text"}
+BASE_MODULES = {"_errors", "_clock", "_duration", "_redact", "_text", "_inert", "_version"}
 #: layer -> the layers it may import
 ALLOWED: dict[str, set[str]] = {
     "base": {"base"},

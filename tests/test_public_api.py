@@ -110,6 +110,8 @@ INTERNAL = {
     "zuke._engine.executor.BodyFailure",  # a body failed: the scheduler settles the target
     "zuke._serve.answers.Refusal",  # an HTTP answer of the service, sent by the app
     "zuke._serve.jsontext.NotJsonError",  # a request body that is not JSON: a 400
+    "zuke._serve.ui.queries.BadQuery",  # a web view URL it cannot use: a 400 page
+    "zuke._serve.ui.pages.NotFound",  # no such page or run in the web view: a 404 page
     "zuke.state._fs_index.IndexUnavailable",  # the listing index is down: list by scanning
     "zuke.state._pg_pool.PoolBusy",  # every pooled connection stayed lent: PgDatabase says so
     "zuke.state._pg_pool.PoolClosed",  # the pool was closed: PgDatabase says so

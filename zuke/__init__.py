@@ -56,6 +56,7 @@ if TYPE_CHECKING:  # the lazy names, as type checkers and IDEs see them
     from zuke._main import run
     from zuke._params import Parameter, parameter
     from zuke._target import Target, TargetBuilder, target
+    from zuke._version import __version__
     from zuke._waits import (
         GateState,
         NotYet,
@@ -82,10 +83,9 @@ if TYPE_CHECKING:  # the lazy names, as type checkers and IDEs see them
     )
     from zuke.state.records import Signal
 
-__version__ = "0.1.0"
-
 #: Public name -> the module it is loaded from on first use.
 _LAZY = {
+    "__version__": "zuke._version",
     "Build": "zuke._build",
     "Context": "zuke._engine.context",
     "LockInfo": "zuke._engine.context",

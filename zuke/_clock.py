@@ -6,7 +6,7 @@ Tests pass a :class:`ManualClock` so TTLs and deadlines are tested without sleep
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
 
@@ -55,6 +55,10 @@ def iso(ms: int) -> str:
     return f"{cached[1]}{millis:03d}Z"
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_ONE_MS = timedelta(milliseconds=1)
+
+
 def parse_iso(text: str) -> int | None:
     """Epoch ms of an ISO-8601 stamp, or ``None`` if it does not parse."""
     try:
@@ -63,7 +67,9 @@ def parse_iso(text: str) -> int | None:
         return None
     if stamp.tzinfo is None:
         stamp = stamp.replace(tzinfo=UTC)
-    return int(stamp.timestamp() * 1000)
+    # Exact integer arithmetic: ``int(stamp.timestamp() * 1000)`` goes through a float and
+    # truncates, so some instants came out a millisecond early.
+    return (stamp - _EPOCH) // _ONE_MS
 
 
 SYSTEM_CLOCK = SystemClock()

@@ -16,6 +16,8 @@
     │   ├── LockTtlError            a lock TTL out of bounds (a ValueError; state/_ids)
     │   ├── InvalidQueryError       a RunQuery that cannot apply: ``since`` no time (state/_query)
     │   ├── InsecureStateUrlError   a plaintext or credential-leaking state URL (state/_http_wire)
+    │   ├── StoreSettingError       a store setting that names no usable store (also a UsageError:
+    │   │                           exit 2; state/resolve)
     │   └── DbClosedError           zuke serve's database is closed (_serve/db)
     ├── LockError
     │   └── LockConflictError       another run holds the lock (message = guidance)
@@ -98,6 +100,11 @@ class StoreUnavailableError(StateError):
 class StoreRefusedError(StoreUnavailableError):
     """The store answered and refuses until someone acts (a deleted GitHub state branch, an
     empty repository): its message says what to do, and retrying does not help."""
+
+
+class StoreSettingError(StateError, UsageError):
+    """A store setting (``ZUKE_STATE``, ``ZUKE_STATE_DIR``, …) that names no usable store: the
+    operator's to fix, so a usage error (exit 2), before anything is read or written."""
 
 
 class CorruptRecordError(StateError):

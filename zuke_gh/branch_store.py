@@ -115,6 +115,11 @@ class GitHubBranchStateStore(BranchWriter):
     def __repr__(self) -> str:
         return self._git.where
 
+    @property
+    def display_name(self) -> str:
+        """``github://OWNER/REPO@BRANCH``: the store as messages name it."""
+        return f"github://{self.repository}@{self.branch}"
+
     def reserve_writes(self, writes: int) -> bool:
         """Whether ``writes`` more commits fit the write budget now: a sweep asks before a
         resume and defers what does not fit (``zuke_gh._pacing.BranchBudget``)."""

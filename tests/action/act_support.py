@@ -25,6 +25,7 @@ and lets it pick the branch store from its ``state-branch`` input.
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import re
@@ -231,7 +232,15 @@ class ActResult:
 
 def _cells(row: str) -> list[str]:
     parts = re.split(r"(?<!\\)\|", row.strip())[1:-1]
-    return [p.strip().replace("\\|", "|") for p in parts]
+    return [_shown(p.strip().replace("\\|", "|")) for p in parts]
+
+
+def _shown(cell: str) -> str:
+    """A cell as a reader sees it: a code span's text, or text with its markdown escapes and
+    HTML entities undone (the summary escapes whatever a run or a person wrote)."""
+    if len(cell) > 1 and cell.startswith("`") and cell.endswith("`"):
+        return cell[1:-1]
+    return html.unescape(re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", cell))
 
 
 def run_act(

@@ -211,7 +211,7 @@ def test_a_maintainer_approves_a_release_on_github_start_to_finish(
     assert first_reply == reply
     assert closing.startswith(CLOSED) and "@maint (maintain)" in closing
     [row] = approved.summary_rows()
-    assert (row["Run"], row["Gate"], row["Action"]) == (f"`{run_id}`", "qa", "resumed")
+    assert (row["Run"], row["Gate"], row["Action"]) == (run_id, "qa", "resumed")
     assert row["Result"].startswith("succeeded")
     summary = approved.summary()
     assert "```mermaid\nflowchart LR" in summary

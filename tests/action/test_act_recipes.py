@@ -108,6 +108,7 @@ def test_a_run_id_that_looks_like_an_option_is_refused_as_an_id_not_read_as_one(
     tmp_path: Path,
 ) -> None:
     repo = make_repo(tmp_path / "repo", build_py=BUILD, workflows=[EXAMPLES / "approve.yml"])
+    (tmp_path / "state").mkdir()  # a store in use: a missing one is refused before the id is
     result = run_act(repo, "workflow_dispatch", "approve.yml",
                      env=sweep_env(state_dir=tmp_path / "state"),
                      inputs={"run-id": "--force-graph", "signal": "approved"},

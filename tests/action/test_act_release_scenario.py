@@ -107,7 +107,7 @@ def test_a_release_run_suspends_on_the_branch_and_a_fresh_sweep_job_finishes_it(
     }
     [row] = swept.summary_rows()
     assert (row["Run"], row["Build"], row["Gate"], row["Action"]) == (
-        f"`{run_id}`", "Release", "e2e", "resumed"
+        run_id, "Release", "e2e", "resumed"
     )  # fmt: skip
     assert row["Result"].startswith("succeeded")
     with branch_store(gh) as store:

@@ -125,7 +125,7 @@ def test_fan_out_items_are_counted_on_their_parent():
     assert 't0["✖ deploy (items: 1 #10006; 2 #10004;)"]:::failed' in block
     assert 't1["✔ cleanup"]:::succeeded' in block
     assert "push" not in block
-    assert "| `deploy` | ✖ failed (items: 1 failed, 2 succeeded) | — |" in text
+    assert "| `deploy` | ✖ failed (items: 1 failed\\, 2 succeeded) | — |" in text
 
 
 def test_a_large_graph_is_cut_with_a_note():

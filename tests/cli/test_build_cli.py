@@ -279,6 +279,6 @@ def test_a_plaintext_remote_state_url_is_refused_before_anything_runs(
 ) -> None:
     env = {"ZUKE_STATE_URL": "http://state.example.com/", "ZUKE_STATE_TOKEN": "tok-secret-2"}
     result = cli("compile", "--repo", "api", "--state", env=env)
-    assert result.code == 1
+    assert result.code == 2  # a bad setting: a usage error
     assert "ZUKE_STATE_URL" in result.err and "tok-secret-2" not in result.text
     assert "compiled" not in result.out

@@ -7,6 +7,7 @@ another output would show here.
 
 from __future__ import annotations
 
+import html
 import json
 import re
 from pathlib import Path
@@ -81,6 +82,12 @@ def _summary(env: dict[str, str]) -> str:
     return Path(env["GITHUB_STEP_SUMMARY"]).read_text(encoding="utf-8")
 
 
+def rendered(markdown: str) -> str:
+    """The text a reader sees of escaped summary text (CommonMark's backslash escapes and
+    HTML's entities undone)."""
+    return html.unescape(re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", markdown))
+
+
 def _suspend(cli: CliRunner, write_build: BuildWriter, env: dict[str, str]) -> str:
     write_build(BUILD)
     result = cli("promote", env=env)
@@ -144,7 +151,7 @@ def test_a_sweep_writes_its_counts_and_rows_and_for_one_run_its_id_status_and_ga
     assert (row["id"], row["gate"], row["action"]) == (run_id, "approve", "still-waiting")
     summary = _summary(actions)
     assert "1 checked, 0 resumed, 1 still-waiting" in summary
-    assert f"| `{run_id}` | Release | approve | still-waiting | suspended |" in summary
+    assert f"| `{run_id}` | Release | `approve` | still-waiting | suspended |" in summary
 
 
 def test_cancel_writes_the_runs_id_and_status_afterwards(
@@ -167,7 +174,7 @@ def test_a_failed_run_says_which_target_failed_and_never_the_secret(
     outputs = _outputs(actions)
     assert outputs["status"] == "failed" and outputs["gates"] == ""
     summary = _summary(actions)
-    assert "- `deploy` failed: RuntimeError: refused with [redacted]" in summary
+    assert "- `deploy` failed: RuntimeError: refused with [redacted]" in rendered(summary)
     written = Path(actions["GITHUB_OUTPUT"]).read_text() + summary
     assert SECRET not in written
 
@@ -229,5 +236,5 @@ def test_a_resumed_run_that_fails_names_the_target_and_never_the_secret(
     outputs = _outputs(actions)
     assert (outputs["status"], outputs["action"]) == ("failed", "resumed")
     summary = _summary(actions)
-    assert "- `promote` failed: RuntimeError: no [redacted]" in summary
+    assert "- `promote` failed: RuntimeError: no [redacted]" in rendered(summary)
     assert SECRET not in summary + Path(actions["GITHUB_OUTPUT"]).read_text()

@@ -124,8 +124,8 @@ COMMANDS: list[tuple[list[str], str]] = [
     (["release", "--service", "web"], "  --list [--json]"),
     (["release", "--service", "web", "--bogus", "--parallel=zero"], "  --list [--json]"),
     (["noop", "--state", "--skip", "approve"], "  --list [--json]"),
-    (["--list", "--json"], "  --list [--json]"),
-    (["graph", "--format", "dot"], "  --list [--json]"),
+    (["--list", "--json"], "Usage: zuke --list [--json]"),  # its own help, not the global one
+    (["graph", "--format", "dot"], "Usage: zuke graph [--format"),
     (["--file", "build.py", "resume", RUN, "--signal", "approved"], "Usage:"),
 ]
 

@@ -36,7 +36,7 @@ def test_zuke_state_with_an_http_url_points_at_zuke_state_url(
     write_build(BUILD)
     for argv in (("runs", "list"), ("hello", "--state")):
         result = cli(*argv, env={"ZUKE_STATE": f"{scheme}://ops:hunter2@state.example/"})
-        assert result.code == 1 and "HELLO" not in result.out
+        assert result.code == 2 and "HELLO" not in result.out  # a bad setting: a usage error
         assert result.err == (
             f"zuke: ZUKE_STATE={scheme}://… names no store: the HTTP state service is set with "
             f"ZUKE_STATE_URL={scheme}://… (and ZUKE_STATE_TOKEN); ZUKE_STATE takes "

@@ -57,6 +57,22 @@ REASON = (
 RETRY = "; nothing was moved; the build is read again at the next sweep, in 5m00s"
 
 
+#: the time each of the watcher's text lines carries (ISO 8601, UTC, to the second)
+STAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ ")
+
+
+def unstamped(text: str) -> list[str]:
+    """``text``'s lines without the watcher's time (a report line, or after ``zuke: ``),
+    which every such line must carry; other lines (a resumed run's) as they are."""
+    lines = []
+    for line in text.splitlines():
+        head = "zuke: " if line.startswith("zuke: ") else ""
+        rest = line[len(head) :]
+        found = STAMP.match(rest)
+        lines.append(head + rest[found.end() :] if found else line)
+    return lines
+
+
 def drive(monkeypatch: pytest.MonkeyPatch, on_wait: Callable[[int], None]) -> None:
     """The next watcher runs its loop on a manual clock; ``on_wait(n)`` after sweep n."""
     import zuke.cli.watch_cmd as watch_cmd
@@ -102,13 +118,15 @@ def test_a_broken_build_is_reported_each_sweep_and_swept_as_usual_once_fixed(
     result = cli("resume", "--check", "--watch")
     assert result.code == 0, result.text
     assert seen == [before]
-    out = result.out.splitlines()
+    out = unstamped(result.out)
+    assert all(STAMP.match(line) for line in result.out.splitlines() if "not-checked" in line)
     unchecked = f"{run_id} Release: not-checked → suspended — {REASON}"
     assert out.count(unchecked) == 2, result.out
     assert f"{run_id} Release [approve]: resumed → succeeded" in out
     assert "PROMOTED" in out
     assert out.index("PROMOTED") > max(i for i, line in enumerate(out) if line == unchecked)
-    assert result.err.splitlines() == [
+    assert all(STAMP.match(line[6:]) for line in result.err.splitlines()[:2])
+    assert unstamped(result.err) == [
         f"zuke: {REASON}{RETRY}",
         f"zuke: {REASON}{RETRY}",
         "zuke: SIGTERM: the watcher stopped after 3 sweep(s)",
@@ -144,7 +162,7 @@ def test_definitions_that_raise_are_not_checked_and_the_file_is_read_again(
     monkeypatch.setenv("WATCH_TEST_APPROVED", "1")
     result = cli("resume", "--check", "--watch")
     assert result.code == 0, result.text
-    first = result.err.splitlines()[0]
+    first = unstamped(result.err)[0]
     assert first.startswith("zuke: defining the targets of Release failed: bad merge; ")
     assert first.endswith(RETRY)
     assert f"{run_id} Release: not-checked → suspended" in result.out
@@ -296,4 +314,4 @@ def test_on_a_terminal_the_status_says_the_last_sweep_could_not_use_the_build(
     live.close()
     assert "r-1 Release: not-checked → suspended — x" in out.getvalue()
     assert "the build cannot be used, 1 run(s) not checked" in out.getvalue()
-    assert err.getvalue() == f"zuke: {REASON}{RETRY}\n"
+    assert err.getvalue() == f"zuke: 2023-11-14T22:13:20Z {REASON}{RETRY}\n"

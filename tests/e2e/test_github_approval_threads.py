@@ -67,14 +67,21 @@ def test_on_a_pull_request_only_an_approve_after_the_request_counts_and_it_stays
 def test_a_teams_member_counts_and_a_maintainer_outside_it_is_told_why(
     tmp_path: Path, gh: FakeGitHub
 ) -> None:
-    run_id, number = _release(tmp_path, gh, TEAM_BUILD)
+    # reading team memberships needs the organisation's members: read, which a GITHUB_TOKEN
+    # cannot hold: an App installation's token can
+    gh.add_token("app-token")
+    gh.add_user("zuke-app[bot]", type="Bot")
+    gh.set_token("app-token", login="zuke-app[bot]",
+                 permissions={"issues": "write", "members": "read"})  # fmt: skip
+    env = {**env_for(gh), "GH_TOKEN": "app-token"}
+    run_id, number = _release(tmp_path, gh, TEAM_BUILD, GH_TOKEN="app-token")
     gh.comment(REPO, number, "carol", "/approve")  # maintain, but not in acme/release
-    code, summary = sweep(tmp_path, env_for(gh))
+    code, summary = sweep(tmp_path, env)
     assert code == 0 and actions(summary, run_id) == ["still-waiting"], summary
-    (reply,) = said(gh, number)
+    (reply,) = said(gh, number, "zuke-app[bot]")
     assert "@carol" in reply and "only @acme/release may decide" in reply
     gh.comment(REPO, number, "maint", "/approve")
-    code, summary = sweep(tmp_path, env_for(gh))
+    code, summary = sweep(tmp_path, env)
     assert code == 0 and actions(summary, run_id) == ["resumed"], summary
 
 

@@ -181,7 +181,7 @@ def test_an_unavailable_store_is_reported_and_the_change_kept_for_later() -> Non
         store.down = True
         await writer.transition(Transition("a", "running", CLOCK.now_ms()))
         assert warnings == [
-            "state: could not record run run-1 in MemoryStateStore(1 runs): the store is down; "
+            "state: could not record run run-1 in memory (this process only): the store is down; "
             "the change is kept and retried with the next write"
         ]
         store.down = False
@@ -263,7 +263,7 @@ def test_an_end_too_large_to_write_marks_the_record_degraded_and_never_succeeded
         assert "ended succeeded, but it could not be recorded" in (found.events[-1].detail or "")
         assert writer.record_error is not None
         assert writer.record_error.startswith(
-            "could not record run run-1 in MemoryStateStore(1 runs): HTTP 413; "
+            "could not record run run-1 in memory (this process only): HTTP 413; "
             "the record is left failed and marked degraded"
         )
         assert "\n" not in writer.record_error
@@ -378,7 +378,7 @@ def test_observers_never_drop_the_writer_but_drop_a_raising_observer() -> None:
         assert (found.status, found.degraded) == ("failed", True)  # ...so it never says succeeded
         assert writer.record_error is not None
         assert writer.record_error.startswith(
-            "could not record run run-1 in MemoryStateStore(1 runs): a change could not be "
+            "could not record run run-1 in memory (this process only): a change could not be "
             "recorded (KeyError: 'a bug in a hook'); the record is left failed and marked degraded"
         )
 

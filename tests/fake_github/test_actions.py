@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from email.utils import parsedate_to_datetime
 
 import httpx
@@ -258,4 +259,23 @@ def test_every_request_is_logged_without_its_token(gh: FakeGitHub, api: httpx.Cl
     ]
     assert all("authorization" not in r["headers"] for r in log)
     assert gh.token not in repr(log) + repr(gh.stats())
+    assert json.loads(log[0]["body"])["inputs"]["zuke_marker"] == "m-1"  # bodies are kept
+    assert log[1]["body"] == ""
     assert gh.stats()["endpoints"]["GET /repos/{owner}/{repo}/actions/runs"] == 1
+
+
+def test_a_dispatched_run_is_listed_only_after_the_configured_delay(
+    gh: FakeGitHub, api: httpx.Client
+) -> None:
+    """GitHub's runs listing lags a dispatch (return-dispatch#183, dispatch-workflow#162);
+    the run's own URL, whose id the dispatch returned, answers at once."""
+    gh.configure(run_listing_delay_ms=5_000)
+    run_id = dispatch(api, return_run_details=True).json()["workflow_run_id"]
+    assert api.get(f"/repos/acme/app/actions/runs/{run_id}").status_code == 200
+    for path in ("/repos/acme/app/actions/runs", "/repos/acme/app/actions/workflows/e2e.yml/runs"):
+        assert api.get(path).json() == {"total_count": 0, "workflow_runs": []}
+    gh.advance_clock(4.999)
+    assert api.get("/repos/acme/app/actions/runs").json()["total_count"] == 0
+    gh.advance_clock(ms=1)
+    listed = api.get("/repos/acme/app/actions/runs").json()
+    assert [r["id"] for r in listed["workflow_runs"]] == [run_id]

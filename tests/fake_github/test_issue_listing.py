@@ -43,6 +43,7 @@ def test_state_and_since_filter_on_the_issue_and_its_updates(
     gh: FakeGitHub, api: httpx.Client, clock: ManualClock
 ) -> None:
     gh.add_user("bob")
+    gh.set_permission("acme/app", "bob", "read")
     old, closed = _open(api, "old"), _open(api, "closed")
     assert api.patch(f"{ISSUES}/{closed}", json={"state": "closed"}).status_code == 200
     assert [i["number"] for i in api.get(ISSUES).json()] == [old]  # open by default

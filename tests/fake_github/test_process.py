@@ -43,3 +43,30 @@ def test_the_state_file_carries_the_state_across_a_restart(tmp_path: Path) -> No
         assert gh.run(run_id)["status"] == "queued"
         gh.complete_run(run_id)
         assert gh.run(run_id)["conclusion"] == "success"
+
+
+def test_identities_adversaries_and_deployments_work_in_a_process_and_survive_a_restart(
+    tmp_path: Path,
+) -> None:
+    """The new control methods over HTTP (what the act scenarios and other processes use), and
+    tokens, people, comments and deployments kept in the state file."""
+    state = tmp_path / "fake.state"
+    args = ["--repo", "acme/app", "--state-file", str(state)]
+    with spawn_fake_github(token="tok", args=args) as (gh, _):
+        gh.set_private("acme/app", False)
+        mallory = gh.add_user_token("mallory")
+        number = gh.open_issue("acme/app", "copy", login="mallory", body="<!-- marker -->")
+        ids = gh.flood("acme/app", number, "mallory", 5)
+        gh.delete_comment("acme/app", ids[0])
+        gh.set_commit_status("acme/app", "main", "ci", "success")
+        with httpx.Client(base_url=gh.url, headers={"Authorization": "Bearer tok"}) as api:
+            made = api.post("/repos/acme/app/deployments", json={"ref": "main"})
+            assert made.status_code == 201
+        assert [d["environment"] for d in gh.deployments("acme/app")] == ["production"]
+    with spawn_fake_github(token="tok", args=args) as (gh, _):
+        assert len(gh.comments("acme/app", number)) == 4
+        with httpx.Client(base_url=gh.url, headers={"Authorization": f"Bearer {mallory}"}) as m:
+            assert m.get("/user").json()["login"] == "mallory"  # her token survived
+        assert gh.deployments("acme/app")[0]["creator"] == "github-actions[bot]"
+        # the request log survives too: the deployment (token-1), then mallory (the second token)
+        assert gh.stats()["requests_by_token"] == {"token-1": 1, "token-2": 1}

@@ -222,6 +222,7 @@ def test_the_listen_hook_is_opened_and_closed_and_its_wakes_sweep() -> None:
 
     def listen(wake: Callable[[str, str | None], None]) -> Listening:
         given.append(wake)
+        wake("listening", None)  # in place at once (the first sweep waits for it)
         return Listening()
 
     starts: list[int] = []
@@ -287,6 +288,8 @@ def test_listen_to_moves_the_wakes_to_another_store() -> None:
         def listen(wake: Callable[[str, str | None], None]) -> Listening:
             opened.append(name)
             wakes[name] = wake
+            if name == "environment's":
+                wake("listening", None)  # in place at once (the first sweep waits for it)
             return Listening()
 
         return listen
@@ -406,11 +409,30 @@ def test_the_backoff_never_exceeds_the_interval(every: int) -> None:
     assert waiter.waits[-1] == every
 
 
-@pytest.mark.parametrize(("when", "sweeps"), [("before", 1), ("during", 2)])
-def test_the_first_listen_sweeps_again_only_if_a_sweep_had_begun(when: str, sweeps: int) -> None:
+@pytest.mark.parametrize(
+    ("when", "sweeps"), [("at-once", 1), ("while-the-first-sweep-waits", 1), ("too-late", 2)]
+)
+def test_the_watcher_sweeps_once_at_start_and_again_only_for_a_listen_that_came_late(
+    when: str, sweeps: int
+) -> None:
+    """The double sweep at start: the first sweep waits for the store's first listen (up
+    to ``listen_wait_ms``), so the ``listening`` wake is covered by it; a listen slower than
+    that may have missed a write the first sweep did not see, and sweeps again."""
     clock = ManualClock()
-    waiter = FakeWaiter(clock)
+    begun = clock.now_ms()
     given: list[Callable[[str, str | None], None]] = []
+    started: list[int] = []
+
+    def on_wait(n: int) -> None:
+        if n == 1 and when == "while-the-first-sweep-waits":
+            given[0]("listening", None)
+
+    waiter = FakeWaiter(clock, on_wait)
+
+    class StopWhenIdle(WatchObserver):
+        def idle(self, next_ms: int) -> None:
+            if not watcher.wake_pending:  # nothing more to sweep for until the interval
+                watcher.stop()
 
     class Listening:
         def close(self) -> None:
@@ -418,16 +440,23 @@ def test_the_first_listen_sweeps_again_only_if_a_sweep_had_begun(when: str, swee
 
     def listen(wake: Callable[[str, str | None], None]) -> Listening:
         given.append(wake)
-        if when == "before":
-            wake("listening", None)  # in place before the first sweep: it sees every write
+        if when == "at-once":
+            wake("listening", None)
         return Listening()
 
     def sweep(stop: Callable[[], bool]) -> SweepReport:
-        if when == "during" and watcher.sweeps == 0:
-            given[0]("listening", None)  # a write before the LISTEN may have been missed
+        started.append(clock.now_ms())
+        if when == "too-late" and len(started) == 1:
+            given[0]("listening", None)  # after listen_wait_ms: a write may have been missed
         return SweepReport()
 
-    watcher = Watcher(sweep, clock=clock, waiter=waiter, listen=listen,
-                      settings=WatchSettings(settle_ms=0, min_gap_ms=0))  # fmt: skip
-    stop_after(watcher, waiter, sweeps)  # "during": the first wait is the poke's
+    watcher = Watcher(sweep, clock=clock, waiter=waiter, listen=listen, observer=StopWhenIdle(),
+                      settings=WatchSettings(settle_ms=0, min_gap_ms=0,
+                                             listen_wait_ms=1_000))  # fmt: skip
     assert watcher.run() == sweeps
+    if when == "too-late":  # the first sweep waited out listen_wait_ms, then went ahead
+        assert started[0] - begun == 1_000 and waiter.waits == [1_000]
+    elif when == "at-once":
+        assert started == [begun] and waiter.waits == []  # nothing to wait for
+    else:
+        assert started == [begun] and waiter.waits == [1_000]  # woken by the listen: no wait

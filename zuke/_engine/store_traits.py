@@ -6,6 +6,7 @@ from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING
 
 from zuke.state._protocol import StateStore
+from zuke.state.naming import store_name
 from zuke.state.records import RunRecord
 
 if TYPE_CHECKING:
@@ -91,9 +92,7 @@ def resume_writes(
 
 
 def describe_store(store: StateStore) -> str:
-    """Where the record lives, for messages: a directory, a URL, or the store's repr."""
-    directory = getattr(store, "directory", None)
-    if isinstance(directory, str):
-        return directory
-    url = getattr(getattr(store, "_wire", None), "shown_url", None)  # HttpStateStore, redacted
-    return url if isinstance(url, str) else repr(store)
+    """The store's name for messages: a directory, ``postgresql://USER@HOST:PORT/DB``,
+    ``github://OWNER/REPO@BRANCH``, a URL — never a repr (:func:`zuke.state.naming.store_name`,
+    which the CLI's listings use too: one rule, in the state layer both may import)."""
+    return store_name(store)

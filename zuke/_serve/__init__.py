@@ -25,6 +25,8 @@ things live:
 - :mod:`zuke._serve.pg` — the Postgres side, on the direct store's SQL.
 - :mod:`zuke._serve.jsontext` — strict JSON in, always-encodable JSON out.
 - :mod:`zuke._serve.__main__` — ``python -m zuke._serve`` / ``main(argv)``.
+- :mod:`zuke._serve.ui` — the read-only web view at ``/ui/`` (``--no-ui`` turns it off),
+  mounted by :mod:`zuke._serve.asgi` ahead of the bearer-token gate.
 """
 
 from zuke._serve.server import (

@@ -15,7 +15,13 @@ import os
 import sys
 
 from zuke._errors import StateError, UsageError
-from zuke._serve.server import DEFAULT_MAX_BODY_BYTES, TOKEN_ENV, ServeLimits, serve
+from zuke._serve.server import (
+    DEFAULT_MAX_BODY_BYTES,
+    READ_TOKEN_ENV,
+    TOKEN_ENV,
+    ServeLimits,
+    serve,
+)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -24,7 +30,8 @@ def _parser() -> argparse.ArgumentParser:
         description=(
             "Serve the Zuke state HTTP API from a SQLite file, or from a Postgres "
             "database that several replicas may share. Clients must send "
-            f"the bearer token from {TOKEN_ENV}."
+            f"the bearer token from {TOKEN_ENV}. A read-only web view of the runs is "
+            f"at /ui/ (it asks for that token, or {READ_TOKEN_ENV}, once)."
         ),
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
@@ -43,6 +50,12 @@ def _parser() -> argparse.ArgumentParser:
         "--no-auth",
         action="store_true",
         help="serve without a token (only on a loopback host)",
+    )
+    parser.add_argument(
+        "--no-ui",
+        action="store_true",
+        help="do not serve the read-only web view at /ui/ (on by default; it takes the "
+        f"serve token or {READ_TOKEN_ENV}, which authorises nothing else)",
     )
     parser.add_argument(
         "--max-body-bytes",
@@ -120,6 +133,8 @@ def main(argv: list[str] | None = None) -> int:
             max_body_bytes=args.max_body_bytes,
             limits=limits,
             ready=ready,
+            ui=not args.no_ui,
+            read_token=os.environ.get(READ_TOKEN_ENV) or None,
         )
     except UsageError as exc:
         print(f"zuke serve: {exc}", file=sys.stderr)

@@ -75,8 +75,10 @@ class StateAsgi:
         log: LineLog,
         executor: Executor,
         stopping: Callable[[], bool],
+        ui: Callable[[Scope, Receive, Send], Awaitable[None]] | None = None,
     ) -> None:
         self._app = app
+        self._ui = ui  # the web view (zuke/_serve/ui): /ui and below, before the token gate
         self._max_body_bytes = max_body_bytes
         self._request_timeout_s = request_timeout_s
         self._log = log
@@ -85,6 +87,9 @@ class StateAsgi:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":  # lifespan is off; nothing else is served
+            return
+        if self._ui is not None and scope["path"].split("/", 2)[1:2] == ["ui"]:
+            await self._ui(scope, receive, send)  # its own sessions; never the state API
             return
         method: str = scope["method"]
         # raw_path is the path as sent: routing splits it before percent-decoding.

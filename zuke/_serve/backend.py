@@ -24,6 +24,8 @@ WriteOutcome = Literal["written", "mismatch", "missing"]
 BuildOutcome = Literal["written", "mismatch", "missing", "exists"]
 #: ``(id, build, root_target, status, actor, created_at, updated_at)``
 SummaryRow = tuple[str, str, str, str, str, str, str]
+#: a place in the listing's order: ``(created_ms, id)`` (see :meth:`ServeDb.list_runs`)
+Position = tuple[int | None, str]
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
 
@@ -142,8 +144,14 @@ class ServeDb(Protocol):
         build: str | None = None,
         since_ms: int | None = None,
         limit: int | None = None,
+        before: Position | None = None,
     ) -> list[SummaryRow]:
-        """Summary rows newest first (``createdAt`` as a time, then id); every filter indexed."""
+        """Summary rows newest first (``createdAt`` as a time, then id); every filter indexed.
+
+        ``before``: only the rows past that place in the order (keyset paging, the web
+        view's): ``(created_ms, id)`` of a page's last row, ``created_ms`` ``None`` for a
+        run whose ``createdAt`` is no time (those come last).
+        """
 
 
 def is_postgres(spec: str | os.PathLike[str]) -> bool:
@@ -160,6 +168,7 @@ __all__ = [
     "BuildOutcome",
     "Descriptor",
     "LockBackend",
+    "Position",
     "ServeDb",
     "StoredText",
     "SummaryRow",

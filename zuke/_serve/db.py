@@ -35,7 +35,7 @@ from pathlib import Path
 
 from zuke._clock import Clock
 from zuke._errors import StateError
-from zuke._serve.backend import StoredText, SummaryRow, WriteOutcome
+from zuke._serve.backend import Position, StoredText, SummaryRow, WriteOutcome
 from zuke._serve.db_builds import BuildTable
 from zuke._serve.db_locks import LockTable
 from zuke._serve.jsontext import dumps, from_sql, loads, sql_text
@@ -197,14 +197,37 @@ class StateDb:
         build: str | None = None,
         since_ms: int | None = None,
         limit: int | None = None,
+        before: Position | None = None,
     ) -> list[SummaryRow]:
         """Summary rows ``(id, build, root_target, status, actor, created_at, updated_at)``.
 
         Newest first by ``createdAt`` as a time, then id, both descending;
         ``since_ms`` keeps runs created at or after it (a run whose
         ``createdAt`` is not an ISO instant never matches it); ``limit``
-        applies after ordering. Every filter is served by an index.
+        applies after ordering; ``before`` keeps the rows past that place in the
+        order (keyset paging). Every filter is served by an index.
         """
+        filters = (status, target, build, since_ms)
+        if before is None or before[0] is None:
+            return self._list_runs(ns, *filters, limit=limit, before=before)
+        # Past a dated row come the older dated rows, then the undated ones (last).
+        rows = self._list_runs(ns, *filters, limit=limit, before=before)
+        if limit is None or len(rows) < limit:
+            rest = None if limit is None else limit - len(rows)
+            rows += self._list_runs(ns, *filters, limit=rest, before=(None, None))
+        return rows
+
+    def _list_runs(
+        self,
+        ns: str,
+        status: str | None,
+        target: str | None,
+        build: str | None,
+        since_ms: int | None,
+        *,
+        limit: int | None,
+        before: tuple[int | None, str | None] | None,
+    ) -> list[SummaryRow]:
         sql = [
             "SELECT id, build, root_target, status, actor, created_at, updated_at",
             "FROM runs r WHERE r.ns = ?",
@@ -223,6 +246,16 @@ class StateDb:
                 " WHERE t.ns = r.ns AND t.run_id = r.id AND t.name = ?)"
             )
             args.append(target)
+        if before is not None:
+            at, after_id = before
+            if at is not None:
+                sql.append("AND (r.created_ms, r.id) < (?, ?)")
+                args += [at, after_id or ""]
+            else:
+                sql.append("AND r.created_ms IS NULL")
+                if after_id is not None:
+                    sql.append("AND r.id < ?")
+                    args.append(after_id)
         sql.append("ORDER BY r.created_ms DESC, r.id DESC")
         if limit is not None:
             sql.append("LIMIT ?")

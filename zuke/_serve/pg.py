@@ -24,6 +24,7 @@ import threading
 import uuid
 from collections.abc import Callable
 from contextlib import AbstractContextManager
+from dataclasses import replace
 from typing import TYPE_CHECKING, Literal
 
 from zuke._clock import iso
@@ -31,6 +32,7 @@ from zuke._errors import StateError
 from zuke._serve.backend import (
     BuildOutcome,
     Descriptor,
+    Position,
     StoredText,
     SummaryRow,
     WriteOutcome,
@@ -45,6 +47,7 @@ from zuke.state.records import LockHolder, RunDelta, RunRecord, RunStatus
 
 if TYPE_CHECKING:
     from zuke.state._pg_conn import Conn
+    from zuke.state._pg_listen import Listener
 
 #: a compare-and-swap write: ``(conn, expected version, new version, witness key)``
 _Write = Callable[["Conn", int, int, str], "Written | Conflict"]
@@ -118,6 +121,13 @@ class PgServeDb:
     def promptly(self) -> AbstractContextManager[None]:
         """Never on the event loop: every call waits on the network."""
         return _NeverPromptly()
+
+    def listen(self, ns: str, wake: Callable[[str, str | None], None]) -> Listener:
+        """Call ``wake`` when a run of ``ns`` parks or is signalled: the ``LISTEN`` a
+        watching sweeper wakes on (:mod:`zuke.state._pg_listen`); the caller closes it."""
+        from zuke.state._pg_listen import listen
+
+        return listen(self._db, ns, wake)
 
     def get_run(self, ns: str, run_id: str) -> StoredText | None:
         found = self._db.call(lambda conn: _pg_runs.get_text(conn, ns, run_id))
@@ -220,12 +230,19 @@ class PgServeDb:
         build: str | None = None,
         since_ms: int | None = None,
         limit: int | None = None,
+        before: Position | None = None,
     ) -> list[SummaryRow]:
         query = RunQuery(
             status=_status(status), target=target, build=build,
             since=None if since_ms is None else iso(since_ms), limit=limit,
         )  # fmt: skip
-        rows = self._db.call(lambda conn: _pg_runs.listing(conn, ns, query))
+        rows = self._db.call(lambda conn: _pg_runs.listing(conn, ns, query, before=before))
+        if before is not None and before[0] is not None and (limit is None or len(rows) < limit):
+            # Past a dated row come the older dated rows, then the undated ones (NULLS LAST).
+            rest = replace(query, limit=None if limit is None else limit - len(rows))
+            rows += self._db.call(
+                lambda conn: _pg_runs.listing(conn, ns, rest, before=(None, None))
+            )
         return [
             (r.id, r.build, r.root_target, r.status, r.actor, r.created_at, r.updated_at)
             for r in rows

@@ -34,7 +34,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType, TracebackType
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import uvicorn
 
@@ -47,8 +47,13 @@ from zuke._serve.db import StateDb
 from zuke._serve.protocol import ServeConfig, StateProtocol, line_logger
 from zuke.state._http_wire import is_loopback_host
 
+if TYPE_CHECKING:
+    from zuke._serve.ui.live import LiveSettings
+
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
 TOKEN_ENV = "ZUKE_SERVE_TOKEN"
+#: the web view's read-only token (it authorises nothing in the state API)
+READ_TOKEN_ENV = "ZUKE_SERVE_READ_TOKEN"
 START_TIMEOUT_S = 30.0
 #: Worker threads for the app (SQLite calls block; writers queue on one lock anyway).
 WORKERS = 8
@@ -176,8 +181,16 @@ class StateServer:
         limits: ServeLimits = ServeLimits(),
         clock: Clock = SYSTEM_CLOCK,
         log: TextIO | None = None,
+        ui: bool = True,
+        read_token: str | None = None,
+        ui_live: LiveSettings | None = None,
     ) -> None:
         self._token = check_auth_config(host=host, token=token, no_auth=no_auth)
+        if read_token and self._token is None:
+            raise UsageError(f"{READ_TOKEN_ENV} is set, but --no-auth needs no token: "
+                             f"unset it, or set {TOKEN_ENV} and drop --no-auth")  # fmt: skip
+        self._ui, self._ui_live, self._read_token = ui, ui_live, read_token or None
+        self._ui_app: Any = None
         self._db_spec = check_db(db_path)
         self._host = host
         self._port = port
@@ -235,6 +248,14 @@ class StateServer:
 
     def _config(self, db: ServeDb, executor: ThreadPoolExecutor) -> ServeConfig:
         limits = self._limits
+        if self._ui:  # the web view at /ui/: jinja2 and its templates load only when it is on
+            from zuke._serve.ui.routes import UiApp
+
+            self._ui_app = UiApp(
+                db, token=self._token, read_token=self._read_token, clock=self._clock,
+                log=self._log, stopping=self._stopping.is_set,
+                request_timeout_s=limits.request_timeout_s, live=self._ui_live,
+            )  # fmt: skip
         app = StateAsgi(
             StateApp(db, token=self._token),
             max_body_bytes=self._max_body_bytes,
@@ -242,6 +263,7 @@ class StateServer:
             log=self._log,
             executor=executor,
             stopping=self._stopping.is_set,
+            ui=self._ui_app,
         )
         return ServeConfig(
             app,
@@ -272,6 +294,8 @@ class StateServer:
         server.should_exit = True
         thread.join()
         sock.close()
+        if self._ui_app is not None:
+            self._ui_app.close()
         executor.shutdown(wait=True, cancel_futures=True)
         db.close()
 
@@ -304,8 +328,10 @@ def serve(
     limits: ServeLimits = ServeLimits(),
     clock: Clock = SYSTEM_CLOCK,
     ready: Callable[[str], None] | None = None,
+    ui: bool = True,
+    read_token: str | None = None,
 ) -> None:
-    """Serve the state API until SIGTERM or SIGINT, then shut down gracefully.
+    """Serve the state API and (``ui``) the web view until SIGTERM or SIGINT; stop gracefully.
 
     ``ready(url)`` is called once the socket is bound and served. A second
     signal stops without waiting for requests in flight. Raises
@@ -314,7 +340,8 @@ def serve(
     """
     server = StateServer(
         db_path=db_path, host=host, port=port, token=token, no_auth=no_auth,
-        max_body_bytes=max_body_bytes, limits=limits, clock=clock, log=sys.stderr,
+        max_body_bytes=max_body_bytes, limits=limits, clock=clock, log=sys.stderr, ui=ui,
+        read_token=read_token,
     )  # fmt: skip
     # Signals are what stop it, and only the main thread can install handlers.
     if threading.current_thread() is not threading.main_thread():
@@ -364,6 +391,7 @@ def _quiet_uvicorn(replacement: logging.Logger) -> Callable[[], None]:
 
 __all__ = [
     "DEFAULT_MAX_BODY_BYTES",
+    "READ_TOKEN_ENV",
     "TOKEN_ENV",
     "ServeLimits",
     "StateServer",

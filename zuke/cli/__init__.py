@@ -31,7 +31,9 @@ from zuke._errors import (
     UsageError,
     ZukeError,
 )
+from zuke._inert import console_text
 from zuke.cli import args as cli_args
+from zuke.cli.inert_stream import InertStream
 
 if TYPE_CHECKING:
     from zuke._build import Build
@@ -76,29 +78,14 @@ def main(
     build.py``): a relative store path (``.zuke/runs``) is resolved there. Otherwise it is
     the build file's directory found from ``--file``/``ZUKE_FILE``/``./build.py``.
     """
-    argv = list(sys.argv[1:] if argv is None else argv)
+    argv = cli_args.command_first(list(sys.argv[1:] if argv is None else argv))
     env = dict(os.environ) if env is None else env
     out = out or sys.stdout
     err = err or sys.stderr
+    if argv[:1] != ["mcp"]:  # its stdout is the protocol's; every other line is guarded
+        out, err = InertStream.wrap(out), InertStream.wrap(err)
     try:
-        argv = cli_args.command_first(argv)
-        if cli_args.help_requested(argv):  # before any command parses or acts: help only
-            from zuke.cli.help_cmd import show_help
-
-            return show_help(argv, build=build, env=env, out=out)
-        if argv and argv[0] == "resume":  # takes the build's parameter flags: not click
-            from zuke.cli.resume_cmd import run_resume
-
-            return run_resume(argv, build=build, env=env, out=out, err=err, home=home)
-        if argv and argv[0] == "mcp":  # the MCP server (an optional extra): not click
-            from zuke.cli.mcp_cmd import run_mcp
-
-            return run_mcp(argv, build=build, env=env, out=out, home=home)
-        if argv and argv[0] in cli_args.MANAGEMENT_COMMANDS:
-            from zuke.cli.manage import run_command  # click: imported only here
-
-            return run_command(argv, build=build, env=env, out=out, err=err, home=home)
-        return _build_command(argv, build=build, env=env, out=out, err=err, home=home)
+        return _dispatch(argv, build=build, env=env, out=out, err=err, home=home)
     except BaseException as exc:
         if isinstance(exc, SystemExit):
             raise
@@ -106,11 +93,49 @@ def main(
         if isinstance(exc, KeyboardInterrupt):
             err.write("Interrupted.\n")
         elif isinstance(exc, ZukeError):
-            err.write(f"zuke: {exc}\n")
+            err.write(f"zuke: {console_text(exc)}\n")  # one line, whatever the message quotes
         else:
             raise
-        err.flush()
         return code
+    finally:
+        for stream in (out, err):
+            if isinstance(stream, InertStream):
+                stream.finish()
+            else:
+                stream.flush()
+
+
+def _dispatch(
+    argv: list[str],
+    *,
+    build: type[Build] | None,
+    env: Mapping[str, str],
+    out: TextIO,
+    err: TextIO,
+    home: Path | None,
+) -> int:
+    if cli_args.help_requested(argv):  # before any command parses or acts: help only
+        from zuke.cli.help_cmd import show_help
+
+        return show_help(argv, build=build, env=env, out=out)
+    if cli_args.version_requested(argv):  # the package's version only: no build, no engine
+        from zuke._version import __version__
+
+        out.write(f"zuke {__version__}\n")
+        return EXIT_OK
+    if argv and argv[0] == "resume":  # takes the build's parameter flags: not click
+        from zuke.cli.resume_cmd import run_resume
+
+        return run_resume(argv, build=build, env=env, out=out, err=err, home=home)
+    if argv and argv[0] == "mcp":  # the MCP server (an optional extra): not click
+        from zuke.cli.mcp_cmd import run_mcp
+
+        return run_mcp(argv, build=build, env=env, out=out, home=home)
+    if argv and argv[0] in cli_args.MANAGEMENT_COMMANDS:
+        from zuke.cli.manage import run_command  # click: imported only here
+
+        return run_command(argv, build=build, env=env, out=out, err=err, home=home)
+    return _build_command(argv, build=build, env=env, out=out, err=err, home=home)
 
 
 def _build_command(
@@ -185,7 +210,7 @@ def run_targets(
     reporter.redactor.add(*known)
 
     def on_interrupt(message: str) -> None:  # also used for warnings: one line on stderr
-        err.write(reporter.redactor.text(message) + "\n")
+        err.write(console_text(reporter.redactor.text(message)) + "\n")
         err.flush()
 
     options = RunOptions(
@@ -216,10 +241,11 @@ def run_targets(
         raise clean from None
     from zuke.cli import gha
 
-    gha.publish(gha.run_report(result, build.__name__), env, err, reporter.redactor.text)
+    redact = reporter.redactor.text
+    gha.publish(gha.run_report(result, build.__name__, redact), env, err, redact)
     if result.record_error is not None:
         # The run's outcome is not in its record: never exit 0 (docs/cli.md, exit codes).
-        err.write(f"zuke: {result.record_error}\n")
+        err.write(f"zuke: {console_text(result.record_error)}\n")
         err.flush()
         return EXIT_FAILED
     if result.status == "cancelled":

@@ -26,6 +26,7 @@ MANAGEMENT_COMMANDS = ("runs", "resume", "cancel", "locks", "state", "serve", "m
 _VALUE_FLAGS = {"--skip", "--actor", "--file", "-f", "--format"}
 _SWITCHES = {"--list", "-l", "--json", "--state", "--help", "-h"}
 HELP_FLAGS = ("--help", "-h")
+VERSION_FLAG = "--version"
 #: ``--``: every token after it is an operand (a target, a run id), never an option.
 END_OF_OPTIONS = "--"
 
@@ -94,6 +95,37 @@ def help_requested(argv: Sequence[str]) -> bool:
     operand like any other. So whatever else the line says, help acts on nothing.
     """
     return prescan(argv)[1]
+
+
+def command_word(argv: Sequence[str]) -> str | None:
+    """The first word of a command line that is neither a help flag nor ``--file PATH``
+    (``graph`` in ``zuke -f ci/release.py graph --help``)."""
+    tokens = iter(argv)
+    for token in tokens:
+        if token in ("--file", "-f"):
+            next(tokens, None)
+        elif token == END_OF_OPTIONS:
+            return next(tokens, None)
+        elif not (token in HELP_FLAGS or token.startswith("--file=")):
+            return token
+    return None
+
+
+def lists(argv: Sequence[str]) -> bool:
+    """Whether a build's command line asks for ``--list`` (or ``-l``) before ``--``."""
+    tokens = list(argv)
+    end = tokens.index(END_OF_OPTIONS) if END_OF_OPTIONS in tokens else len(tokens)
+    return any(t in ("--list", "-l") for t in tokens[:end])
+
+
+def version_requested(argv: Sequence[str]) -> bool:
+    """Whether ``argv`` asks for zuke's version: ``--version`` before ``--`` on a build's
+    command line (``zuke --version``); a management command has no such option."""
+    tokens = list(argv)
+    if tokens and tokens[0] in MANAGEMENT_COMMANDS:
+        return False
+    end = tokens.index(END_OF_OPTIONS) if END_OF_OPTIONS in tokens else len(tokens)
+    return VERSION_FLAG in tokens[:end]
 
 
 def without_help(argv: Sequence[str]) -> list[str]:

@@ -73,5 +73,21 @@ class Group(click.Group):
     def get_help_option(self, ctx: click.Context) -> click.Option | None:
         return _worded(super().get_help_option(ctx))
 
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """Each command with its whole first sentence, wrapped: click would cut a summary to
+        the width left beside the names ("refused while its holder's run...")."""
+        rows = []
+        for name in self.list_commands(ctx):
+            command = self.get_command(ctx, name)
+            if command is not None and not command.hidden:
+                rows.append((name, command.get_short_help_str(limit=_WHOLE_SENTENCE)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+#: a short help this long is never cut: the sentence is wrapped instead
+_WHOLE_SENTENCE = 10_000
+
 
 __all__ = ["HELP_SETTINGS", "HELP_TEXT", "Command", "Group"]

@@ -1,7 +1,10 @@
 """Console output of a run: a header per target, a summary table, a failure footer.
 
 Colour only when the stream is a terminal and ``NO_COLOR`` is unset, so piped
-output stays plain text. Every line passes through the run's redactor.
+output stays plain text. Every line passes through the run's redactor. Names and errors may
+quote what anyone wrote (a fan-out item's key, a deny reason, a remote service's answer):
+each is one line's worth (:func:`zuke._inert.console_text`), and a traceback's lines are
+escaped one by one.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from zuke._duration import format_duration
 from zuke._engine.observer import FanOutProgress, Observer, Transition
 from zuke._engine.plan import Plan
 from zuke._engine.result import RunResult
+from zuke._inert import console_text as inert
 from zuke._redact import Redactor
 from zuke.cli.hints import resume_commands
 from zuke.cli.progress import LiveFanOuts, end_line, start_line
@@ -123,25 +127,24 @@ class ConsoleReporter(Observer):
         s = self.style
         if self._quiet(t):
             return
+        name = inert(t.target)
         if t.status == "running":
-            self.line(s.bold(f"══ {t.target} ══"))
+            self.line(s.bold(f"══ {name} ══"))
             self.out.flush()
         elif t.status == "succeeded":
-            self.line(s.green(f"✔ {t.target} succeeded in {format_duration(t.duration_ms or 0)}"))
+            self.line(s.green(f"✔ {name} succeeded in {format_duration(t.duration_ms or 0)}"))
         elif t.status == "failed":
             self.out.flush()
-            self.line(
-                s.red(f"✘ {t.target} failed in {format_duration(t.duration_ms or 0)}"), err=True
-            )
+            self.line(s.red(f"✘ {name} failed in {format_duration(t.duration_ms or 0)}"), err=True)
             if t.detail:
-                for detail_line in t.detail.splitlines():
-                    self.line(s.dim(f"    {detail_line}"), err=True)
+                for detail_line in t.detail.rstrip("\n").split("\n"):
+                    self.line(s.dim(f"    {inert(detail_line)}"), err=True)
             elif t.error:
-                self.line(f"    {t.error}", err=True)
+                self.line(f"    {inert(t.error)}", err=True)
             self.err.flush()
         elif t.status == "waiting":
             what = t.waiting_for.trigger if t.waiting_for else (t.reason or "a trigger")
-            self.line(s.yellow(f"⏸ {t.target} waiting for {what}"))
+            self.line(s.yellow(f"⏸ {name} waiting for {inert(what)}"))
 
     async def run_finished(self, result: RunResult) -> None:
         if self._live_view is not None:
@@ -152,7 +155,7 @@ class ConsoleReporter(Observer):
         s = self.style
         rows = [
             (
-                name,
+                inert(name, tabs=False),
                 _LABELS.get(o.status, o.status),
                 format_duration(o.duration_ms) if o.duration_ms is not None else "—",
             )
@@ -169,12 +172,12 @@ class ConsoleReporter(Observer):
         self.line()
         self._footer(result)
         if result.stop_reason:
-            self.line(s.red(result.stop_reason), err=True)
+            self.line(s.red(inert(result.stop_reason)), err=True)
         self.line(self._closing(result))
         if result.status == "suspended" and result.recorded:
             self.line(f"Run {result.run_id} is suspended. Resume it with:")
             for line in resume_commands(result.run_id, result.waiting):
-                self.line(line)
+                self.line(inert(line))
         elif result.recorded:
             self.line(s.dim(f"Run {result.run_id} (zuke runs show {result.run_id})"))
         self.out.flush()
@@ -185,12 +188,8 @@ class ConsoleReporter(Observer):
             return
         self.out.flush()
         self.line(self.style.red("Failures:"), err=True)
-        for name, outcome in failures.items():
-            message = outcome.error or "failed"
-            first, *rest = message.splitlines() or [""]
-            self.line(f"  {name}: {first}", err=True)
-            for more in rest:
-                self.line(f"    {more}", err=True)
+        for name, outcome in failures.items():  # its error on one line: the traceback is above
+            self.line(f"  {inert(name)}: {inert(outcome.error or 'failed')}", err=True)
         self.line(err=True)
         self.err.flush()
 
@@ -216,7 +215,9 @@ class ConsoleReporter(Observer):
         if result.status == "cancelled":
             return s.red(f"✘ Build cancelled after {elapsed}  ({stamp})")
         failed = list(result.failures)
-        culprit = f"'{failed[0]}' failed" if len(failed) == 1 else f"{len(failed)} targets failed"
+        culprit = (
+            f"'{inert(failed[0])}' failed" if len(failed) == 1 else f"{len(failed)} targets failed"
+        )
         if not failed:
             culprit = "no target failed, but some were not reached"
         return s.red(f"✘ Build failed — {culprit} after {elapsed}  ({stamp})")

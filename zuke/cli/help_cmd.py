@@ -20,6 +20,33 @@ if TYPE_CHECKING:
     from zuke._build import Build
 
 
+GRAPH_HELP = """\
+Usage: zuke graph [--format text|mermaid|dot|json] [OPTIONS]
+
+  The build's declared dependency graph (depends_on edges; no parameters needed).
+  In text an arrow points from a target to what it depends on; in mermaid and dot
+  from a dependency to its dependent. See docs/cli.md.
+
+Options:
+  --format FORMAT  text (default), mermaid, dot or json
+  -f, --file PATH  the build file (default build.py, or ZUKE_FILE)
+  -h, --help       show this help
+"""
+
+LIST_HELP = """\
+Usage: zuke --list [--json] [OPTIONS]
+
+  The build's targets (descriptions, dependencies) and parameters (flag,
+  environment variable, kind, required, default, secret). No parameters needed.
+
+Options:
+  -l, --list       list targets and parameters
+  --json           as JSON, for tools (docs/cli.md has its fields)
+  -f, --file PATH  the build file (default build.py, or ZUKE_FILE)
+  -h, --help       show this help
+"""
+
+
 def show_help(
     argv: Sequence[str],
     *,
@@ -43,6 +70,10 @@ def show_help(
         from zuke.cli.manage import command_help
 
         out.write(command_help(argv))
+    elif cli_args.command_word(argv) == "graph":
+        out.write(GRAPH_HELP)
+    elif cli_args.lists(argv):
+        out.write(LIST_HELP)
     else:
         out.write(_build_help(argv, build, env) + "\n")
     out.flush()

@@ -14,7 +14,7 @@ command that needs the build says so in one line (:func:`needs_build`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
@@ -23,7 +23,33 @@ from zuke._errors import BuildDefinitionError, RunNotFoundError, UsageError, Zuk
 
 if TYPE_CHECKING:
     from zuke._build import Build
+    from zuke._redact import Redactor
     from zuke.state._protocol import StateStore
+
+
+def known_secrets(
+    build: type[Build] | None, params: Mapping[str, Sequence[str]], env: Mapping[str, str]
+) -> list[str]:
+    """The build's secrets as this process has them (the command line, the environment), in
+    every spelling: what its console lines and the job summary must never show."""
+    if build is None:
+        return []
+    from zuke._build import parameters
+    from zuke._params import resolve
+
+    try:
+        return resolve(parameters(build), params, env, lenient=True).secrets
+    except ZukeError:  # nothing to mask that could not even be read
+        return []
+
+
+def build_redactor(
+    build: type[Build] | None, params: Mapping[str, Sequence[str]], env: Mapping[str, str]
+) -> Redactor:
+    """A redactor of :func:`known_secrets`."""
+    from zuke._redact import Redactor
+
+    return Redactor(known_secrets(build, params, env))
 
 
 def needs_build(problem: ZukeError, command: str, why: str) -> BuildDefinitionError:
@@ -40,13 +66,12 @@ def naming_store(exc: RunNotFoundError, store: StateStore | None) -> RunNotFound
 
 
 def store_where(store: StateStore) -> str:
-    """Where a store keeps its runs, for messages: a directory, a URL without credentials, or
-    the store's own description (it never shows a password or a token)."""
-    directory = getattr(store, "directory", None)
-    if isinstance(directory, str | Path):
-        return str(directory)
-    url = getattr(getattr(store, "_wire", None), "shown_url", None)  # HttpStateStore, redacted
-    return url if isinstance(url, str) else repr(store)
+    """Where a store keeps its runs, for messages: a directory, ``postgresql://USER@HOST:
+    PORT/DB``, ``github://OWNER/REPO@BRANCH``, a URL without credentials — never a password,
+    a token or a repr (:func:`zuke.state.naming.store_name`)."""
+    from zuke.state.naming import store_name
+
+    return store_name(store)
 
 
 @dataclass
@@ -63,6 +88,8 @@ class Invocation:
     home: Path = field(default_factory=Path.cwd)
     #: why the build file could not be imported (``None``: it loaded, or there is none)
     problem: ZukeError | None = None
+    #: the command only reads the store: a ``ZUKE_STATE_DIR`` that does not exist is an error
+    reading: bool = True
     _tried: bool = False
     _store: StateStore | None = None
 
@@ -112,12 +139,15 @@ class Invocation:
                 self.problem = BuildDefinitionError(
                     f"{build.__name__}.state_store() raised {type(exc).__name__}: {exc}"
                 )
-        store = resolve_store(override=override, env=self.env, required=True, cwd=self.home)
+        store = resolve_store(override=override, env=self.env, required=True, cwd=self.home,
+                              reading=self.reading)  # fmt: skip
         assert store is not None  # required=True always yields one
         if self.problem is not None:
+            from zuke._inert import console_text
+
             self.err.write(
-                f"zuke: {self.problem}; reading the store without it: {store_where(store)}"
-                " (a state_store() of the build is not seen)\n"
+                f"zuke: {console_text(self.problem)}; reading the store without it: "
+                f"{console_text(store_where(store))} (a state_store() of the build is not seen)\n"
             )
         self._store = store
         return store

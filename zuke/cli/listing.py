@@ -13,6 +13,7 @@ from typing import Any
 from zuke._engine.plan import BuildGraph, TargetSpec
 from zuke._param_parse import UNSET
 from zuke._params import Parameter
+from zuke._version import __version__
 
 GRAPH_FORMATS = ("text", "mermaid", "dot", "json")
 
@@ -119,12 +120,12 @@ def graph_text(graph: BuildGraph, fmt: str) -> str:
     return "\n".join(lines)
 
 
-USAGE = """\
+USAGE = f"""\
 Usage: zuke [TARGET ...] [--PARAM VALUE ...] [OPTIONS]
        zuke COMMAND [ARGS ...]
 
-  Run the targets of the build (build.py, --file or ZUKE_FILE), or look after
-  its runs. `zuke COMMAND --help` shows a command's options.
+  zuke {__version__}: run the targets of the build (build.py, --file or ZUKE_FILE),
+  or look after its runs. `zuke COMMAND --help` shows a command's options.
 
 Commands:
   --list [--json]        the targets (descriptions, dependencies) and parameters
@@ -143,7 +144,7 @@ Commands:
   mcp [--no-run] [--no-cancel] [--actor NAME]
   serve [--host HOST] [--port PORT] [--db FILE|URL] [--no-auth] [--max-body-bytes N]
         [--request-timeout SECONDS] [--keep-alive SECONDS] [--shutdown-grace SECONDS]
-        [--backlog N]
+        [--backlog N] [--no-ui]
 
 Options:
   -f, --file PATH     the build file (default build.py, or ZUKE_FILE)
@@ -153,11 +154,16 @@ Options:
                       the number only with '=': in --parallel 4, 4 is a target
   --state             record the run in the state store (.zuke/runs beside the build file)
   --actor NAME        who is running this (recorded on the run)
+  --version           print zuke's version
   -h, --help          show this help
 
 Environment:
   ZUKE_FILE                  the build file, as --file
-  ZUKE_STATE                 a store: postgresql://…, github://OWNER/REPO?branch=…, or off
+  ZUKE_STATE                 a store: postgresql://USER@HOST:PORT/DB,
+                             github://OWNER/REPO?branch=…, or off
+  PGPASSWORD, PGSSLMODE, …   what libpq reads for a postgresql:// store (PG*, ~/.pgpass):
+                             keep the password out of ZUKE_STATE
+  ZUKE_PG_POOL_SIZE          the most Postgres connections one process opens (default 10)
   ZUKE_STATE_URL             the HTTP state service (zuke serve); ZUKE_STATE_TOKEN its token
   ZUKE_STATE_DIR             a filesystem store (a relative path: beside the build file)
   ZUKE_STATE_FSYNC           always: fsync every journal append (default: checkpoints)
@@ -167,6 +173,11 @@ Environment:
   ZUKE_RUN_LEASE_TTL         a run lease's time to live (e.g. 30s)
   ZUKE_CANCEL_POLL           how often a live run looks for `zuke cancel`
   ZUKE_SERVE_TOKEN           the bearer token `zuke serve` requires
+  ZUKE_SERVE_READ_TOKEN      a token that opens only `zuke serve`'s web view (/ui/)
+  GH_TOKEN, GITHUB_TOKEN     the GitHub token of a github:// store and the GitHub gates
+                             (GH_TOKEN first; an App's ZUKE_GH_APP_ID, … wins over both)
+  GITHUB_API_URL             GitHub's API (default https://api.github.com; GHES:
+                             https://HOST/api/v3)
   NO_COLOR                   plain output on a terminal too
 
 Exit codes:

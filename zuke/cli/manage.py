@@ -27,7 +27,13 @@ from zuke._loader import build_home
 from zuke.cli import runs_view
 from zuke.cli.click_base import HELP_SETTINGS as _HELP
 from zuke.cli.click_base import Group
-from zuke.cli.invocation import Invocation, naming_store, needs_build, store_where
+from zuke.cli.invocation import (
+    Invocation,
+    build_redactor,
+    naming_store,
+    needs_build,
+    store_where,
+)
 from zuke.cli.state_cmd import state_app
 from zuke.runs import (
     count_runs,
@@ -150,7 +156,7 @@ def runs_prune(keep: str | None, keep_last: str | None, dry_run: bool) -> None:
     inv = _inv()
     if keep_last is not None and not (keep_last.isascii() and keep_last.isdigit()):
         raise UsageError(f"--keep-last {keep_last}: expected a whole number >= 0")
-    keep_ms = None if keep is None else parse_duration(keep, what="--keep")
+    keep_ms = None if keep is None else _keep_duration(keep)
     store = inv.store()
     ids = prune_runs(
         store,
@@ -162,6 +168,19 @@ def runs_prune(keep: str | None, keep_last: str | None, dry_run: bool) -> None:
     verb = "Would prune" if dry_run else "Pruned"
     where = runs_view.safe(store_where(store))
     inv.print(f"{verb} {len(ids)} run(s)" + (": " + ", ".join(ids) if ids else f" in {where}."))
+
+
+def _keep_duration(text: str) -> int:
+    """``--keep 90d``: a duration with its unit. A bare number would be milliseconds, and
+    ``--keep 1`` would then prune every finished run: refused, with what was likely meant."""
+    number = text.strip()
+    if number.isascii() and number.replace(".", "", 1).isdigit():
+        last = number if number.isdigit() else "N"
+        raise UsageError(
+            f"--keep {text}: a duration needs its unit, e.g. --keep {number}d (days) or "
+            f"--keep 90d; to keep the newest runs instead, --keep-last {last}"
+        )
+    return parse_duration(text, what="--keep")
 
 
 @app.command("cancel", context_settings=_HELP)
@@ -210,12 +229,13 @@ def cancel(
         compensations="skip" if no_compensations or skip_compensations else "run",
         no_build_reason=unloaded,
     )
-    inv.print(result.summary())
+    inv.print(runs_view.safe(result.summary()))
     for warning in result.warnings:
-        inv.err.write(f"zuke: {warning}\n")
+        inv.err.write(f"zuke: {runs_view.safe(warning)}\n")
     from zuke.cli import gha
 
-    gha.publish(gha.cancel_report(result), inv.env, inv.err)
+    redact = build_redactor(build, {}, inv.env).text
+    gha.publish(gha.cancel_report(result, redact), inv.env, inv.err, redact)
 
 
 app.add_command(state_app)  # ``zuke state init`` (zuke/cli/state_cmd.py)

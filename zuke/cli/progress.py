@@ -1,9 +1,11 @@
 """Live progress on a terminal (rich): fan-outs, and a sweep over many runs; plain when piped.
 
 On a terminal, each running fan-out is one live line — items done, failed,
-running and waiting, and the slowest item in flight — drawn by ``rich``,
-which is imported only then. Piped, a fan-out prints a line when it starts
-and one when it ends, and every stage prints its own lines as any target
+running and waiting, and the slowest item in flight with how long it has run so far
+(counted on at every refresh, not frozen at the last event) — drawn by ``rich``,
+which is imported only then; what the line shows is plain text (no rich markup), and a
+name is one line's worth (:func:`zuke._inert.console_text`). Piped, a fan-out prints a
+line when it starts and one when it ends, and every stage prints its own lines as any target
 does, so a log reads top to bottom. A sweep (``zuke resume --check``) on a
 terminal shows ``Sweeping … 12/300 runs checked`` while it works, gone before
 its report prints; piped, or with ``--json``, it prints only the report.
@@ -11,10 +13,12 @@ its report prints; piped, or with ``--json``, it prints only the report.
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any, TextIO
 
 from zuke._duration import format_duration
 from zuke._engine.observer import FanOutProgress, Observer
+from zuke._inert import console_text
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -24,8 +28,8 @@ if TYPE_CHECKING:
 
 def start_line(p: FanOutProgress) -> str:
     if p.total == 0:
-        return f"{p.target}: fan-out over 0 items — nothing to run."
-    return f"{p.target}: fan-out over {p.total} item(s)."
+        return f"{console_text(p.target)}: fan-out over 0 items — nothing to run."
+    return f"{console_text(p.target)}: fan-out over {p.total} item(s)."
 
 
 def end_line(p: FanOutProgress) -> str:
@@ -37,11 +41,12 @@ def end_line(p: FanOutProgress) -> str:
     left = p.total - p.succeeded - p.failed - p.waiting
     if left > 0:
         parts.append(f"{left} not finished")
-    return f"{p.target}: {p.total} item(s): {', '.join(parts)}."
+    return f"{console_text(p.target)}: {p.total} item(s): {', '.join(parts)}."
 
 
-def status_text(p: FanOutProgress) -> str:
-    """The live line's counters: ``12/300 done · 1 failed · 8 running · slowest api (4s)``."""
+def status_text(p: FanOutProgress, slowest_ms: float | None = None) -> str:
+    """The live line's counters: ``12/300 done · 1 failed · 8 running · slowest api (4s)``;
+    ``slowest_ms``: how long the slowest item has run by now (default: as the event said)."""
     text = f"{p.succeeded + p.failed}/{p.total} done"
     if p.failed:
         text += f" · {p.failed} failed"
@@ -50,28 +55,66 @@ def status_text(p: FanOutProgress) -> str:
         text += f" · {p.waiting} waiting"
     if p.slowest is not None:
         key, ms = p.slowest
-        text += f" · slowest {key} ({format_duration(ms)})"
+        elapsed = ms if slowest_ms is None else slowest_ms
+        text += f" · slowest {console_text(key)} ({format_duration(elapsed)})"
     return text
 
 
-class LiveFanOuts:
-    """One rich progress line per fan-out, while any runs (a terminal only)."""
+class _Status:
+    """A fan-out's live counters; the slowest item's time is counted on from when the event
+    was seen (a line otherwise shows the 0 ms an item had when it started, until the next
+    item ends)."""
 
-    def __init__(self, out: TextIO, redact: Callable[[str], str]) -> None:
+    def __init__(self, p: FanOutProgress, seen_s: float, redact: Callable[[str], str]) -> None:
+        self.p, self.seen_s, self.redact = p, seen_s, redact
+
+    def text(self, now_s: float) -> str:
+        slowest = None
+        if self.p.slowest is not None and not self.p.finished:
+            slowest = self.p.slowest[1] + max(now_s - self.seen_s, 0.0) * 1000
+        return self.redact(status_text(self.p, slowest))
+
+
+class LiveFanOuts:
+    """One rich progress line per fan-out, while any runs (a terminal only). ``now``: the
+    monotonic clock the slowest item's time is counted on (a test's, to move it)."""
+
+    def __init__(
+        self,
+        out: TextIO,
+        redact: Callable[[str], str],
+        now: Callable[[], float] = time.perf_counter,
+    ) -> None:
         from rich.console import Console
-        from rich.progress import BarColumn, Progress, TextColumn
+        from rich.progress import BarColumn, Progress, ProgressColumn, Task, TextColumn
+        from rich.table import Column
+        from rich.text import Text
+
+        class StatusColumn(ProgressColumn):
+            """The counters, worked out at each refresh (the slowest item's time runs on)."""
+
+            def render(self, task: Task) -> Text:
+                status = task.fields.get("status")
+                return Text(status.text(now()) if isinstance(status, _Status) else "")
 
         self._redact = redact
+        self._now = now
         self._console = Console(file=out)
         self._progress = Progress(
-            TextColumn("{task.description}"),
+            TextColumn("{task.description}", markup=False),
             BarColumn(),
-            TextColumn("{task.fields[status]}"),
+            StatusColumn(table_column=Column(no_wrap=True)),
             console=self._console,
             transient=True,
         )
         self._tasks: dict[str, Any] = {}
         self._live = False
+
+    def status(self, target: str) -> str:
+        """What the line of ``target``'s fan-out says now."""
+        task = self._progress.tasks[self._tasks[target]]
+        status = task.fields.get("status")
+        return status.text(self._now()) if isinstance(status, _Status) else ""
 
     def update(self, p: FanOutProgress) -> None:
         if p.target not in self._tasks:
@@ -79,10 +122,10 @@ class LiveFanOuts:
                 self._progress.start()
                 self._live = True
             self._tasks[p.target] = self._progress.add_task(
-                self._redact(p.target), total=max(p.total, 1), status=""
+                self._redact(console_text(p.target)), total=max(p.total, 1), status=None
             )
         task = self._tasks[p.target]
-        status = self._redact(status_text(p))
+        status = _Status(p, self._now(), self._redact)
         self._progress.update(task, completed=p.succeeded + p.failed, status=status)
         if p.finished:
             self._progress.remove_task(task)

@@ -23,10 +23,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from zuke._errors import BuildDefinitionError, RunNotFoundError, UsageError
+from zuke._inert import console_text
 from zuke._jsondepth import check_json_text_depth
 from zuke._text import check_text
 from zuke.cli import args as cli_args
-from zuke.cli.invocation import naming_store, needs_build
+from zuke.cli.invocation import build_redactor, known_secrets, naming_store, needs_build
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -213,8 +214,8 @@ def _request(
 
 
 def _warner(reporter: ConsoleReporter, err: TextIO) -> Callable[[str], None]:
-    def warn(message: str) -> None:
-        err.write(reporter.redactor.text(message) + "\n")
+    def warn(message: str) -> None:  # one line, whatever it quotes
+        err.write(console_text(reporter.redactor.text(message)) + "\n")
         err.flush()
 
     return warn
@@ -272,6 +273,7 @@ def _watch(
     def prepare(loaded: type[Build]) -> Ready:
         parsed = cli_args.parse(rest, parameters(loaded))
         _, resume = _request(parsed, values, switches)
+        reporter.redactor.add(*known_secrets(loaded, parsed.params, env))  # as it loaded
         observers: list[Observer] = [] if as_json else [reporter]
         options = _run_options(parsed, warn, env=env, home=home, observers=observers)
         return Ready(loaded, resume, options)
@@ -320,7 +322,8 @@ def _resume(
     run_id, resume = _request(parsed, values, switches)
     check = "--check" in switches
     as_json = "--json" in switches
-    reporter = ConsoleReporter(out=err if as_json else out, err=err, live=live)
+    reporter = ConsoleReporter(out=err if as_json else out, err=err, live=live,
+                               redactor=build_redactor(build, parsed.params, env))  # fmt: skip
     # A sweep on a terminal: "12/300 runs checked" while it works; never piped, never --json.
     sweeping = None
     if check and not as_json and on_terminal(out, live):
@@ -330,7 +333,9 @@ def _resume(
     ]  # fmt: skip
     warn = _warner(reporter, err)
     options = _run_options(parsed, warn, env=env, home=home, observers=observers)
-    store = open_store(env, build=build, cwd=home)
+    # A sweep on a schedule may come before any run made the directory: "0 runs checked in
+    # DIR" names it; a resume names a run, which a directory not there cannot hold.
+    store = open_store(env, build=build, cwd=home, reading=not check)
     # A bad setting (ZUKE_RUN_LEASE_TTL=banana) is the operator's, said as itself; what is
     # raised past this point while loading is the build's.
     check_settings(env, store)
@@ -349,7 +354,8 @@ def _resume(
             if sweeping is not None:
                 sweeping.pause()
         write_report(report, store, as_json=as_json, out=out)  # first: warnings come after
-        gha.publish(gha.sweep_report(report, run_id), env, err, reporter.redactor.text)
+        redact = reporter.redactor.text
+        gha.publish(gha.sweep_report(report, run_id, redact), env, err, redact)
         store_failures(report, err)
         return 0 if report.ok else 1
     try:
@@ -358,7 +364,8 @@ def _resume(
         raise naming_store(exc, store) from None
     except BuildDefinitionError as exc:  # its definitions raise: before the run is taken
         raise needs_build(exc, "zuke resume RUN", "to continue the run") from None
-    gha.publish(gha.resume_report(outcome, build.__name__), env, err, reporter.redactor.text)
+    redact = reporter.redactor.text
+    gha.publish(gha.resume_report(outcome, build.__name__, redact), env, err, redact)
     for note in outcome.notes:
         warn(f"zuke: {note}")
     if outcome.result is not None and outcome.result.record_error is not None:

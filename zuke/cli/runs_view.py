@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from zuke._clock import iso, parse_iso
 from zuke._duration import format_duration
 from zuke._fan_out import grouped
+from zuke._inert import console_text
 from zuke.cli.hints import resume_commands
 from zuke.runs import RunCounts
 from zuke.state._protocol import LockEntry
@@ -32,23 +33,12 @@ _GLYPHS = {
 
 
 _UNSAFE_IN_JSON = re.compile(r"[\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]")
-_SHORT = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-_UNSAFE = re.compile(
-    r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]"
-)
-
-
-def _escape_char(match: re.Match[str]) -> str:
-    char = match.group()
-    if char in _SHORT:
-        return _SHORT[char]
-    code = ord(char)
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 def safe(value: object) -> str:
-    """``value`` as text with control, bidi and line-separator characters escaped."""
-    return _UNSAFE.sub(_escape_char, str(value))
+    """``value`` as text with control (tab too: a table's columns), bidi and line-separator
+    characters escaped (:func:`zuke._inert.console_text`)."""
+    return console_text(value, tabs=False)
 
 
 def _json_safe(text: str) -> str:
@@ -85,7 +75,7 @@ def counts_text(counts: RunCounts, where: str | None = None) -> str:
     if counts.total == 0:
         return _none_found(where)
     return "\n".join(
-        [f"Total: {counts.total}"] + [f"{s}: {n}" for s, n in counts.by_status.items()]
+        [f"Total: {counts.total}"] + [f"{safe(s)}: {n}" for s, n in counts.by_status.items()]
     )
 
 
@@ -178,7 +168,7 @@ def record_text(r: RunRecord, *, claims: Sequence[LockEntry] | None = None, now_
     if r.status == "suspended":
         lines.append("Waiting:")
         for name, why in waiting.items():
-            checked = f"; last checked {why.checked_at}" if why.checked_at else ""
+            checked = f"; last checked {safe(why.checked_at)}" if why.checked_at else ""
             said = f" ({why.detail})" if why.detail else ""
             lines.append(f"  {names[name]}: {safe(why.trigger)}{checked}{safe(said)}")
         lines.append("Resume it with:")

@@ -25,9 +25,12 @@ def state_app() -> None:
 def state_init(force: bool) -> None:
     """Create the state store now (the GitHub branch store: its branch and marker)."""
     inv = click.get_current_context().find_root().obj
+    inv.reading = False  # it makes the store: a directory not there yet is fine
     store = inv.store()
     initialize = getattr(store, "initialize", None)
     if initialize is None:
-        inv.print(f"state: {store!r} needs no init: it is made on first use")
+        from zuke.state.naming import store_name
+
+        inv.print(f"state: {store_name(store)} needs no init: it is made on first use")
         return
     inv.print(f"state: {initialize(force=force)}")

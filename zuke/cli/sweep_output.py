@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from zuke._errors import BuildDefinitionError, RunNotFoundError, UsageError
+from zuke._inert import console_text
 from zuke.cli import args as cli_args
 from zuke.cli.invocation import naming_store, needs_build, store_where
 
@@ -65,7 +66,7 @@ def check_without_build(
     except RunNotFoundError as exc:
         raise naming_store(exc, store) from None
     write_report(report, store, as_json="--json" in switches, out=out)
-    err.write(f"zuke: {reason}\n")
+    err.write(f"zuke: {console_text(reason)}\n")
     err.flush()
     return 1
 
@@ -74,14 +75,15 @@ def sweep_text(report: SweepReport, where: str | None = None) -> str:
     """The sweep's lines and its closing count (``where``: the store, named when it held no
     run to check)."""
     lines = []
-    for e in report.entries:
-        gate = f" [{e.gate}]" if e.gate else ""
-        detail = f" — {e.detail}" if e.detail else ""
+    for e in report.entries:  # each value may quote what anyone wrote: one line each
+        gate = f" [{console_text(e.gate)}]" if e.gate else ""
+        detail = f" — {console_text(e.detail)}" if e.detail else ""
         mark = " (error)" if e.errored else ""
-        lines.append(f"{e.run_id} {e.build}{gate}: {e.action} → {e.result}{mark}{detail}")
+        lines.append(f"{console_text(e.run_id)} {console_text(e.build)}{gate}: {e.action} → "
+                     f"{console_text(e.result)}{mark}{detail}")  # fmt: skip
     c = report.counts()
     lines.append(
-        f"Checked {c['checked']} suspended run(s){f' in {where}' if where else ''}: "
+        f"Checked {c['checked']} suspended run(s){f' in {console_text(where)}' if where else ''}: "
         f"{c['resumed']} resumed, "
         f"{c['still_waiting']} still waiting, {c['timed_out']} timed out, "
         f"{c['deferred']} deferred, {c['failed']} failed"

@@ -3,10 +3,12 @@
 The loop is :mod:`zuke.runs.watch`; this module parses ``--every``, installs
 the SIGTERM/SIGINT handlers (stop after the run in hand, exit 0 with one
 line) and renders what the watcher says: each sweep's report as ``zuke resume
---check`` prints it (``--json``: one JSON object per line), a failed sweep as
-one ``zuke:`` line on stderr, and on a terminal a live status between sweeps
-(last sweep, runs checked, next sweep due) drawn by ``rich``, which is
-imported only then.
+--check`` prints it, each line led by the sweep's time (ISO 8601, UTC, to the second:
+``2026-05-01T12:03:05Z``), a failed sweep as one ``zuke:`` line on stderr with its time
+(``--json``: one JSON object per line, with ``at``), and on a terminal a live status
+between sweeps (last sweep, runs checked, next sweep due) drawn by ``rich``, which is
+imported only then. Messages (a store's error, a build's) are made inert
+(:func:`zuke._inert.console_text`) after redaction.
 
 A sweeper must outlive a bad merge: :class:`BuildSweeps` reports each sweep's
 runs not checked while the build cannot be used, and reads ``build.py`` again
@@ -24,6 +26,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from zuke._clock import SYSTEM_CLOCK, Clock, iso
 from zuke._duration import format_duration, parse_duration
 from zuke._errors import BuildDefinitionError, DurationError, UsageError, ZukeError
+from zuke._inert import console_text
 from zuke.runs.watch import (
     DEFAULT_EVERY_MS,
     Listen,
@@ -56,6 +59,11 @@ def parse_every(text: str | None) -> int:
 
 def _clock_time(ms: int) -> str:
     return iso(ms)[11:19] + "Z"
+
+
+def stamp(ms: int) -> str:
+    """The time a watcher's text line carries: ISO 8601 in UTC, to the second."""
+    return iso(ms)[:19] + "Z"
 
 
 @dataclass(frozen=True)
@@ -156,16 +164,25 @@ class Lines(WatchObserver):
         err: TextIO,
         redact: Callable[[str], str],
         render: Callable[[SweepReport], str],
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.out, self.err, self.redact, self.render = out, err, redact, render
+        self.clock = clock
+
+    def said(self, message: str) -> str:
+        """A message for one line: redacted, then inert."""
+        return console_text(self.redact(message))
 
     def swept(self, report: SweepReport, at_ms: int, next_ms: int) -> None:
-        self.out.write(self.render(report) + "\n")
+        when = stamp(at_ms)
+        lines = self.render(report).split("\n")
+        self.out.write("".join(f"{when} {line}\n" for line in lines))
         self.out.flush()
 
     def failed(self, message: str, at_ms: int, next_ms: int) -> None:
         wait = format_duration(next_ms - at_ms)
-        self.err.write(f"zuke: the sweep failed: {self.redact(message)}; next try in {wait}\n")
+        self.err.write(f"zuke: {stamp(at_ms)} the sweep failed: {self.said(message)}; "
+                       f"next try in {wait}\n")  # fmt: skip
         self.err.flush()
 
     def unchecked(self, report: SweepReport, reason: str, at_ms: int, next_ms: int) -> None:
@@ -174,12 +191,12 @@ class Lines(WatchObserver):
 
     def _unchecked_line(self, reason: str, at_ms: int, next_ms: int) -> None:
         wait = format_duration(next_ms - at_ms)
-        self.err.write(f"zuke: {self.redact(reason)}; nothing was moved; the build is read "
-                       f"again at the next sweep, in {wait}\n")  # fmt: skip
+        self.err.write(f"zuke: {stamp(at_ms)} {self.said(reason)}; nothing was moved; the "
+                       f"build is read again at the next sweep, in {wait}\n")  # fmt: skip
         self.err.flush()
 
     def note(self, message: str) -> None:
-        self.err.write(f"zuke: {self.redact(message)}\n")
+        self.err.write(f"zuke: {stamp(self.clock.now_ms())} {self.said(message)}\n")
         self.err.flush()
 
 
@@ -191,8 +208,9 @@ class JsonLines(Lines):
 
     def failed(self, message: str, at_ms: int, next_ms: int) -> None:
         super().failed(message, at_ms, next_ms)
-        self._line({"ok": False, "error": self.redact(message), "at": iso(at_ms),
-                    "next": iso(next_ms)})  # fmt: skip
+        self._line(
+            {"ok": False, "error": self.redact(message), "at": iso(at_ms), "next": iso(next_ms)}
+        )  # fmt: skip (JSON escapes its controls)
 
     def unchecked(self, report: SweepReport, reason: str, at_ms: int, next_ms: int) -> None:
         self._unchecked_line(reason, at_ms, next_ms)
@@ -242,7 +260,7 @@ class LiveStatus(Lines):
         sooner = " (sooner on a signal)" if self.wakes else ""
         text = f"Watching — {self._last} · next sweep {_clock_time(next_ms)}{sooner}"
         self._stop()
-        self._status = self._console.status(self.redact(text))
+        self._status = self._console.status(self.said(text))
         self._status.start()
 
     def note(self, message: str) -> None:
@@ -280,11 +298,11 @@ def run_watch(
     wakes = _listen_of(sweeps.store) is not None
     observer: Lines
     if as_json:
-        observer = JsonLines(out, err, redact, render)
+        observer = JsonLines(out, err, redact, render, clock)
     elif getattr(out, "isatty", lambda: False)():
-        observer = LiveStatus(out, err, redact, render, wakes=wakes)
+        observer = LiveStatus(out, err, redact, render, clock, wakes=wakes)
     else:
-        observer = Lines(out, err, redact, render)
+        observer = Lines(out, err, redact, render, clock)
     settings = WatchSettings(every_ms=every_ms)
     watcher = Watcher(sweeps, settings=settings, clock=clock, waiter=waiter, observer=observer,
                       listen=_listen_of(sweeps.store))  # fmt: skip

@@ -28,6 +28,7 @@ from mcp_types import Tool
 from pydantic import Field
 
 from zuke._text import has_lone_surrogate
+from zuke._version import __version__
 from zuke.mcp.tools import BuildTools, ToolFailure
 
 INSTRUCTIONS = (
@@ -56,7 +57,11 @@ class _BuildServer(MCPServer):
 
     def __init__(self, tools: BuildTools) -> None:
         super().__init__(
-            name="zuke", instructions=INSTRUCTIONS, log_level="WARNING", lifespan=_stdout_to_stderr
+            name="zuke",
+            version=__version__,  # the serverInfo a client sees: zuke's, not the SDK's
+            instructions=INSTRUCTIONS,
+            log_level="WARNING",
+            lifespan=_stdout_to_stderr,
         )
         self.zuke_tools = tools
 

@@ -33,6 +33,7 @@ from zuke._errors import LockError, RunNotFoundError, StateError, UnsafeIdError,
 from zuke.state._ids import check_id
 from zuke.state._protocol import RESERVED_LOCK_PREFIXES as RESERVED
 from zuke.state._protocol import LockEntry, StateStore, lease_key
+from zuke.state.naming import store_name
 from zuke.state.records import TERMINAL_STATUSES, LockHolder, RunDelta, RunEvent, RunRecord
 from zuke.state.update import GaveUp, update_run
 
@@ -137,7 +138,7 @@ def break_lock(
     breaker = getattr(store, "break_lock", None)
     if not callable(breaker):
         raise StateError(
-            f"state: the store {type(store).__name__} cannot break locks (it has no "
+            f"state: the store {store_name(store)} cannot break locks (it has no "
             "break_lock); free the key with the store's own tools"
         )
     entries = {e.key: e for e in store.list_locks()}

@@ -7,7 +7,10 @@ store's LISTEN/NOTIFY) wakes the watcher sooner, and a burst of such wakes
 within ``settle_ms`` (10 ms) is one sweep, as are the wakes that come while a
 sweep runs (one more sweep after it, no sooner than that sweep took). Wakes
 are lost while nobody listens, so after its listen connection comes back the
-store says so and the watcher sweeps once.
+store says so and the watcher sweeps once. The first sweep waits (up to
+``listen_wait_ms``) for the first listen to be in place, so that it sees every
+write a wake would have reported and the watcher sweeps once at start, not
+twice.
 
 A sweep that fails as a whole (the store is unreachable) is reported and the
 next one is tried after a backoff that doubles from ``backoff_ms`` up to the
@@ -53,6 +56,8 @@ SETTLE_MS = 10
 #: asked for starts no sooner after the last one ended than that one took (a flood of wakes
 #: keeps the watcher sweeping half its time at most)
 MIN_GAP_MS = 0
+#: how long the first sweep waits for the store's first listen to be in place
+LISTEN_WAIT_MS = 5_000
 
 
 @dataclass(frozen=True)
@@ -61,6 +66,7 @@ class WatchSettings:
     backoff_ms: int = BACKOFF_MS
     settle_ms: int = SETTLE_MS
     min_gap_ms: int = MIN_GAP_MS
+    listen_wait_ms: int = LISTEN_WAIT_MS
 
 
 class Waiter(Protocol):
@@ -160,11 +166,18 @@ class Watcher:
         self._why = "wake"
         self._stopping = False
         self._notes: list[str] = []
+        self._listen_answered = False  # the store said how its first listen went
         self.sweeps = 0
 
     @property
     def stopping(self) -> bool:
         return self._stopping
+
+    @property
+    def wake_pending(self) -> bool:
+        """Whether a wake has come that no sweep has begun to cover yet."""
+        with self._lock:
+            return self._woken_at is not None
 
     def _halted(self) -> bool:
         return self._stopping
@@ -179,6 +192,8 @@ class Watcher:
         have been lost: sweep once), ``"lost"`` (the listen connection dropped: a note) or
         ``"listening"`` (the first listen is in place: a sweep already begun may have missed
         a write made before it; one not begun yet clears the wake when it begins)."""
+        if kind in ("listening", "lost", "reconnected"):
+            self._listen_answered = True
         if kind == "lost":
             self._say(detail or "the store's wake connection dropped; reconnecting")
             return
@@ -218,6 +233,8 @@ class Watcher:
         """Sweep until stopped; the number of sweeps made."""
         self._listening = self._listen(self.wake) if self._listen is not None else None
         try:
+            if self._listening is not None:
+                self._await_listen()
             self._loop()
         finally:
             if self._listening is not None:
@@ -226,6 +243,19 @@ class Watcher:
             if self._owned is not None:
                 self._owned.close()
         return self.sweeps
+
+    def _await_listen(self) -> None:
+        """Before the first sweep, wait (up to ``listen_wait_ms``) for the store to say its
+        listen is in place — or that it failed: then the first sweep sees every write made
+        before any wake could report it, and the ``listening`` wake is covered by it rather
+        than being a second sweep at start. A listen slower than that is not waited for:
+        its wake then sweeps again, as a wake must."""
+        deadline = self._clock.now_ms() + self.settings.listen_wait_ms
+        while not (self._halted() or self._listen_answered):
+            now = self._clock.now_ms()
+            if now >= deadline:
+                return
+            self._waiter.wait(deadline - now)
 
     def _loop(self) -> None:
         backoff = 0

@@ -305,14 +305,28 @@ def delete(conn: Conn, ns: str, run_id: str) -> bool:
     return cursor.rowcount > 0
 
 
-def listing(conn: Conn, ns: str, query: RunQuery) -> list[RunSummary]:
-    """Summaries newest first (``createdAt`` as a time, then id), every filter from an index."""
-    sql, args = listing_sql(ns, query)
+def listing(
+    conn: Conn, ns: str, query: RunQuery, *, before: Position | None = None
+) -> list[RunSummary]:
+    """Summaries newest first (``createdAt`` as a time, then id), every filter from an index;
+    ``before``: see :func:`listing_sql`."""
+    sql, args = listing_sql(ns, query, before=before)
     return summaries(conn.execute(sql, args).fetchall())
 
 
-def listing_sql(ns: str, query: RunQuery) -> tuple[bytes, list[str | int]]:
-    """:func:`listing`'s statement and arguments (the light path reads the same one)."""
+#: a place in the listing's order: ``(created_ms, id)``; ``created_ms`` ``None`` for a run
+#: whose ``createdAt`` is no time (listed last), ``id`` ``None`` for "before every such run"
+Position = tuple[int | None, str | None]
+
+
+def listing_sql(
+    ns: str, query: RunQuery, *, before: Position | None = None
+) -> tuple[bytes, list[str | int]]:
+    """:func:`listing`'s statement and arguments (the light path reads the same one).
+
+    ``before=(ms, id)`` keeps the dated rows past it; ``(None, id)`` the undated rows past
+    it (``(None, None)``: all undated rows).
+    """
     sql = [
         "SELECT id, build, root_target, status, actor, created_at, updated_at",
         "FROM zuke_runs r WHERE r.ns = %s",
@@ -332,6 +346,16 @@ def listing_sql(ns: str, query: RunQuery) -> tuple[bytes, list[str | int]]:
             " WHERE t.ns = r.ns AND t.run_id = r.id AND t.name = %s)"
         )
         args.append(to_db(query.target))
+    if before is not None:
+        at, after_id = before
+        if at is not None:
+            sql.append("AND (r.created_ms, r.id) < (%s, %s)")
+            args += [at, after_id or ""]
+        else:
+            sql.append("AND r.created_ms IS NULL")
+            if after_id is not None:
+                sql.append("AND r.id < %s")
+                args.append(after_id)
     sql.append("ORDER BY r.created_ms DESC NULLS LAST, r.id DESC")
     limit = limited(query)
     if limit is not None:
@@ -365,6 +389,7 @@ def _fold(run_id: str, text: str, deltas: list[str]) -> RunRecord:
 
 
 __all__ = [
-    "ROW_SQL", "append", "create", "delete", "dumps", "get", "get_text", "listing", "listing_sql",
-    "parse_version", "put", "stored", "summaries", "version_of", "witnessed", "write_key",
+    "ROW_SQL", "Position", "append", "create", "delete", "dumps", "get", "get_text", "listing",
+    "listing_sql", "parse_version", "put", "stored", "summaries", "version_of", "witnessed",
+    "write_key",
 ]  # fmt: skip

@@ -120,6 +120,11 @@ class FileSystemStateStore:
     def __repr__(self) -> str:
         return f"FileSystemStateStore({self.directory!r})"
 
+    @property
+    def display_name(self) -> str:
+        """Its directory: the store as messages name it."""
+        return self.directory
+
     def _count(self, n: int) -> None:
         with self._count_lock:
             self.bytes_written += n

@@ -95,6 +95,11 @@ class HttpStateStore:
         token = "<redacted>" if self._wire.has_token else None
         return f"HttpStateStore(url={self._wire.shown_url!r}, token={token!r})"
 
+    @property
+    def display_name(self) -> str:
+        """The service's URL without credentials: the store as messages name it."""
+        return self._wire.shown_url
+
     def close(self) -> None:
         self._wire.close()
 

@@ -63,6 +63,9 @@ class MemoryStateStore:
     def __repr__(self) -> str:
         return f"MemoryStateStore({len(self._runs)} runs)"
 
+    #: the store as messages name it
+    display_name = "memory (this process only)"
+
     def _store(self, record: RunRecord) -> Written:
         self._counter += 1
         version = str(self._counter)

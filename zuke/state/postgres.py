@@ -78,6 +78,13 @@ class PostgresStateStore:
         ns = f", namespace={self.namespace!r}" if self.namespace else ""
         return f"PostgresStateStore({self.database.shown}{ns})"
 
+    @property
+    def display_name(self) -> str:
+        """``postgresql://USER@HOST:PORT/DB`` (never the password): the store as messages
+        name it, with its namespace if it has one."""
+        ns = f" (namespace {self.namespace})" if self.namespace else ""
+        return f"{self.database.shown}{ns}"
+
     def close(self) -> None:
         """Close the pool (the database object's: stores sharing it are closed too)."""
         self.database.close()

@@ -16,6 +16,12 @@ First match wins:
 ``ZUKE_STATE=off`` names no store: a run that needs one is refused
 (:meth:`zuke._engine.durable.DurableRun.open`).
 
+A setting that names no usable store (``ZUKE_STATE=bogus``, a scheme no package provides,
+a URL the store refuses, ``ZUKE_STATE_FSYNC=sometimes``, ``ZUKE_PG_POOL_SIZE=lots``) is a
+:class:`~zuke._errors.StoreSettingError`: a usage error, exit 2. So is a ``ZUKE_STATE_DIR``
+that does not exist when a command only reads it (``reading``): "no runs found" there would
+hide a typo.
+
 Empty environment values count as unset. Heavy modules (httpx, psycopg) are
 imported only when their store is chosen.
 """
@@ -26,7 +32,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from zuke._errors import StateError
+from zuke._errors import StateError, StoreSettingError, StoreUnavailableError
 
 if TYPE_CHECKING:
     from zuke.state._protocol import StateStore
@@ -34,8 +40,21 @@ if TYPE_CHECKING:
 DEFAULT_DIRECTORY = Path(".zuke") / "runs"
 
 
-def configured_store(env: Mapping[str, str], *, cwd: Path | None = None) -> StateStore | None:
-    """The store the environment names, or ``None`` if it names none."""
+def configured_store(
+    env: Mapping[str, str], *, cwd: Path | None = None, reading: bool = False
+) -> StateStore | None:
+    """The store the environment names, or ``None`` if it names none; a setting that names
+    no usable store is a :class:`StoreSettingError` (``reading``: a ``ZUKE_STATE_DIR`` that
+    does not exist is one too)."""
+    try:
+        return _configured(env, cwd, reading)
+    except (StoreSettingError, StoreUnavailableError):
+        raise
+    except StateError as exc:  # raised while the store is made from its setting: the setting's
+        raise StoreSettingError(str(exc)) from exc
+
+
+def _configured(env: Mapping[str, str], cwd: Path | None, reading: bool) -> StateStore | None:
     url = env.get("ZUKE_STATE_URL", "")
     if url:
         from zuke.state.http import HttpStateStore, check_url_is_secure
@@ -46,9 +65,10 @@ def configured_store(env: Mapping[str, str], *, cwd: Path | None = None) -> Stat
     if directory:
         from zuke.state.filesystem import FileSystemStateStore
 
-        return FileSystemStateStore(
-            Path(cwd or Path.cwd()) / directory, sync_appends=_sync_appends(env)
-        )
+        path = Path(cwd or Path.cwd()) / directory
+        if reading and not path.is_dir():
+            raise StoreSettingError(_missing(directory, path))
+        return FileSystemStateStore(path, sync_appends=_sync_appends(env))
     spec = env.get("ZUKE_STATE", "")
     if spec == "off":  # no store at all; a run whose features need one is refused
         return None
@@ -63,11 +83,13 @@ def resolve_store(
     env: Mapping[str, str],
     required: bool,
     cwd: Path | None = None,
+    reading: bool = False,
 ) -> StateStore | None:
-    """The store for a run, or ``None`` when state is neither configured nor required."""
+    """The store for a run, or ``None`` when state is neither configured nor required
+    (``reading``: for a command that only reads it, see :func:`configured_store`)."""
     if override is not None:
         return override
-    store = configured_store(env, cwd=cwd)
+    store = configured_store(env, cwd=cwd, reading=reading)
     if store is not None or not required:
         return store
     from zuke.state.filesystem import FileSystemStateStore
@@ -77,17 +99,45 @@ def resolve_store(
     )
 
 
+def _missing(directory: str, path: Path) -> str:
+    what = "is not a directory" if path.exists() else "does not exist"
+    where = (
+        ""
+        if Path(directory).is_absolute()
+        else f" (a relative path is read beside the build file: {path})"
+    )
+    return (
+        f"ZUKE_STATE_DIR={directory}: the store's directory {what}{where}; no run was "
+        "recorded there. Check the path, or unset ZUKE_STATE_DIR for .zuke/runs"
+    )
+
+
 def _sync_appends(env: Mapping[str, str]) -> bool:
     """``ZUKE_STATE_FSYNC=always`` fsyncs every journal append, not just checkpoints."""
     mode = env.get("ZUKE_STATE_FSYNC", "")
     if mode not in ("", "always", "checkpoints"):
-        raise StateError(f"ZUKE_STATE_FSYNC={mode!r}: expected 'always' or 'checkpoints'")
+        raise StoreSettingError(f"ZUKE_STATE_FSYNC={mode!r}: expected 'always' or 'checkpoints'")
     return mode == "always"
+
+
+def _check_parses(spec: str) -> None:
+    """A ``postgresql://`` URL whose host or port does not parse: said now, never quoting the
+    URL (it may hold the password), rather than at the first connection."""
+    from urllib.parse import urlsplit
+
+    try:
+        _ = urlsplit(spec).port
+    except ValueError:
+        raise StoreSettingError(
+            "ZUKE_STATE: the postgresql:// URL does not parse (its host or port); write it as "
+            "postgresql://USER@HOST:PORT/DB"
+        ) from None
 
 
 def _from_entry_point(spec: str, env: Mapping[str, str]) -> StateStore:
     scheme, sep, _ = spec.partition("://")
     if sep and scheme in ("postgresql", "postgres"):
+        _check_parses(spec)
         from zuke.state.postgres import from_url
 
         return from_url(spec, env)
