@@ -19,11 +19,11 @@ from typing import Any
 import pytest
 
 from tests.state.pg_store_support import schema_versions
-from zuke.state import _pg_append, _pg_pool, _pg_schema
+from zuke.state import _pg_append, _pg_pool, _pg_runs, _pg_schema
 from zuke.state._pg_runs import dumps
 from zuke.state._protocol import Conflict, Written
 from zuke.state.postgres import PostgresStateStore
-from zuke.state.records import RunDelta, RunEvent, RunRecord, TargetRecord
+from zuke.state.records import RunDelta, RunEvent, RunRecord, TargetRecord, apply_delta
 from zuke.state.update import GaveUp, Updated, update_run
 from zuke.state.wire import delta_to_json, record_to_json
 from zuke.testing.store_contract import fresh, sample_record
@@ -54,11 +54,14 @@ class Statements:
 
 
 def _owned_rows(store: PostgresStateStore, run_id: str) -> tuple[int, int]:
-    """(deltas, witnesses) the database keeps for ``run_id``."""
+    """(deltas, witnesses) the database keeps for ``run_id``: an append's witness rides in
+    its delta's row (schema 4), any other write's is a row of ``zuke_run_writes``."""
     with store.database.connection() as conn:
         row = conn.execute(
             "SELECT (SELECT count(*) FROM zuke_run_deltas WHERE run_id = %(id)s),"
-            " (SELECT count(*) FROM zuke_run_writes WHERE run_id = %(id)s)",
+            " (SELECT count(*) FROM zuke_run_writes WHERE run_id = %(id)s)"
+            " + (SELECT count(*) FROM zuke_run_deltas WHERE run_id = %(id)s"
+            " AND write_key IS NOT NULL)",
             {"id": run_id},
         ).fetchone()
     assert row is not None
@@ -140,6 +143,33 @@ def test_an_append_that_parks_or_renames_still_sets_the_listed_columns(
     stale = store.append_run(record.id, _step(1), expected_version=created.version)
     assert stale == Conflict()
     assert _owned_rows(store, record.id) == (1, 2)  # the conflict stored nothing
+
+
+@pytest.mark.parametrize("known", [True, False], ids=["from-the-record", "folded-here"])
+def test_a_compaction_keeps_the_appends_witnesses(store: PostgresStateStore, known: bool) -> None:
+    """The witnesses ride in the delta rows a compaction deletes: they are moved to
+    ``zuke_run_writes`` in the same transaction, so a lost answer is still decided."""
+    record = sample_record(fresh())
+    created = store.create_run(record)
+    assert isinstance(created, Written)
+    first = store.append_run(record.id, _step(0), expected_version=created.version)
+    assert isinstance(first, Written)
+    big = RunDelta(updated_at=AT, events=(RunEvent(at=AT, tool="t", actor="a",
+                                                   detail="x" * 70_000),))  # fmt: skip
+    after = apply_delta(apply_delta(record, _step(0)), big)
+    folded = (
+        store.append_run_known(record.id, big, expected_version=first.version, after=after)
+        if known
+        else store.append_run(record.id, big, expected_version=first.version)
+    )
+    assert isinstance(folded, Written)
+    assert _owned_rows(store, record.id) == (0, 3)  # the journal folded, no witness lost
+    with store.database.connection() as conn:
+        for written in (first, folded):
+            made, now = _pg_runs.witnessed(conn, "", record.id, f"v:{written.version}")
+            assert (made, now) == (int(written.version), int(folded.version))
+    stored = store.get_run(record.id)
+    assert stored is not None and stored.record == after
 
 
 def test_deleting_a_run_removes_its_journal_and_witnesses(store: PostgresStateStore) -> None:

@@ -16,10 +16,14 @@ transition's time. So:
   connection stops preparing and calls the function ``zuke_append`` (schema 4,
   :mod:`._pg_schema`), whose plans PL/pgSQL keeps per server connection: the
   same statements, nothing of them session state;
-* the rare append that changes the run's status or actor (a park, an end)
-  calls the function too: the prepared statement leaves ``status`` out of its
-  ``UPDATE``, so that the parking trigger (``AFTER UPDATE OF status``) is not
-  even looked at on every transition.
+* the rare append that changes the run's status or actor (a park, an end), or
+  carries a signal, calls the function too: the prepared statement leaves
+  ``status`` out of its ``UPDATE``, so that the parking trigger (``AFTER
+  UPDATE OF status``) is not even looked at on every transition, and wakes
+  nobody, where the function sends a signal's ``pg_notify`` itself.
+
+The write's witness (its key and the version it made) rides in the delta's row
+(schema 4), not in a row of its own.
 
 Both answer the version made, negated when a compaction is due (versions are
 positive), or nothing when the run is not at the expected version.
@@ -43,10 +47,8 @@ STATEMENT = (
     " journal_bytes = journal_bytes + length($7), last_seq = last_seq + 1"
     " WHERE ns = $1 AND id = $2 AND version = $3"
     " RETURNING ns, id, version, last_seq, base_bytes, journal_bytes),"
-    " d AS (INSERT INTO zuke_run_deltas (ns, run_id, seq, delta)"
-    " SELECT ns, id, last_seq, $7 FROM u),"
-    " w AS (INSERT INTO zuke_run_writes (ns, run_id, write_key, version)"
-    " SELECT ns, id, $5, version FROM u WHERE $5 IS NOT NULL ON CONFLICT DO NOTHING)"
+    " d AS (INSERT INTO zuke_run_deltas (ns, run_id, seq, delta, write_key, made)"
+    " SELECT ns, id, last_seq, $7, $5, version FROM u)"
     " SELECT CASE WHEN journal_bytes > GREATEST(base_bytes, $8) THEN -version ELSE version END"
     " FROM u"
 )
@@ -54,7 +56,7 @@ TYPES = "text, text, bigint, bigint, text, text, text, bigint"
 #: named by its text (a CRC: ``hashlib`` would load OpenSSL into every read-only command)
 NAME = f"zuke_append_{zlib.crc32(f'{TYPES}|{STATEMENT}'.encode()):08x}"
 _EXECUTE = f"EXECUTE {NAME} (%s, %s, %s, %s, %s, %s, %s, %s)"
-_CALL = "SELECT zuke_append(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+_CALL = "SELECT zuke_append(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
 
 
 def append(
@@ -69,16 +71,20 @@ def append(
     actor: str | None,
     delta: str,
     compact: int,
+    *,
+    signal: bool,
 ) -> int | None:
     """The version the append made (negated: a compaction is due), or ``None``: the run is
-    not at ``expected`` (or is gone)."""
-    if status is None and actor is None and conn.prepared is not None:
+    not at ``expected`` (or is gone). ``signal``: the delta stores a signal (sweepers are
+    woken)."""
+    if status is None and actor is None and not signal and conn.prepared is not None:
         ran, made = _prepared(conn, (ns, run_id, expected, version, key, updated_at, delta,
                                      compact))  # fmt: skip
         if ran:
             return made
     row = conn.execute(
-        _CALL, (ns, run_id, expected, version, key, updated_at, status, actor, delta, compact)
+        _CALL,
+        (ns, run_id, expected, version, key, updated_at, status, actor, delta, compact, signal),
     ).fetchone()
     return None if row is None or row[0] is None else int(row[0])
 

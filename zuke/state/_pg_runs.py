@@ -8,10 +8,11 @@ it is atomic in autocommit mode and costs one round trip:
   ``WHERE version = expected``: the row lock of that ``UPDATE`` decides a race.
   The store draws it before the write (in blocks), so a write whose answer
   was lost with its connection is known by it (:func:`version_of`);
-* every write also records its **witness** (``zuke_run_writes``: the write's
-  key and the version it made) in the same statement, which no later write
-  erases: after a lost answer, :func:`witnessed` says whether that write
-  landed, whatever other writers did since;
+* every write also records its **witness** (the write's key and the version
+  it made: a row of ``zuke_run_writes``, or for an append its delta's row,
+  moved there when a compaction folds the delta) in the same statement, which
+  no later write erases: after a lost answer, :func:`witnessed` says whether
+  that write landed, whatever other writers did since;
 * an **append** — nearly every transition of a run — is one statement
   prepared once per connection (:mod:`._pg_append`; the function
   ``zuke_append`` where a connection cannot keep one): it bumps the version,
@@ -209,7 +210,7 @@ def append(
     made = _pg_append.append(
         conn, ns, run_id, expected, version, _key(key, version), to_db(delta.updated_at),
         delta.status, None if delta.actor is None else to_db(delta.actor), line,
-        COMPACT_MIN_BYTES,
+        COMPACT_MIN_BYTES, signal=bool(delta.signals),
     )  # fmt: skip
     if made is None:
         return Conflict()
@@ -228,11 +229,13 @@ def _key(key: str | None, version: int | None) -> str | None:
 def witnessed(conn: Conn, ns: str, run_id: str, key: str) -> tuple[int | None, int | None]:
     """``(the version the write keyed ``key`` made, or None; the run's version now, or
     None)`` in one snapshot: whether a write whose answer was lost landed — kept whatever
-    was written after it — and, if not, whether it still can."""
+    was written after it — and, if not, whether it still can. An append's witness is in
+    its delta's row until a compaction moves it to ``zuke_run_writes``."""
     row = conn.execute(
-        "SELECT (SELECT version FROM zuke_run_writes WHERE ns = %(ns)s AND run_id = %(id)s"
-        " AND write_key = %(key)s), (SELECT version FROM zuke_runs WHERE ns = %(ns)s"
-        " AND id = %(id)s)",
+        "SELECT COALESCE((SELECT version FROM zuke_run_writes WHERE ns = %(ns)s"
+        " AND run_id = %(id)s AND write_key = %(key)s), (SELECT made FROM zuke_run_deltas"
+        " WHERE ns = %(ns)s AND run_id = %(id)s AND write_key = %(key)s LIMIT 1)),"
+        " (SELECT version FROM zuke_runs WHERE ns = %(ns)s AND id = %(id)s)",
         {"ns": ns, "id": run_id, "key": key},
     ).fetchone()
     if row is None:
@@ -259,8 +262,12 @@ def _compact_known(conn: Conn, ns: str, run_id: str, version: int, record: RunRe
         " journal_bytes = 0 WHERE ns = %(ns)s AND id = %(id)s AND version = %(version)s"
         " RETURNING ns, id),"
         f" old AS (DELETE FROM zuke_run_writes o USING u WHERE o.ns = u.ns AND o.run_id = u.id"
-        f" AND o.at < clock_timestamp() - interval '{WITNESS_KEEP}')"
-        " DELETE FROM zuke_run_deltas d USING u WHERE d.ns = u.ns AND d.run_id = u.id",
+        f" AND o.at < clock_timestamp() - interval '{WITNESS_KEEP}'),"
+        " gone AS (DELETE FROM zuke_run_deltas d USING u WHERE d.ns = u.ns AND d.run_id = u.id"
+        " RETURNING d.ns, d.run_id, d.write_key, d.made)"
+        " INSERT INTO zuke_run_writes (ns, run_id, write_key, version)"  # the witnesses kept
+        " SELECT ns, run_id, write_key, made FROM gone WHERE write_key IS NOT NULL"
+        " ON CONFLICT DO NOTHING",
         {"record": text, "bytes": len(text), "ns": ns, "id": run_id, "version": version},
     )
 
@@ -278,6 +285,12 @@ def _compact(conn: Conn, ns: str, run_id: str) -> None:
             (ns, run_id),
         )]  # fmt: skip
         text = dumps(record_to_json(_fold(run_id, row[0], deltas)))
+        conn.execute(  # the deltas' witnesses outlive them
+            "INSERT INTO zuke_run_writes (ns, run_id, write_key, version) SELECT ns, run_id,"
+            " write_key, made FROM zuke_run_deltas WHERE ns = %s AND run_id = %s"
+            " AND write_key IS NOT NULL ON CONFLICT DO NOTHING",
+            (ns, run_id),
+        )
         conn.execute("DELETE FROM zuke_run_deltas WHERE ns = %s AND run_id = %s", (ns, run_id))
         conn.execute(
             "DELETE FROM zuke_run_writes WHERE ns = %s AND run_id = %s"
