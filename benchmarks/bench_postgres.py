@@ -20,9 +20,11 @@ untimed warm-up:
   times per variant, the variants interleaved in blocks: the store's
   ``append_run_known`` on Postgres and on the filesystem store (the real
   path, Python included), then the Postgres statement alone — a bare
-  ``SELECT 1`` round trip (the floor), ``zuke_append`` (schema 4), schema 3's
-  data-modifying ``WITH`` sent as text (parsed and planned on every call), and
-  that statement against tables with schema 3's foreign keys: p50 of a call;
+  ``SELECT 1`` round trip (the floor), the prepared append (``EXECUTE``,
+  schema 4), the function ``zuke_append`` (schema 4), schema 3's
+  data-modifying ``WITH`` sent as text (parsed and planned on every call) on
+  schema 4's tables, and on tables as schema 3 had them (foreign keys, the
+  signal trigger, the witness row): p50 of a call;
 - **locks**: acquire + release of one key on the store, in this process,
   ``--pairs`` times: p50 and p99 of a pair;
 - **sweep**: ``zuke resume --check`` over ``--suspended`` runs suspended at a
@@ -55,6 +57,7 @@ from bench_engine import chain_build, child_env
 from tests.pg_support import PgCluster, connected, start_cluster, unavailable
 from zuke import Build, execute
 from zuke._loader import load_build_class
+from zuke.state import _pg_append
 from zuke.state._pg_runs import dumps
 from zuke.state._protocol import LockAcquired, RunQuery, StateStore, Written
 from zuke.state.filesystem import FileSystemStateStore
@@ -149,12 +152,15 @@ SCHEMA_3_APPEND = (
     " SELECT ns, id, %(key)s, version FROM u ON CONFLICT DO NOTHING)"
     " SELECT version, journal_bytes > GREATEST(base_bytes, 65536) FROM u"
 )
-#: schema 3's journal and witness tables, with their foreign keys, beside schema 4's
-FK_TABLES = (
+#: schema 3's journal and witness tables, with their foreign keys and the journal's signal
+#: trigger, beside schema 4's
+SCHEMA_3_TABLES = (
     "CREATE TABLE bench_deltas (LIKE zuke_run_deltas INCLUDING ALL,"
     " FOREIGN KEY (ns, run_id) REFERENCES zuke_runs (ns, id) ON DELETE CASCADE)",
     "CREATE TABLE bench_writes (LIKE zuke_run_writes INCLUDING ALL,"
     " FOREIGN KEY (ns, run_id) REFERENCES zuke_runs (ns, id) ON DELETE CASCADE)",
+    "CREATE TRIGGER bench_signalled AFTER INSERT ON bench_deltas FOR EACH ROW"
+    """ WHEN (strpos(NEW.delta, '"signals":{') > 0) EXECUTE FUNCTION zuke_notify_run()""",
 )
 
 
@@ -180,9 +186,10 @@ def bench_append(cluster: PgCluster, root: Path, calls: int, rounds: int = 7) ->
         stores[name] = (s, record, [made.version])
     sql: dict[str, list[int]] = {}
     with connected(url) as conn:
-        for ddl in FK_TABLES:
+        for ddl in SCHEMA_3_TABLES:
             conn.execute(ddl)
-        for name in ("fn", "text", "text-fk"):
+        conn.execute(f"PREPARE {_pg_append.NAME} ({_pg_append.TYPES}) AS {_pg_append.STATEMENT}")
+        for name in ("prepared", "fn", "text", "text-fk"):
             made = store.create_run(sample_record(f"bench-{name}"))
             assert isinstance(made, Written)
             sql[name] = [int(made.version)]
@@ -215,10 +222,16 @@ def bench_append(cluster: PgCluster, root: Path, calls: int, rounds: int = 7) ->
                         "updated_at": "2026-01-02T03:04:05.678Z", "status": None,
                         "actor": None, "bytes": len(line), "delta": line,
                         "key": f"v:{version}"}  # fmt: skip
-                if name == "fn":
+                if name == "prepared":
+                    row = conn.execute(
+                        f"EXECUTE {_pg_append.NAME} (''::text, %(id)s, %(expected)s,"
+                        " %(version)s, %(key)s, %(updated_at)s, %(delta)s, 65536)",
+                        args,
+                    ).fetchone()
+                elif name == "fn":
                     row = conn.execute(
                         "SELECT zuke_append(''::text, %(id)s, %(expected)s, %(version)s,"
-                        " %(key)s, %(updated_at)s, NULL, NULL, %(delta)s, 65536)",
+                        " %(key)s, %(updated_at)s, NULL, NULL, %(delta)s, 65536, false)",
                         args,
                     ).fetchone()
                 else:
@@ -232,12 +245,13 @@ def bench_append(cluster: PgCluster, root: Path, calls: int, rounds: int = 7) ->
             conn.execute("SELECT 1").fetchone()
 
         variants: dict[str, Callable[[int], None]] = {
-            "Postgres store, `append_run_known` (zuke_append, schema 4)": api("pg"),
+            "Postgres store, `append_run_known` (schema 4)": api("pg"),
             "filesystem store, `append_run_known`": api("fs"),
             "`SELECT 1` (a bare round trip)": bare,
-            "`zuke_append(...)` alone": statement("fn"),
-            "schema 3's `WITH …` as text, no foreign keys": statement("text"),
-            "schema 3's `WITH …` as text, with its foreign keys": statement("text-fk"),
+            "the prepared append alone (`EXECUTE`, schema 4)": statement("prepared"),
+            "`zuke_append(...)` alone (the function, schema 4)": statement("fn"),
+            "schema 3's statement as text, on schema 4's tables": statement("text"),
+            "schema 3's statement as text, on schema 3's tables": statement("text-fk"),
         }
         laps: dict[str, list[float]] = {name: [] for name in variants}
         step = 0
