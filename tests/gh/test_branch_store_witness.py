@@ -52,23 +52,33 @@ class Losing(httpx.BaseTransport):
     def __init__(self) -> None:
         self._inner = httpx.HTTPTransport()
         self._armed: tuple[Loss, bool, Callable[[], object]] | None = None
+        #: a commit held back (``late``): GitHub applies it just before the next one arrives
+        self._held: httpx.Request | None = None
+        self._late = False
         self.lost = 0
         #: requests after the loss, as ``METHOD path``: what the look cost
         self.after: list[str] = []
 
     def arm(self, meanwhile: Callable[[], object], *, loss: Loss = "reset",
-            before: bool = False) -> None:  # fmt: skip
-        self._armed = (loss, before, meanwhile)
+            before: bool = False, late: bool = False) -> None:  # fmt: skip
+        self._armed = (loss, before or late, meanwhile)
+        self._late = late
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         mutation = request.url.path.endswith("/graphql") and b"mutation" in request.content
+        if mutation and self._held is not None:  # the lost commit is applied late, first
+            held, self._held = self._held, None
+            self._inner.handle_request(held).read()
         if self._armed is None or not mutation:
             if self.lost:
                 self.after.append(f"{request.method} {request.url.path}")
             return self._inner.handle_request(request)
         loss, before, meanwhile = self._armed
         self._armed = None
-        if not before:
+        if self._late:
+            request.read()
+            self._held = request
+        elif not before:
             answer = self._inner.handle_request(request)
             answer.read()
             assert answer.status_code == 200 and "errors" not in answer.json(), answer.text
@@ -226,6 +236,25 @@ def test_a_commit_lost_before_it_reached_github_is_decided_on_the_new_head(
     losing.arm(lambda: signal(other, "r1", "other"), before=True)
     assert isinstance(store.create_run(sample_record("r2")), Written)  # another run: retried
     assert ours(gh)[:2] == ["run r2: created", "run r1: updated (running)"]
+
+
+def test_a_lost_commit_that_github_applies_after_the_look_is_found_by_the_next_look(
+    gh: FakeGitHub, store: GitHubBranchStateStore, losing: Losing
+) -> None:
+    """The look finds the head where it was (nothing landed yet), so the write is decided
+    again on that head; GitHub then applies the lost commit just before the new one, which
+    is refused as stale: the next look finds the first by its id. Without it the write would
+    be decided a third time, on its own commit: a Conflict, and the run told another process
+    changed it."""
+    created = store.create_run(sample_record("r1"))
+    assert isinstance(created, Written)
+    losing.arm(lambda: None, late=True)
+    suspended = replace(sample_record("r1"), status="suspended")
+    put = store.put_run(suspended, expected_version=created.version)
+    assert isinstance(put, Written), put
+    assert ours(gh)[:2] == ["run r1: suspended", "run r1: created"]  # once
+    found = store.get_run("r1")
+    assert found is not None and found.version == put.version and found.record == suspended
 
 
 def test_a_write_whose_look_failed_too_is_looked_up_first_when_sent_again(
