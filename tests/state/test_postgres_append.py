@@ -172,6 +172,24 @@ def test_a_compaction_keeps_the_appends_witnesses(store: PostgresStateStore, kno
     assert stored is not None and stored.record == after
 
 
+def test_a_whole_record_written_over_the_journal_keeps_its_witnesses(
+    store: PostgresStateStore,
+) -> None:
+    """``put_run`` replaces the record and drops its journal; the appends' witnesses, which
+    rode in the journal's rows, move to ``zuke_run_writes`` in the same statement."""
+    record = sample_record(fresh())
+    created = store.create_run(record)
+    assert isinstance(created, Written)
+    first = store.append_run(record.id, _step(0), expected_version=created.version)
+    assert isinstance(first, Written)
+    put = store.put_run(replace(record, actor="bob"), expected_version=first.version)
+    assert isinstance(put, Written)
+    assert _owned_rows(store, record.id) == (0, 3)
+    with store.database.connection() as conn:
+        made, now = _pg_runs.witnessed(conn, "", record.id, f"v:{first.version}")
+    assert (made, now) == (int(first.version), int(put.version))
+
+
 def test_deleting_a_run_removes_its_journal_and_witnesses(store: PostgresStateStore) -> None:
     record = sample_record(fresh())
     assert isinstance(store.create_run(record), Written)

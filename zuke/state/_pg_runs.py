@@ -179,7 +179,12 @@ def put(
         " actor = %(actor)s, created_at = %(created_at)s, updated_at = %(updated_at)s,"
         " created_ms = %(created_ms)s, base_bytes = %(bytes)s, journal_bytes = 0"
         " WHERE ns = %(ns)s AND id = %(id)s AND version = %(expected)s RETURNING ns, id, version),"
-        " dd AS (DELETE FROM zuke_run_deltas d USING u WHERE d.ns = u.ns AND d.run_id = u.id),"
+        " dd AS (DELETE FROM zuke_run_deltas d USING u WHERE d.ns = u.ns AND d.run_id = u.id"
+        " RETURNING d.ns, d.run_id, d.write_key, d.made),"
+        # the journal's witnesses outlive it (schema 4: an append's rides in its delta's row)
+        " kw AS (INSERT INTO zuke_run_writes (ns, run_id, write_key, version)"
+        " SELECT ns, run_id, write_key, made FROM dd WHERE write_key IS NOT NULL"
+        " ON CONFLICT DO NOTHING),"
         # names that stay are kept, so the insert below never meets a row this deletes
         " dt AS (DELETE FROM zuke_run_targets t USING u WHERE t.ns = u.ns AND t.run_id = u.id"
         " AND NOT (t.name = ANY(%(names)s::text[]))),"
