@@ -83,7 +83,7 @@ def test_every_exported_name_exists() -> None:
 def test_a_lazily_loaded_name_is_the_object_its_module_defines() -> None:
     from zuke._build import Build
     from zuke._engine.context import Context
-    from zuke._engine.run import execute
+    from zuke.runs.owner import execute
 
     assert (zuke.execute, zuke.Context, zuke.Build) == (execute, Context, Build)
     assert set(zuke.__all__) <= set(dir(zuke))

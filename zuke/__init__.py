@@ -50,7 +50,6 @@ if TYPE_CHECKING:  # the lazy names, as type checkers and IDEs see them
     from zuke._build import Build
     from zuke._engine.context import Context, LockInfo, StateHandle
     from zuke._engine.result import Outcome, RunResult
-    from zuke._engine.run import execute
     from zuke._fan_out import ForEachSettings
     from zuke._lock_settings import LockSettings, lock_key
     from zuke._main import run
@@ -68,6 +67,7 @@ if TYPE_CHECKING:  # the lazy names, as type checkers and IDEs see them
         external_signal,
         resume_when,
     )
+    from zuke.runs.owner import execute
     from zuke.runs.resume import ResumeOutcome, resume_run
     from zuke.runs.sweep import resume_check
     from zuke.runs.sweep_report import SweepReport
@@ -92,7 +92,7 @@ _LAZY = {
     "StateHandle": "zuke._engine.context",
     "Outcome": "zuke._engine.result",
     "RunResult": "zuke._engine.result",
-    "execute": "zuke._engine.run",
+    "execute": "zuke.runs.owner",
     "ForEachSettings": "zuke._fan_out",
     "LockSettings": "zuke._lock_settings",
     "lock_key": "zuke._lock_settings",

@@ -133,7 +133,8 @@ class WaitContext:
         self.redact: Callable[[str], str] = redact if redact is not None else _unchanged
         #: the gate's name
         self.target = target
-        #: the run's parameter values by name (secrets are not included)
+        #: the run's parameter values by name: secret parameters left out, and a secret's
+        #: value inside any other value masked (``https://deploy:[redacted]@host``)
         self.params = params
         self.signals = signals
         self.state = state

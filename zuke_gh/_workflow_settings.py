@@ -108,6 +108,8 @@ class WorkflowSpec:
     poll_every_ms: int | None
     cancel_remote: bool
     client: ClientFactory | None = field(default=None, compare=False)
+    #: ``zuke cancel`` leaves the dispatched run running (``keep_remote_on_cancel()``)
+    keep_remote_on_cancel: bool = False
 
 
 class WorkflowSettings:
@@ -127,6 +129,7 @@ class WorkflowSettings:
         self._window_ms: int | None = None
         self._poll_every_ms: int | None = None
         self._cancel_remote = False
+        self._keep_remote_on_cancel = False
         self._client: ClientFactory | None = None
 
     def repo(self, slug: str) -> WorkflowSettings:
@@ -217,6 +220,13 @@ class WorkflowSettings:
         self._cancel_remote = bool(enabled)
         return self
 
+    def keep_remote_on_cancel(self, enabled: bool = True) -> WorkflowSettings:
+        """When the run is cancelled while the gate waits (``zuke cancel``, Ctrl-C, a
+        ``"cancel-run"`` disposition), leave the dispatched workflow run running; by default
+        zuke asks GitHub to cancel it."""
+        self._keep_remote_on_cancel = bool(enabled)
+        return self
+
     def client(self, factory: ClientFactory) -> WorkflowSettings:
         """Make the GitHub client with ``factory`` (a test seam; default: from the environment)."""
         if not callable(factory):
@@ -256,6 +266,7 @@ class WorkflowSettings:
             api.Target(owner, repo, self._workflow, branch), self._ref, dict(self._inputs),
             marker, self._marker_input is not None, self._correlate, discovery, window,
             self._poll_every_ms, self._cancel_remote, self._client,
+            self._keep_remote_on_cancel,
         )  # fmt: skip
 
     def _check_count(self, marker: str | None) -> None:

@@ -321,14 +321,45 @@ class GitHubWorkflowTrigger(WaitTrigger):
         """With ``cancel_remote_on_timeout()``: ask GitHub to cancel the run (if identified)."""
         if not self.spec.cancel_remote:
             return
+        found = await self._dispatched(ctx)
+        if found is not None:
+            client, run_id, _ = found
+            await asyncio.to_thread(api.cancel, client, self.spec.target, run_id)
+
+    async def on_cancel(self, ctx: WaitContext) -> str | None:
+        """The run is cancelled while this gate waits: ask GitHub to cancel the workflow run
+        it dispatched (``POST /actions/runs/{id}/cancel``: 202, or 409 when the run had
+        finished already), unless ``keep_remote_on_cancel()``. One line for the run's events;
+        ``None`` when nothing was dispatched. A failed request raises: the cancel records it
+        and goes on."""
         state = ctx.state.get()
         if isinstance(state.get("result"), Mapping) or not isinstance(state.get("marker"), str):
-            return
+            return None  # never dispatched (or already judged): nothing runs on GitHub for it
+        if self.spec.keep_remote_on_cancel:
+            return f"{self._where}: its workflow run was left running (keep_remote_on_cancel())"
+        found = await self._dispatched(ctx)
+        if found is None:
+            return (f"{self._where}: dispatched, but its workflow run was not identified; "
+                    "nothing was cancelled on GitHub")  # fmt: skip
+        client, run_id, url = found
+        status = await asyncio.to_thread(api.cancel, client, self.spec.target, run_id)
+        shown = url or str(run_id)
+        if status == 409:
+            return f"{self._where}: workflow run {shown} had already finished (409); left as is"
+        return f"{self._where}: asked GitHub to cancel workflow run {shown} ({status})"
+
+    async def _dispatched(self, ctx: WaitContext) -> tuple[GitHubClient, int, str | None] | None:
+        """The client, id and URL of the run this gate dispatched, identified as a poll would
+        (``None``: nothing dispatched, or its run not identified)."""
+        state = ctx.state.get()
+        if isinstance(state.get("result"), Mapping) or not isinstance(state.get("marker"), str):
+            return None
         client = self._client(ctx.shared)
         run_id = state.get("runId")
+        url = state.get("runUrl") if isinstance(state.get("runUrl"), str) else None
         if not isinstance(run_id, int):
             listing = api.listing_for(ctx.shared, client, self.spec.target)
             found = await self._identify(ctx, listing, state)
             run_id = api.run_id_of(found) if isinstance(found, Mapping) else None
-        if isinstance(run_id, int):
-            await asyncio.to_thread(api.cancel, client, self.spec.target, run_id)
+            url = corr.url_of(found) if isinstance(found, Mapping) else None
+        return (client, run_id, url or None) if isinstance(run_id, int) else None

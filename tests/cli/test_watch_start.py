@@ -88,10 +88,10 @@ def test_the_watchers_text_lines_carry_the_time_of_their_sweep(
     assert lines == [
         f"{first} {run_id} Release [approve]: still-waiting → suspended — {NOT_YET}",
         f"{first} Checked 1 suspended run(s): 0 resumed, 1 still waiting, 0 timed out, "
-        "0 deferred, 0 failed; reaped 0, skipped 0, 0 check error(s).",
+        "0 gate(s) failed, 0 deferred, 0 failed; reaped 0, skipped 0, 0 check error(s).",
         f"{second} {run_id} Release [approve]: still-waiting → suspended — {NOT_YET}",
         f"{second} Checked 1 suspended run(s): 0 resumed, 1 still waiting, 0 timed out, "
-        "0 deferred, 0 failed; reaped 0, skipped 0, 0 check error(s).",
+        "0 gate(s) failed, 0 deferred, 0 failed; reaped 0, skipped 0, 0 check error(s).",
     ]
     assert all(STAMP.match(line) for line in lines)
     assert re.fullmatch(r"zuke: SIGTERM: the watcher stopped after 2 sweep\(s\)\n", result.err)

@@ -171,7 +171,7 @@ def test_a_deny_fails_the_gate_and_the_release_stops(tmp_path: Path, gh: FakeGit
     code, summary = sweep(tmp_path, env_for(gh))
     assert code == 1, summary
     (entry,) = summary["runs"]
-    assert (entry["id"], entry["action"], entry["result"]) == (run_id, "failed", "failed")
+    assert (entry["id"], entry["action"], entry["result"]) == (run_id, "gate-failed", "failed")
     assert "denied by @bob (maintain): not this week" in entry["detail"]
     record = record_of(fs_store(tmp_path), run_id)
     assert record.status == "failed" and record.targets["qa"].status == "failed"
@@ -190,9 +190,11 @@ def test_a_deny_with_on_failure_rollback_runs_the_rollback_once(
     run_id, markers, number = release(tmp_path, gh, "--on-deny", "rollback")
     gh.comment(REPO, number, "bob", "/deny not this week")
     code, summary = sweep(tmp_path, env_for(gh))
-    assert code == 1, summary  # the gate failed: the sweep says so, whatever it ran after
+    # one rule: a deny its declared rollback handled is no failure of the sweep (exit 0)
+    assert code == 0, summary
     (entry,) = summary["runs"]
-    assert (entry["id"], entry["action"], entry["result"]) == (run_id, "failed", "cancelled")
+    assert (entry["id"], entry["action"], entry["result"]) == (run_id, "gate-failed", "cancelled")
+    assert entry["handled"] and "ran rollback; the run is cancelled" in entry["detail"]
     assert "denied by @bob (maintain): not this week" in entry["detail"]
     record = record_of(fs_store(tmp_path), run_id)
     assert record.status == "cancelled"

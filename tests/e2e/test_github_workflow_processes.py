@@ -166,7 +166,7 @@ def test_a_decorated_run_name_fails_fast_once_the_discovery_window_has_passed(
     code, summary = sweep(tmp_path, env_for(gh))
     assert code == 1, summary
     (entry,) = summary["runs"]
-    assert entry["action"] == "failed"
+    assert entry["action"] == "gate-failed"  # its disposition is "fail": exit 1
     assert "run-name: ${{ inputs.zuke_marker }}" in entry["detail"]
     record = record_of(fs_store(tmp_path), run_id)
     assert record.status == "failed" and record.targets["ship"].status == "skipped"
@@ -202,7 +202,7 @@ def test_a_second_run_carrying_the_marker_fails_loudly_naming_both(
     code, summary = sweep(tmp_path, env_for(gh))
     assert code == 1, summary
     (entry,) = summary["runs"]
-    assert entry["action"] == "failed"
+    assert entry["action"] == "gate-failed"  # its disposition is "fail": exit 1
     assert "2 workflow runs carry this gate's marker" in entry["detail"]
     for found in (ours["id"], copy):
         assert f"run {found} ({gh.url}/{REPO}/actions/runs/{found})" in entry["detail"]

@@ -167,7 +167,7 @@ def test_ci_run_url_is_filled_from_github_variables() -> None:
         seen["held"] = store.acquire_lock("deploy-org_api", HOLDER, 1000)
 
     env = {"GITHUB_SERVER_URL": "https://github.com", "GITHUB_REPOSITORY": "acme/app",
-           "GITHUB_RUN_ID": "42", "GITHUB_ACTOR": "octo"}  # fmt: skip
+           "GITHUB_RUN_ID": "42", "GITHUB_ACTOR": "octo", "GITHUB_ACTIONS": "true"}  # fmt: skip
     execute(locked_build(store, by_repo, body), ["deploy"], env=env)
     held = seen["held"]
     assert isinstance(held, LockHeld)

@@ -10,7 +10,7 @@ from dataclasses import replace
 import pytest
 
 from zuke import StateError, StoreUnavailableError
-from zuke._clock import ManualClock
+from zuke._clock import ManualClock, iso
 from zuke._engine.observer import Observer, Observers, Transition
 from zuke._engine.writer import RunStateWriter
 from zuke.state._protocol import Conflict, Written
@@ -326,6 +326,28 @@ def test_a_run_cancelled_by_another_process_is_never_written_over() -> None:
         assert stored(store).status == "cancelled"
         assert settled == ["cancelled"]
         assert writer.record_error is None
+
+    asyncio.run(go())
+
+
+def test_a_late_metadata_notice_after_the_end_is_not_taken_for_another_process() -> None:
+    """A body's ``ctx.state.set`` on a worker thread reaches the loop as a notice that may run
+    after the run's end was written: it must write nothing more, and never make the run say
+    another process settled it (seen as "Run … was succeeded by another process")."""
+
+    async def go() -> None:
+        store = FlakyStore()
+        settled: list[str] = []
+        writer = await open_writer(store, [])
+        writer.on_settled_elsewhere = settled.append
+        await writer.transition(Transition("a", "running", CLOCK.now_ms()))
+        await writer.transition(Transition("a", "succeeded", CLOCK.now_ms()))
+        await writer.finish("succeeded")
+        appends = store.appends
+        writer._queue(RunDelta(updated_at=iso(CLOCK.now_ms()), targets={"a": writer.row("a")}))
+        writer._schedule_flush()  # what the notice does when it runs on the loop, late
+        await writer.flush()
+        assert (settled, store.appends, stored(store).status) == ([], appends, "succeeded")
 
     asyncio.run(go())
 

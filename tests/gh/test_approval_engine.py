@@ -75,7 +75,7 @@ def test_a_denied_release_fails_and_keeps_the_decision_in_its_record(
     run = h.start()
     hub.say(1, "bob", "/deny not this week")
     report = h.sweep()
-    assert [(e.action, e.result) for e in report.entries] == [("failed", "failed")]
+    assert [(e.action, e.result) for e in report.entries] == [("gate-failed", "failed")]
     assert "denied by @bob (maintain): not this week" in (report.entries[0].detail or "")
     record = h.record(run.run_id)
     assert record.targets["approve"].status == "failed"

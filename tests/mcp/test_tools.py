@@ -216,3 +216,26 @@ def test_a_look_at_a_run_is_on_its_trail_but_does_not_move_its_updated_at(
     looks = [(e.tool, e.at) for e in after.record.events if e.tool.startswith("mcp:")][1:]
     look_at = iso(parked_ms + 30 * 60_000)
     assert looks == [("mcp:show_run", look_at), ("mcp:resume_check", look_at)]
+
+
+def test_a_run_started_over_mcp_under_github_actions_keeps_its_starter_a_github_login(
+    build: type[Build], tmp_path: Path
+) -> None:
+    """`zuke mcp` in a workflow: the starter is the triggering login, recorded as one (so that
+    `no_self_approval()` can trust it), not a local name given by hand."""
+    from zuke._provenance import resolve
+    from zuke.cli.mcp_cmd import describe
+    from zuke.mcp.tools import BuildTools
+
+    env = {
+        "ZUKE_STATE_DIR": str(tmp_path / "state"),
+        "GITHUB_ACTIONS": "true",
+        "GITHUB_TRIGGERING_ACTOR": "alice",
+    }
+    who = resolve(None, env)
+    tools = BuildTools(build=build, env=env, actor=who.name, actor_source=who.source,
+                       describe=describe)  # fmt: skip
+    result = run(tools.run_target(["promote"], {"token": "given-secret-1"}))
+    found = store_of(tmp_path).get_run(result["runId"])
+    assert found is not None
+    assert (found.record.actor, found.record.actor_source) == ("alice", "github")

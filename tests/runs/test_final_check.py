@@ -85,7 +85,7 @@ def test_a_failure_given_in_time_takes_the_failure_disposition_not_the_timeout()
     trigger.at, trigger.fails = h.clock.now_ms() + 60_000, True
     h.clock.advance(2 * HOUR)
     [entry] = h.sweep().entries
-    assert (entry.action, entry.result, entry.detail) == ("failed", "failed", "denied in time")
+    assert (entry.action, entry.result, entry.detail) == ("gate-failed", "failed", "denied in time")
     assert h.record(run_id).targets["approve"].error == "denied in time"
 
 

@@ -85,7 +85,7 @@ def test_a_failure_in_a_sweep_runs_the_rollback_and_records_why() -> None:
     run_id = h.start().run_id
     trigger.fail = True
     [entry] = h.sweep().entries
-    assert (entry.action, entry.result) == ("failed", "cancelled")
+    assert (entry.action, entry.result) == ("gate-failed", "cancelled")
     assert REASON in (entry.detail or "") and "ran rollback" in (entry.detail or "")
     assert rollbacks(calls) == 1 and not any(isinstance(c, tuple) and c[0] == "promote"
                                              for c in calls)  # fmt: skip
@@ -107,7 +107,7 @@ def test_a_failure_in_a_sweep_with_cancel_run_walks_the_compensations() -> None:
     run_id = h.start().run_id
     trigger.fail = True
     [entry] = h.sweep().entries
-    assert (entry.action, entry.result) == ("failed", "cancelled")
+    assert (entry.action, entry.result) == ("gate-failed", "cancelled")
     assert "undo" in calls and rollbacks(calls) == 0
     record = h.record(run_id)
     assert record.status == "cancelled" and record.targets["approve"].error == REASON
@@ -120,7 +120,7 @@ def test_the_default_still_fails_the_run_without_a_rollback() -> None:
     run_id = h.start().run_id
     trigger.fail = True
     [entry] = h.sweep().entries
-    assert (entry.action, entry.result, entry.detail) == ("failed", "failed", REASON)
+    assert (entry.action, entry.result, entry.detail) == ("gate-failed", "failed", REASON)
     assert rollbacks(calls) == 0 and "undo" not in calls
     assert h.record(run_id).targets["approve"].error == REASON
 
@@ -164,7 +164,7 @@ def test_a_handed_over_failure_is_settled_by_the_next_sweep_without_asking_again
     asked = trigger.asked
     trigger.fail = False  # the trigger would say otherwise now: the recorded failure stands
     [entry] = h.sweep().entries
-    assert (entry.action, entry.result) == ("failed", "cancelled")
+    assert (entry.action, entry.result) == ("gate-failed", "cancelled")
     assert rollbacks(calls) == 1 and trigger.asked == asked
     assert h.record(run_id).status == "cancelled"
 

@@ -323,6 +323,38 @@ def test_a_timeout_into_a_rollback_target_releases_it_after_the_rollback(
     assert holders(store) == {} and h.record(run_id).held == {}
 
 
+@pytest.mark.parametrize("way", ["resume", "sweep"])
+def test_a_timeout_whose_rollback_cannot_start_says_so_and_fails(
+    store: StateStore, way: str
+) -> None:
+    """The run's held lock lapsed and was taken while it was parked: the rollback must not
+    run unguarded, and the report says what happened — not "ran rollback and cancelled"."""
+    calls: list[Any] = []
+    h = harness(store, calls, rollback=True)
+    run_id = parked(h)
+    store.break_lock(KEY)
+    taken = store.acquire_lock(KEY, LockHolder("bob", "other-run", "now"), 60_000)
+    assert isinstance(taken, LockAcquired)
+    h.clock.advance(HOUR + 1)
+    if way == "resume":
+        outcome = h.resume(run_id)
+        status, said, ok = outcome.status, "; ".join(outcome.notes), outcome.ok
+    else:
+        report = h.sweep()
+        [entry] = report.entries
+        status, said, ok = entry.result, entry.detail or "", report.ok
+        assert (entry.action, entry.handled) == ("timed-out", False)
+    assert status == "failed" and not ok  # the disposition could not do its job: exit 1
+    assert ("rollback", {KEY: "other-run"}) not in calls and not any(
+        c[0] == "rollback" for c in calls
+    )
+    assert "ran rollback" not in said and "cancelled the run" not in said
+    assert "rollback did not run" in said and f'lock "{KEY}"' in said
+    assert said.endswith("the run is failed")
+    assert h.record(run_id).status == "failed"
+    assert holders(store) == {KEY: "other-run"}  # the new holder's claim is left alone
+
+
 @pytest.mark.parametrize("where", ["in-process", "sweep"])
 def test_a_gate_on_failure_releases_it(store: StateStore, where: str) -> None:
     calls: list[Any] = []

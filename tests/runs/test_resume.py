@@ -381,11 +381,12 @@ def test_a_resumed_run_may_suspend_again_at_a_later_gate() -> None:
     assert calls == ["middle", ("last", ["prod", "qa"])]
 
 
-def test_the_resumer_is_recorded_as_the_actor() -> None:
+def test_the_resumer_is_recorded_in_its_events_and_the_starter_stays_the_actor() -> None:
     h, _, run_id = suspended()
+    starter = h.record(run_id).actor
     h.resume(run_id, "approved", actor="qa-lead")
     record = h.record(run_id)
-    assert record.actor == "qa-lead"
+    assert record.actor == starter != "qa-lead"
     [event] = [e for e in record.events if e.tool == "resume"]
     [signal] = [e for e in record.events if e.tool == "signal"]
     assert event.actor == "qa-lead" and signal.actor == "qa-lead"

@@ -141,7 +141,7 @@ def test_a_trigger_that_fails_in_a_sweep_fails_the_run_and_the_sweep() -> None:
     report = h.sweep()
     [entry] = report.entries
     assert (entry.action, entry.result, entry.detail) == (
-        "failed", "failed", "the workflow was cancelled",
+        "gate-failed", "failed", "the workflow was cancelled",
     )  # fmt: skip
     assert not report.ok and report.counts()["failed"] == 1
     record = h.record(run_id)
@@ -217,7 +217,8 @@ def test_counts_add_up() -> None:
     h.start()
     counts = h.sweep().counts()
     assert counts == {
-        "checked": 2, "resumed": 0, "still_waiting": 2, "timed_out": 0, "deferred": 0,
+        "checked": 2, "resumed": 0, "still_waiting": 2, "timed_out": 0, "gate_failed": 0,
+        "deferred": 0,
         "failed": 0, "reaped": 0, "skipped": 0, "errors": 0, "not_checked": 0,
     }  # fmt: skip
 
@@ -310,7 +311,7 @@ def test_a_triggers_reasons_never_put_a_secret_into_the_record() -> None:
     assert "s3cret-token-value" not in dumps_record(h.record(run_id))
     trigger.answer = WaitFailed("refused for s3cret-token-value")
     [entry] = h.sweep().entries
-    assert entry.action == "failed" and "s3cret-token-value" not in (entry.detail or "x")
+    assert entry.action == "gate-failed" and "s3cret-token-value" not in (entry.detail or "x")
     record = h.record(run_id)
     assert record.status == "failed" and "s3cret-token-value" not in dumps_record(record)
 

@@ -176,7 +176,8 @@ def test_the_sweep_line_counts_deferred_runs_and_they_do_not_turn_it_red() -> No
     report = h.sweep()
     text = sweep_text(report)
     assert text.splitlines()[-1].startswith(
-        "Checked 2 suspended run(s): 0 resumed, 0 still waiting, 0 timed out, 2 deferred, 0 failed;"
+        "Checked 2 suspended run(s): 0 resumed, 0 still waiting, 0 timed out, 0 gate(s) failed, "
+        "2 deferred, 0 failed;"
     )
     assert report.ok and report.as_json()["counts"]["deferred"] == 2
     assert {r["action"] for r in report.as_json()["runs"]} == {"deferred"}

@@ -124,6 +124,35 @@ def test_a_failing_rollback_still_cancels_the_run_and_says_how_it_went() -> None
     assert outcome.status == "cancelled"
     assert h.statuses(run_id)["rollback"] == "failed"
     assert h.store.list_locks() == []
+    # said as it went, and not handled: the disposition did not do its job (exit 1)
+    assert "rollback failed (ZeroDivisionError" in outcome.notes[-1]
+    assert "ran rollback" not in outcome.notes[-1] and not outcome.ok
+
+
+def test_a_rollback_that_fails_in_a_sweep_is_a_failure_of_the_sweep() -> None:
+    def rollback(self: Any, t: TargetBuilder) -> TargetBuilder:
+        return t.executes(lambda: 1 / 0)
+
+    h, _, _, _ = parked("rollback", extra={"rollback": target(rollback)})
+    h.clock.advance(HOUR + 1)
+    report = h.sweep()
+    [entry] = report.entries
+    assert (entry.action, entry.result, entry.handled) == ("timed-out", "cancelled", False)
+    assert "rollback failed (ZeroDivisionError" in (entry.detail or "")
+    assert not report.ok and report.counts()["failed"] == 1
+
+
+@pytest.mark.parametrize("way", ["resume", "sweep"])
+def test_a_timeout_its_rollback_handled_is_no_failure(way: str) -> None:
+    h, _, run_id, _ = parked("rollback")
+    h.clock.advance(HOUR + 1)
+    if way == "resume":
+        outcome = h.resume(run_id)
+        assert outcome.ok and outcome.handled and "ran rollback" in outcome.notes[-1]
+        assert outcome.result is not None and outcome.result.handled
+    else:
+        report = h.sweep()
+        assert report.ok and report.entries[0].handled
 
 
 def test_a_rollback_the_build_no_longer_has_is_refused_and_the_lease_given_back() -> None:

@@ -208,11 +208,14 @@ class CompensationContext(Context):
 
 
 def walk_state(record: RunRecord, *, actor: str, redactor: Redactor) -> RunState:
-    """The in-memory state compensations see: every target's recorded meta, nothing persisted."""
+    """The in-memory state compensations see: every target's recorded meta, nothing persisted.
+    ``ctx.actor`` is the run's starter; ``actor`` (the walker) is ``ctx.resumed_by``."""
     meta: dict[str, Mapping[str, Any]] = {n: row.meta for n, row in record.targets.items()}
     return RunState(
         run_id=record.id,
-        actor=actor,
+        actor=record.actor,
+        actor_source=record.actor_source,
+        resumed_by=actor,
         redactor=redactor,
         signals=record.signals,
         meta=meta,

@@ -21,7 +21,7 @@ from zuke._errors import ZukeError
 from zuke._redact import Redactor
 from zuke._target import Target
 from zuke._text import check_text
-from zuke.state.records import Signal
+from zuke.state.records import ActorSource, Signal
 
 
 def merge_patch(base: dict[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:
@@ -65,11 +65,20 @@ class RunState:
         prior: Mapping[str, Outcome] | None = None,
         redriven: frozenset[str] = frozenset(),
         params: Mapping[str, Any] | None = None,
+        actor_source: ActorSource = "local",
+        resumed_by: str | None = None,
     ) -> None:
         self.run_id = run_id
-        #: the run's parameter values without secrets (what a gate's trigger reads)
+        #: the run's parameter values without secrets, and with every secret's value masked
+        #: inside the others (what a gate's trigger reads)
         self.params: Mapping[str, Any] = dict(params or {})
+        #: who started the run (the record's ``actor``), the same in every process
         self.actor = actor
+        #: where the starter's name came from (the record's ``actorSource``)
+        self.actor_source: ActorSource = actor_source
+        #: this process's actor (a resumer, a sweep); the starter in the first process. It
+        #: names this process's lock holders and the events it writes.
+        self.resumed_by = resumed_by if resumed_by is not None else actor
         self.redactor = redactor
         self.signals: Mapping[str, Signal] = dict(signals or {})
         self._meta: dict[str, dict[str, Any]] = {k: dict(v) for k, v in (meta or {}).items()}
@@ -167,7 +176,10 @@ class Context:
         self._run = run
         self.run_id = run.run_id
         self.target = target
+        #: who started the run, the same in every process that continues it
         self.actor = run.actor
+        #: this process's actor (a resumer, a sweep): the starter in the first process
+        self.resumed_by = run.resumed_by
         self.state = StateHandle(run, target)
         self.signals: Mapping[str, Signal] = run.signals
         #: set when the run is cancelled or this attempt timed out; a long synchronous

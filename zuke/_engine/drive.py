@@ -126,9 +126,13 @@ async def drive(
                     await durable.close(verdict)
                 if durable is not None and durable.stopped_because is not None:
                     verdict = "failed"  # settled elsewhere meanwhile: never report success
+        settled_by = None
+        if durable is not None and durable.disposition is not None and verdict == "cancelled":
+            settled_by = f"{durable.disposition}; its on_failure cancelled the run"
         result = RunResult(
             run_id=state.run_id,
             status=verdict,
+            settled_by=settled_by,
             outcomes=outcomes,
             duration_ms=(time.perf_counter() - started) * 1000,
             recorded=durable is not None,

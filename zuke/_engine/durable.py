@@ -34,6 +34,8 @@ from zuke._engine.cancel_watch import CancelWatch, poll_interval_s
 from zuke._engine.claims import LEASE_TTL_MS, Claim, acquire_lease, guarding, lease_key
 from zuke._engine.context import Context, RunState
 from zuke._engine.executor import BODIES
+from zuke._engine.fan_out import SpecIndex
+from zuke._engine.gate_cancel import GateHooks
 from zuke._engine.gates import EffectDriver, GateKeeper
 from zuke._engine.held import RunHeldLocks
 from zuke._engine.hooks import EffectRunner, GateCheck, Held
@@ -115,6 +117,8 @@ class DurableRun:
         self.watch: CancelWatch | None = None
         #: who cancelled the run from another process (``zuke cancel``), if anyone did
         self.cancelled_by: str | None = None
+        #: why a gate's ``on_failure("cancel-run")`` cancelled the run here, if one did
+        self.disposition: str | None = None
         #: what the compensation walk did, once a cancelled run has run it
         self.walked: WalkResult | None = None
         #: processes that existed before the run: a claim that lapses never ends them
@@ -169,13 +173,14 @@ class DurableRun:
             roots=roots,
             params=params,
             actor=state.actor,
+            actor_source=state.actor_source,
             now_ms=now,
             env=env,
             deadline=deadline_at(deadline, now),
         )
         ttl = lease_ttl_ms(env, store)
         poll_s = poll_interval_s(env)  # a bad value fails here, before the lease is taken
-        holder = LockHolder(state.actor, state.run_id, iso(now), ci_run_url(env))
+        holder = LockHolder(state.resumed_by, state.run_id, iso(now), ci_run_url(env))
         since = SYSTEM_CLOCK.now_ms()  # the store's expiry is at least this plus the TTL
         taken = await acquire_lease(store, state.run_id, holder, ttl_ms=ttl)
         if isinstance(taken, LockHeld):
@@ -294,6 +299,8 @@ class DurableRun:
         }
 
     def _gate_cancelled(self, reason: str) -> None:
+        if self.disposition is None and self.cancelled_by is None:
+            self.disposition = reason
         if self.scheduler is not None:
             self.scheduler.cancel(reason=reason)
 
@@ -383,11 +390,16 @@ class DurableRun:
             return "cancelled"
         await self.writer.persist()  # the walk settles the record: the kept locks leave it
         self.writer.disown()  # the walk writes the record from here
+        # The owner tells its waiting gates (their on_cancel), whoever asked for the cancel: it
+        # has the build and the lease; a canceller of a live owner's run only marks it.
+        state = self.state
+        gates = GateHooks(find=SpecIndex(plan.specs).get, params=state.params,
+                          redactor=state.redactor, resumed_by=state.resumed_by)  # fmt: skip
         try:
             result = await walk(
                 self.store, self.state.run_id, lease=self.lease, plan=plan,
-                intended="cancelled", actor=self.state.actor, clock=self.clock,
-                redactor=self.state.redactor, reason=reason, notify=self.warn,
+                intended="cancelled", actor=self.state.resumed_by, clock=self.clock,
+                redactor=self.state.redactor, reason=reason, notify=self.warn, gates=gates,
             )  # fmt: skip
         except Exception as exc:
             self.writer.record_error = (

@@ -105,6 +105,9 @@ class GateKeeper:
             shared=self.shared,
             first_check=prior is None,
             actor=self.state.actor,
+            actor_source=self.state.actor_source,
+            resumed_by=self.state.resumed_by,
+            redact=self.state.redactor.text,
         )
 
     async def _persist(self) -> None:

@@ -258,7 +258,7 @@ class UntilDone:
 
 
 def rekey(
-    store: StateStore, record: RunRecord, now_ms: int
+    store: StateStore, record: RunRecord, now_ms: int, *, actor: str
 ) -> dict[str, tuple[HeldLock, str] | None]:
     """A reaper's hand-over of a gone owner's run-held locks to the run, waiting again.
 
@@ -275,7 +275,7 @@ def rekey(
         if row.status == "waiting" and row.waiting_for is not None
     }
     out: dict[str, tuple[HeldLock, str] | None] = {}
-    holder = LockHolder(record.actor, record.id, iso(now_ms))
+    holder = LockHolder(actor, record.id, iso(now_ms))  # the reaper takes it, for the run
     for key, row in sorted(record.held.items()):
         token = record.locks.get(key)
         out[key] = None

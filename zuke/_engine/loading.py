@@ -42,9 +42,12 @@ class LoadedBuild:
 
     @functools.cached_property
     def public_params(self) -> dict[str, Any]:
-        """Every parameter's value, defaults included, but no secret (what a trigger reads)."""
+        """Every parameter's value, defaults included, but no secret (what a trigger reads):
+        a secret parameter is left out, and a secret's value inside another one (``--url
+        https://deploy:TOKEN@host``) is masked, in every encoding the redactor knows."""
         hidden = {p.name for p in parameters(type(self.build)) if p.is_secret}
-        return {k: v for k, v in self.resolution.values.items() if k not in hidden}
+        redact = self.redactor.json
+        return {k: redact(v) for k, v in self.resolution.values.items() if k not in hidden}
 
 
 def load(

@@ -147,7 +147,43 @@ class BuildGraph:
                     f"gate {spec.name!r}: on_failure() names unknown target {wait.on_failure!r}"
                 )
         check_acyclic({n: s.depends_on for n, s in specs.items()}, specs)
-        return cls(specs)
+        graph = cls(specs)
+        graph.check_dispositions()
+        return graph
+
+    def check_dispositions(self) -> None:
+        """A gate's target disposition (``on_timeout`` / ``on_failure``) runs *instead of*
+        the gate: one that needs the gate, or anything after it, would take the run back to
+        the gate it is settling (every sweep would suspend it again and the target never
+        run). Refused when the build loads, naming both."""
+        after: dict[str, set[str]] = {}  # gate -> the gate and every target depending on it
+        dependents: dict[str, list[str]] = {}
+        for name, spec in self.specs.items():
+            for dep in spec.depends_on:
+                dependents.setdefault(dep, []).append(name)
+        for gate, spec in self.specs.items():
+            wait = spec.wait
+            if wait is None:
+                continue
+            for what, target, is_target in (("on_timeout", wait.on_timeout,
+                                             wait.on_timeout_is_target),
+                                            ("on_failure", wait.on_failure,
+                                             wait.on_failure_is_target)):  # fmt: skip
+                if not is_target:
+                    continue
+                if gate not in after:
+                    after[gate] = _reachable(gate, dependents)
+                needs = [target] if target == gate else self.closure(self.specs[target].depends_on)
+                bad = next((n for n in needs if n in after[gate]), None)
+                if bad is None:
+                    continue
+                how = "is" if bad == target else f"depends on {bad!r}, which is"
+                where = "the gate itself" if bad == gate else "after the gate"
+                raise BuildDefinitionError(
+                    f"gate {gate!r}: its {what}() target {target!r} {how} {where}; a "
+                    "disposition runs instead of the gate, so it cannot need the gate or "
+                    "anything that waits for it. Give it only what came before the gate"
+                )
 
     def closure(self, roots: Iterable[str]) -> list[str]:
         """``roots`` and everything they transitively depend on."""
@@ -160,6 +196,18 @@ class BuildGraph:
             seen[name] = None
             stack.extend(reversed(self.specs[name].depends_on))
         return list(seen)
+
+
+def _reachable(start: str, dependents: Mapping[str, Sequence[str]]) -> set[str]:
+    """``start`` and every target that (transitively) depends on it."""
+    seen = {start}
+    stack = [start]
+    while stack:
+        for nxt in dependents.get(stack.pop(), ()):
+            if nxt not in seen:
+                seen.add(nxt)
+                stack.append(nxt)
+    return seen
 
 
 def check_acyclic(edges: Mapping[str, Sequence[str]], order: Iterable[str]) -> None:

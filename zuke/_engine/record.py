@@ -8,7 +8,7 @@ from zuke._clock import iso
 from zuke._duration import parse_duration
 from zuke._engine.plan import Plan
 from zuke._provenance import build_origin
-from zuke.state.records import GraphNode, RunRecord, TargetRecord
+from zuke.state.records import ActorSource, GraphNode, RunRecord, TargetRecord
 
 
 def ci_run_url(env: Mapping[str, str]) -> str | None:
@@ -36,6 +36,7 @@ def new_record(
     roots: list[str],
     params: Mapping[str, str],
     actor: str,
+    actor_source: ActorSource = "local",
     now_ms: int,
     env: Mapping[str, str],
     deadline: str | None,
@@ -48,6 +49,7 @@ def new_record(
         root_target=roots[0],
         status="running",
         actor=actor,
+        actor_source=actor_source,
         created_at=stamp,
         updated_at=stamp,
         graph=tuple(GraphNode(name, plan.hard[name]) for name in plan.order),

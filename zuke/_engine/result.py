@@ -39,11 +39,23 @@ class RunResult:
     record_error: str | None = None
     #: a suspended run's gates and what each waits for
     waiting: dict[str, WaitingFor] = field(default_factory=dict)
+    #: set when a gate failed or timed out and its declared disposition (``on_failure`` /
+    #: ``on_timeout``: ``"cancel-run"``, or a rollback target that succeeded) cancelled the
+    #: run: one line saying which gate and what was done
+    settled_by: str | None = None
 
     @property
     def ok(self) -> bool:
         """True for a succeeded or suspended run whose record (if any) was written."""
         return self.status in ("succeeded", "suspended") and self.record_error is None
+
+    @property
+    def handled(self) -> bool:
+        """The run was cancelled by a gate's declared disposition that did its job (not by an
+        operator), and recorded: the command line exits 0 for it, as for ``ok``."""
+        return (
+            self.status == "cancelled" and self.settled_by is not None and self.record_error is None
+        )
 
     @property
     def failures(self) -> dict[str, Outcome]:

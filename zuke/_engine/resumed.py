@@ -80,13 +80,16 @@ async def execute_resumed(
     settle_as: RunVerdict | None = None,
     walk_plan: Plan | None = None,
 ) -> RunResult:
-    """Drive the rest of an adopted run; the lease is released on every way out."""
+    """Drive the rest of an adopted run; the lease is released on every way out. ``actor``
+    is this process's (``ctx.resumed_by``); ``ctx.actor`` stays the run's starter."""
     started = time.perf_counter()
     record = adoption.found.record
     prior = prior_outcomes(record)
     state = RunState(
         run_id=record.id,
-        actor=actor,
+        actor=record.actor,  # who started it, in every process
+        actor_source=record.actor_source,
+        resumed_by=actor,
         redactor=loaded.redactor,
         params=loaded.public_params,
         signals=record.signals,

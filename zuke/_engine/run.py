@@ -1,4 +1,7 @@
-"""``execute()``: one run of a build, from parameters to verdict.
+"""``execute_async()``: one run of a build in this process, from parameters to verdict.
+
+(The public ``zuke.execute()`` is :func:`zuke.runs.owner.execute`: this run, then its
+continuation when a signal became due while it ran — what every owner does.)
 
 The pipeline: resolve parameters → instantiate the build and run its target
 definitions → freeze and validate the graph → resolve ordering edges → plan →
@@ -30,7 +33,8 @@ from zuke._engine.plan import BuildGraph, Plan, make_plan, requires_state
 from zuke._engine.preflight import preflight
 from zuke._engine.result import RunResult
 from zuke._errors import BuildDefinitionError, UsageError, ZukeError
-from zuke._provenance import resolve_actor
+from zuke._provenance import Actor
+from zuke._provenance import resolve as resolve_actor
 from zuke._target import Target
 
 if TYPE_CHECKING:
@@ -50,7 +54,9 @@ class RunOptions:
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     skip: Sequence[str] = ()
     parallel: int = 1
-    actor: str | None = None
+    #: ``--actor`` (its source ``local``), or an :class:`~zuke._provenance.Actor` already
+    #: resolved with its source (``zuke mcp``'s); ``None``: as the environment names it
+    actor: str | Actor | None = None
     observers: Sequence[Observer] = ()
     clock: Clock = SYSTEM_CLOCK
     #: install SIGINT/SIGTERM handlers that cancel the run (the CLI does)
@@ -127,9 +133,12 @@ async def execute_async(build_cls: type[Build], options: RunOptions) -> RunResul
         plan = make_plan(graph, options.targets, skip=options.skip, ordering=edges)
         override = loaded.build.state_store()
     run_id = str(uuid.uuid4())
+    given = options.actor
+    starter = given if isinstance(given, Actor) else resolve_actor(given, options.env)
     state = RunState(
         run_id=run_id,
-        actor=resolve_actor(options.actor, options.env),
+        actor=starter.name,
+        actor_source=starter.source,
         redactor=loaded.redactor,
         params=loaded.public_params,
     )
@@ -157,29 +166,3 @@ async def execute_async(build_cls: type[Build], options: RunOptions) -> RunResul
             warn=options.on_warning,
         )
     return await drive(plan, state=state, durable=durable, options=options, started=started)
-
-
-def execute(
-    build_cls: type[Build],
-    targets: Sequence[str],
-    *,
-    params: Mapping[str, str | Sequence[str]] | None = None,
-    env: Mapping[str, str] | None = None,
-    skip: Sequence[str] = (),
-    parallel: int = 1,
-    actor: str | None = None,
-    observers: Sequence[Observer] = (),
-) -> RunResult:
-    """Run targets of a build in this process and return the result (no printing)."""
-    supplied = {k: [v] if isinstance(v, str) else list(v) for k, v in (params or {}).items()}
-    options = RunOptions(
-        targets=list(targets),
-        params=supplied,
-        env=dict(os.environ) if env is None else env,
-        skip=list(skip),
-        parallel=parallel,
-        actor=actor,
-        observers=observers,
-        inline=True,  # asyncio.run below: the loop is the run's alone
-    )
-    return asyncio.run(execute_async(build_cls, options))

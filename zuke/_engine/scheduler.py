@@ -30,7 +30,7 @@ from zuke._engine.observer import Observer, Transition
 from zuke._engine.plan import Plan, TargetSpec
 from zuke._engine.result import Outcome
 from zuke._fan_out import grouped
-from zuke.state.records import TargetStatus
+from zuke.state.records import TargetStatus, WaitingFor
 
 
 class Scheduler(LoopThread):
@@ -84,6 +84,8 @@ class Scheduler(LoopThread):
         self.effects = effects
         #: gates reached whose trigger is not satisfied: the run suspends
         self.waiting: dict[str, Outcome] = {}
+        #: what each parked gate waits for (kept on its row if the run is cancelled)
+        self._parked_for: dict[str, WaitingFor] = {}
         # Targets an earlier process of this run completed (a resume): done already.
         for name, outcome in (done or {}).items():
             if name in self._waiting_on:
@@ -152,14 +154,18 @@ class Scheduler(LoopThread):
             # Parked: gates stay waiting and what they hold back stays pending, for a resume.
             pending = Outcome(status="pending")
             return {n: self.outcomes.get(n) or self.waiting.get(n) or pending for n in self.names()}
+        cancelled = self.cancel_requested.is_set()
         for name in self.plan.order:
             if name not in self.outcomes:
                 reason = (
                     (self.stop_reason or self.cancel_reason or "the run was cancelled")
-                    if self.cancel_requested.is_set()
+                    if cancelled
                     else "not reached"
                 )
-                await self._settle_skipped(name, reason)
+                # A gate parked when the run was cancelled keeps what it waited for on its
+                # row: the cancel's walk tells it (on_cancel), here or after a crash.
+                parked = self._parked_for.get(name) if cancelled else None
+                await self._settle(name, "skipped", reason=reason, waiting_for=parked)
         return {n: self.outcomes[n] for n in self.names()}
 
     def names(self) -> list[str]:
@@ -258,6 +264,7 @@ class Scheduler(LoopThread):
         duration_ms: float | None = None,
         reason: str | None = None,
         interrupted: bool = False,
+        waiting_for: WaitingFor | None = None,
     ) -> Outcome:
         # Redacted here, once: the outcome reaches the console, the record and the
         # caller of the programmatic API (RunResult) alike.
@@ -272,6 +279,7 @@ class Scheduler(LoopThread):
                 duration_ms=duration_ms,
                 reason=reason,
                 interrupted=interrupted,
+                waiting_for=waiting_for,
             )
         )
         return self.outcomes[name]
@@ -415,6 +423,8 @@ class Scheduler(LoopThread):
         )
         outcome = Outcome(status="waiting", started_at=self._started_at.get(name))
         self.waiting[name] = outcome
+        if verdict.waiting_for is not None:
+            self._parked_for[name] = verdict.waiting_for
         return outcome
 
     async def _release_lock(self, name: str, held: Held) -> None:

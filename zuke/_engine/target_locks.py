@@ -135,7 +135,7 @@ class TargetLocks:
             ctx.lock = LockInfo(key=lock.key, fence=kept)
             return KeptLock(asyncio.Event())
         holder = LockHolder(
-            actor=self.state.actor,
+            actor=self.state.resumed_by,  # who holds it: this process, not the starter
             run_id=self.state.run_id,
             since=iso(self.clock.now_ms()),
             run_url=ci_run_url(self.env),

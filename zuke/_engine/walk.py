@@ -19,6 +19,8 @@ is renewed however long the walk takes); the walk then:
 3. moves the record to ``cancelling`` with ``intendedTerminal`` (a record
    already ``cancelling`` keeps its own), ending rows still running
    (``failed``, ``interrupted``);
+3b. tells each gate still waiting (its trigger's ``on_cancel``), once, on a
+   proven lease, recording what it said (:mod:`zuke._engine.gate_cancel`);
 4. runs each compensation not yet recorded, **at most once**: it proves
    ownership again, records the intent (a ``compensating`` event), runs it,
    and records its end (a ``compensate`` event). One whose intent an
@@ -41,6 +43,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
 from zuke._clock import Clock, iso
+from zuke._engine import gate_cancel
 from zuke._engine.claims import Claim, acquire, stop_at_ms
 from zuke._engine.compensation import (
     COMPENSATE_EVENT,
@@ -57,6 +60,7 @@ from zuke._engine.compensation import (
     walk_steps,
 )
 from zuke._engine.context import RunState
+from zuke._engine.gate_cancel import GateHooks
 from zuke._engine.plan import Plan
 from zuke._redact import Redactor
 from zuke.state._protocol import LockAcquired, LockHolder, StateStore, lease_key
@@ -100,6 +104,8 @@ class WalkResult:
     held: frozenset[str] = frozenset()
     #: why the walk stopped before settling the run (None: it settled it, or found it settled)
     stopped: str | None = None
+    #: "gate 'e2e': cancelled workflow run …" per waiting gate told of the cancel (its answer)
+    gates: list[str] = field(default_factory=list)
 
 
 class _Walk:
@@ -206,16 +212,18 @@ async def walk(
     first: tuple[RunEvent, ...] = (),
     notes: tuple[str, ...] = (),
     notify: Callable[[str], None] = lambda message: None,
+    gates: GateHooks | None = None,
 ) -> WalkResult:
     """Compensate and settle ``run_id`` (its lease is ``lease``); see the module docstring.
 
     ``plan`` is the run's plan (``None``: no compensations, ``notes`` say why);
-    ``first`` are events written with the move to ``cancelling``.
+    ``first`` are events written with the move to ``cancelling``; ``gates`` asks each gate
+    still waiting (its ``on_cancel``) before the compensations (``None``: no build to ask).
     """
     w = _Walk(store, run_id, lease, actor, clock, redactor)
     _WALKING[id(w)] = (run_id, "")
     try:
-        return await _walk(w, plan, intended, reason, first, list(notes), notify)
+        return await _walk(w, plan, intended, reason, first, list(notes), notify, gates)
     finally:
         _WALKING.pop(id(w), None)
 
@@ -228,6 +236,7 @@ async def _walk(
     first: tuple[RunEvent, ...],
     notes: list[str],
     notify: Callable[[str], None],
+    gates: GateHooks | None,
 ) -> WalkResult:
     if not await w.take_record():
         return WalkResult(w.status(), stopped=NOT_PROVEN)
@@ -252,7 +261,7 @@ async def _walk(
     claim = Claim(w.store, key, taken.token, taken.fence, CANCEL_LOCK_TTL_MS,
                   on_lost=lambda c: None, warn=notify).start()  # fmt: skip
     try:
-        return await _walk_held(w, claim, plan, intended, reason, first, notes, notify)
+        return await _walk_held(w, claim, plan, intended, reason, first, notes, notify, gates)
     finally:
         await claim.release()
 
@@ -266,6 +275,7 @@ async def _walk_held(
     first: tuple[RunEvent, ...],
     notes: list[str],
     notify: Callable[[str], None],
+    gates: GateHooks | None,
 ) -> WalkResult:
     lease = lease_key(w.run_id)
     final: dict[str, RunStatus] = {}
@@ -299,6 +309,10 @@ async def _walk_held(
     if record.degraded:
         result.notes.append(DEGRADED_NOTE)
         notify(f"Run {w.run_id}: {DEGRADED_NOTE}")
+    cut = await gate_cancel.tell(w, claim, record, gates, result, notify)
+    if cut is not None:
+        result.stopped = TAKEN_OVER if cut == "taken" else NOT_PROVEN
+        return result
     rows = replace(record, targets=before["r"].targets) if "r" in before else record
     steps: list[Step] = []
     if plan is not None:

@@ -107,6 +107,8 @@ class RunStateWriter(Observer):
         self.redactor = redactor or Redactor()
         self.warn = warn
         self.run_state = run_state
+        #: who this process's events name: its own actor (a resumer's, not the starter's)
+        self.actor = run_state.resumed_by if run_state is not None else record.actor
         self.backoff_s = tuple(BACKOFF_S if backoff_s is None else backoff_s)
         self.sleep = sleep
         self.writes = 0
@@ -130,6 +132,11 @@ class RunStateWriter(Observer):
         self._failing: str | None = None  # the reason of the current streak of failed writes
         self._broken: str | None = None  # a hook raised: which change is missing is unknown
         self._disowned = False
+        #: the run's end (or suspension) was written: this writer's last write. A notice that
+        #: reaches the loop later (a body's ``ctx.state.set`` from a worker thread, already in
+        #: the row its transition wrote) writes nothing — written after the end, it would find
+        #: the run settled and take its own end for another process's.
+        self._ended = False
         self._write_lock = asyncio.Lock()
         self._debounce: asyncio.TimerHandle | None = None
         self._background: asyncio.Future[None] | None = None
@@ -251,7 +258,8 @@ class RunStateWriter(Observer):
                 status=t.status,
                 ended_at=when if t.status != "waiting" else row.ended_at,
                 error=self.redactor.text(t.error) if t.error else None,
-                waiting_for=t.waiting_for if t.status == "waiting" else None,
+                # a gate skipped while it waited (its run cancelled) keeps it, for on_cancel
+                waiting_for=t.waiting_for if t.status in ("waiting", "skipped") else None,
                 interrupted=t.interrupted,
                 meta=meta,
             )
@@ -277,7 +285,7 @@ class RunStateWriter(Observer):
         event = RunEvent(
             at=self._now(),
             tool=tool,
-            actor=self.record.actor,
+            actor=self.actor,
             outcome=outcome,  # type: ignore[arg-type]
             args={k: self.redactor.text(v) for k, v in (args or {}).items()},
             detail=self.redactor.text(detail) if detail else None,
@@ -331,6 +339,7 @@ class RunStateWriter(Observer):
         ending = _honest(status) if self._broken is not None else status
         self._queue(RunDelta(updated_at=now, status=ending))
         failure = await self._flush(persist=True)
+        self._ended = True
         if failure is not None:
             self.record_error = await self._give_up(status, failure)
         elif self._broken is not None and not self._disowned:
@@ -343,7 +352,7 @@ class RunStateWriter(Observer):
     # -- writing ----------------------------------------------------------------
 
     def _schedule_flush(self) -> None:
-        if self._debounce is None:
+        if self._debounce is None and not self._ended:
             delay = CHECKPOINT_DEBOUNCE_S if self.checkpointed else SETTLE_DEBOUNCE_S
             self._debounce = self._loop.call_later(delay, self._debounced_flush)
 
@@ -365,7 +374,7 @@ class RunStateWriter(Observer):
         what the caller queued, so every row goes again (only once something was lost).
         """
         async with self._write_lock:
-            if self._disowned:
+            if self._disowned or self._ended:
                 return None
             self._take_meta()
             if complete and self._loss is not None:
@@ -454,7 +463,7 @@ class RunStateWriter(Observer):
         event = RunEvent(
             at=now,
             tool="record",
-            actor=self.record.actor,
+            actor=self.actor,
             outcome="error",
             detail=self.redactor.text(f"the run ended {status}, but it could not be recorded: "
                                       f"{reason}"),

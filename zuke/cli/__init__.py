@@ -37,8 +37,6 @@ from zuke.cli.inert_stream import InertStream
 
 if TYPE_CHECKING:
     from zuke._build import Build
-    from zuke._engine.result import RunResult
-    from zuke._engine.run import RunOptions
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -200,9 +198,10 @@ def run_targets(
 
     from zuke._build import parameters
     from zuke._engine.preflight import scrub
-    from zuke._engine.run import RunOptions, execute_async
+    from zuke._engine.run import RunOptions
     from zuke._params import resolve
     from zuke.cli.console import ConsoleReporter
+    from zuke.runs.owner import run_owned
 
     reporter = ConsoleReporter(out=out, err=err)
     # The same secrets the run redacts: every element, number spelling and default.
@@ -228,10 +227,8 @@ def run_targets(
         cwd=home,
         inline=True,  # the loop below runs this run alone (docs/architecture.md, Rules)
     )
-    try:
-        result = asyncio.run(execute_async(build, options))
-        if result.status == "suspended" and result.record_error is None:
-            result = _continue_if_due(build, result, options)
+    try:  # a signal stored while it ran is consumed before it returns (every owner's rule)
+        result = asyncio.run(run_owned(build, options))
     except UsageError as exc:  # `--parallel 4`: say why "4" was taken for a target
         raise _with_hint(exc, parsed) from None
     except Exception as exc:  # the engine scrubs its own; this covers what it did not raise
@@ -248,6 +245,9 @@ def run_targets(
         err.write(f"zuke: {console_text(result.record_error)}\n")
         err.flush()
         return EXIT_FAILED
+    if result.handled:  # a gate's declared disposition cancelled (rolled back) the run: ok
+        on_interrupt(f"zuke: {result.settled_by}")
+        return EXIT_OK
     if result.status == "cancelled":
         return EXIT_INTERRUPTED
     return EXIT_OK if result.ok else EXIT_FAILED
@@ -259,21 +259,6 @@ def _with_hint(exc: UsageError, parsed: cli_args.RunArgs) -> UsageError:
         if hint and str(exc).startswith(f"Unknown target: {word}."):
             return UsageError(f"Unknown target: {word}. {hint}.")
     return exc
-
-
-def _continue_if_due(build: type[Build], result: RunResult, options: RunOptions) -> RunResult:
-    """A run that suspended while a signal its gate waits for was stored (delivered while
-    it ran) continues at once, in this process: the signal is not left for the next sweep."""
-    import asyncio
-
-    from zuke._provenance import resolve_actor
-    from zuke.runs.continuation import continue_due
-    from zuke.runs.store import open_store
-
-    store = open_store(options.env, build=build, cwd=options.cwd)
-    actor = resolve_actor(options.actor, options.env)
-    outcome = asyncio.run(continue_due(build, store, result.run_id, options, actor=actor))
-    return outcome.result if outcome is not None and outcome.result is not None else result
 
 
 def entrypoint() -> None:

@@ -30,7 +30,8 @@ Options:
   --no-run         no run_target, resume_run or resume_check: read and cancel only
   --no-cancel      no cancel_run
   -f, --file PATH  the build file (default build.py, or ZUKE_FILE)
-  --actor NAME     who the calls are recorded as (default ZUKE_ACTOR, GITHUB_ACTOR, login)
+  --actor NAME     who the calls are recorded as (default ZUKE_ACTOR; under GitHub Actions
+                   GITHUB_TRIGGERING_ACTOR, GITHUB_ACTOR; else the login)
   -h, --help       show this help
 """
 NO_SDK = "zuke mcp needs the MCP SDK: pip install 'zuke[mcp]'"
@@ -85,17 +86,19 @@ def run_mcp(
             raise UsageError(NO_SDK) from None
         raise
     from zuke._loader import build_home, find_build_file, load_build_class
-    from zuke._provenance import resolve_actor
+    from zuke._provenance import resolve
     from zuke.mcp.tools import BuildTools
 
     if build is None:
         build = load_build_class(find_build_file(opts["file"], env))
     if home is None or opts["file"] is not None:
         home = build_home(opts["file"], env)
+    who = resolve(opts["actor"], env)
     tools = BuildTools(
         build=build,
         env=env,
-        actor=resolve_actor(opts["actor"], env),
+        actor=who.name,
+        actor_source=who.source,
         describe=describe,
         allow_run=opts["run"],
         allow_cancel=opts["cancel"],

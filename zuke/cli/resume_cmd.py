@@ -373,6 +373,6 @@ def _resume(
         return 1
     if outcome.action == "already-delivered":
         return 0
-    if outcome.action == "resumed" and outcome.status == "cancelled":
+    if outcome.action == "resumed" and outcome.status == "cancelled" and not outcome.ok:
         return 130  # the continued run was cancelled (Ctrl-C, zuke cancel), as for a fresh run
-    return 0 if outcome.ok else 1
+    return 0 if outcome.ok else 1  # a gate's declared disposition that did its job is ok

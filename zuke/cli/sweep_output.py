@@ -86,6 +86,7 @@ def sweep_text(report: SweepReport, where: str | None = None) -> str:
         f"Checked {c['checked']} suspended run(s){f' in {console_text(where)}' if where else ''}: "
         f"{c['resumed']} resumed, "
         f"{c['still_waiting']} still waiting, {c['timed_out']} timed out, "
+        f"{c['gate_failed']} gate(s) failed, "
         f"{c['deferred']} deferred, {c['failed']} failed"
         f"; reaped {c['reaped']}, skipped {c['skipped']}, {c['errors']} check error(s)"
         + (f"; {c['not_checked']} not checked." if c["not_checked"] else ".")

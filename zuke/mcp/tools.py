@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from zuke._clock import SYSTEM_CLOCK, Clock
 from zuke._duration import parse_duration
 from zuke._errors import ZukeError
+from zuke._provenance import Actor, ActorSource
 from zuke._redact import Redactor
 from zuke.mcp.audit import record_call, redacted_args
 from zuke.state._ids import check_id
@@ -86,6 +87,9 @@ class BuildTools:
     store: StateStore | None = None
     #: where ``.zuke/runs`` lives: the build file's directory (None: the working directory)
     home: Path | None = None
+    #: where ``actor`` came from: a run started here records it with its starter, so a
+    #: GitHub login under Actions stays one (``no_self_approval()`` trusts only those)
+    actor_source: ActorSource = "local"
     _redactor: Redactor = field(default_factory=Redactor, init=False)
 
     def __post_init__(self) -> None:
@@ -158,8 +162,7 @@ class BuildTools:
         skip: Sequence[str] = (),
     ) -> dict[str, Any]:
         """Run ``targets`` in this process, recorded; the verdict, outcomes and run id."""
-        from zuke._engine.run import execute_async
-        from zuke.runs.continuation import continue_due
+        from zuke.runs.owner import run_owned
 
         supplied = {k: [v] if isinstance(v, str) else list(v) for k, v in (params or {}).items()}
         redactor = self._with_supplied(supplied)
@@ -173,14 +176,8 @@ class BuildTools:
         if not targets:
             raise ToolFailure("run_target needs at least one target (see list_targets)")
         options = self._run_options(targets=list(targets), params=supplied, skip=list(skip))
-        try:
-            result = await execute_async(self.build, options)
-            if result.status == "suspended" and result.recorded and not result.record_error:
-                # a signal stored while it ran is consumed now, as the CLI does
-                again = await continue_due(
-                    self.build, self._store(), result.run_id, options, actor=self.actor
-                )
-                result = again.result if again is not None and again.result else result
+        try:  # a signal stored while it ran is consumed now, as every owner does
+            result = await run_owned(self.build, options, store=self._store())
         except Exception as exc:
             raise ToolFailure(one_line(exc, redactor)) from None
         payload = result_json(result, redactor)
@@ -372,7 +369,7 @@ class BuildTools:
 
         base: dict[str, Any] = {
             "env": self.env,
-            "actor": self.actor,
+            "actor": Actor(self.actor, self.actor_source),
             "clock": self.clock,
             "on_warning": self._warn_redacted,
             "on_interrupt": self._warn_redacted,

@@ -18,9 +18,13 @@ Who owns the run decides what the canceller may do, and the run's lease
   (``list_locks``: a client that rewrote the record without its ``locks``
   field) have no token here; they are named and left to lapse at their TTL.
 
-Either way the compensations (``on_cancel``) run: the live owner walks them
-itself once its bodies stopped; a canceller that took the lease walks them
-here (:mod:`zuke.runs.compensate`) under the cancel lock. A canceller with no
+Either way the gates still waiting are told (their trigger's ``on_cancel``:
+``github_workflow`` cancels the run it dispatched) and then the compensations
+(``on_cancel`` targets) run: the live owner does both itself once its bodies
+stopped; a canceller that took the lease does them here
+(:mod:`zuke.runs.compensate`) under the cancel lock. A ``suspended`` run it
+takes is reported as such ("the run was suspended"), not as one whose owner
+was gone. A canceller with no
 build to run them with refuses a run that may owe some (a target succeeded),
 unless told ``compensations="skip"``: owed compensations are never skipped
 silently.
@@ -89,6 +93,11 @@ class CancelResult:
     notes: list[str] = field(default_factory=list)
     #: "deploy → rollback" per compensation an earlier walk started and never finished
     interrupted: list[str] = field(default_factory=list)
+    #: the run's status when this call took it in hand (``suspended``: parked at its gates,
+    #: nobody running it; ``running``/``cancelling``: its owner was gone)
+    was: RunStatus | None = None
+    #: what each gate still waiting said when told of the cancel (its ``on_cancel``)
+    gates: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
         """One line for the console."""
@@ -102,10 +111,13 @@ class CancelResult:
                     "releases its own locks. Check with: zuke runs show " + rid
                 )
             return f"Run {rid} cancelled by its owner ({self.owner}), who released its own locks."
-        line = f"Run {rid} cancelled; its owner was gone. Released {len(self.released)} claim(s)"
+        why = "it was suspended" if self.was == "suspended" else "its owner was gone"
+        line = f"Run {rid} cancelled; {why}. Released {len(self.released)} claim(s)"
         line += f" ({', '.join(self.released)})." if self.released else "."
         if self.left:
             line += f" Left to lapse at their TTL: {', '.join(self.left)}."
+        for said in self.gates:
+            line += f" {said[:1].upper()}{said[1:]}."
         if self.compensated:
             line += f" Ran {len(self.compensated)} compensation(s)"
             line += f", {len(self.failures)} failed." if self.failures else "."
@@ -248,7 +260,7 @@ async def _settle_held(
     from zuke.runs.lifecycle import hold_taken
 
     hold = await hold_taken(store, run_id, taken, ttl_ms=run_lease_ttl_ms(env, store),
-                            clock=clock, since_ms=since_ms)  # fmt: skip
+                            clock=clock, since_ms=since_ms, actor=actor)  # fmt: skip
     try:
         record = hold.record
         if record.status in TERMINAL_STATUSES:
@@ -274,14 +286,16 @@ async def _settle_held(
         now = iso(clock.now_ms())
         held = sorted(k for k in record.locks if k != lease_key(run_id))
         args = {"released": ",".join(held)}
-        detail = f"cancelled by {actor}; its owner was gone"
+        parked = record.status == "suspended"  # parked at its gates: nobody's, not "gone"
+        detail = f"cancelled by {actor}; " + ("the run was suspended" if parked else
+                                              "its owner was gone")  # fmt: skip
         if compensations == "skip" and owed:  # the operator's choice, on the audit trail
             args["compensations"] = "skipped"
             detail += f"; compensations skipped by {actor} (--no-compensations)"
         event = RunEvent(at=now, tool="cancel", actor=actor, detail=detail, args=args)
         result, released, warnings = await walk_taken(
-            hold, build=build if compensations == "run" else None, env=env, actor=actor,
-            intended="cancelled", reason=f"cancelled by {actor}", first=(event,),
+            hold, build=build, env=env, actor=actor, intended="cancelled",
+            reason=f"cancelled by {actor}", first=(event,), compensate=compensations == "run",
         )  # fmt: skip
     finally:
         await hold.release()
@@ -301,6 +315,8 @@ async def _settle_held(
         failures=[f"{t} → {c}: {e}" for t, c, e in result.failures],
         notes=result.notes,
         interrupted=result.interrupted,
+        was=record.status,
+        gates=result.gates,
     )
 
 

@@ -18,9 +18,10 @@ from typing import Any, TypeVar
 
 from zuke._build import Build
 from zuke._clock import iso
+from zuke._engine.gate_cancel import GateHooks
 from zuke._engine.plan import Plan, make_plan
 from zuke._engine.resumed import plan_of
-from zuke._engine.run import RunOptions
+from zuke._engine.run import LoadedBuild, RunOptions
 from zuke._engine.walk import WalkResult, walk
 from zuke._errors import ZukeError
 from zuke._redact import Redactor
@@ -53,12 +54,20 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     return value
 
 
+def gate_hooks(loaded: LoadedBuild, actor: str) -> GateHooks:
+    """How a walk from another process asks the run's waiting gates (their ``on_cancel``):
+    the build loaded with the run's parameters, ``actor`` cancelling."""
+    return GateHooks(find=loaded.index.get, params=loaded.public_params,
+                     redactor=loaded.redactor, resumed_by=actor)  # fmt: skip
+
+
 async def plan_for(
     build: type[Build] | None, record: RunRecord, env: Mapping[str, str]
-) -> tuple[Plan | None, Redactor, list[str]]:
-    """The run's plan for its walk (``None``: no compensations), its redactor, and notes."""
+) -> tuple[Plan | None, Redactor, list[str], LoadedBuild | None]:
+    """The run's plan for its walk (``None``: no compensations), its redactor, notes, and
+    the build loaded with the run's parameters (``None``: it could not be)."""
     if build is None:
-        return None, Redactor(), ["no build file here: cancelling without compensations"]
+        return None, Redactor(), ["no build file here: cancelling without compensations"], None
     try:
         loaded = load_for(build, record, RunOptions(env=env))
     except ZukeError as exc:
@@ -66,7 +75,15 @@ async def plan_for(
             None,
             Redactor(),
             [f"cannot load the build ({exc}): cancelling without compensations"],
+            None,
         )
+    plan, redactor, notes = await _plan_loaded(loaded, record)
+    return plan, redactor, notes, loaded
+
+
+async def _plan_loaded(
+    loaded: LoadedBuild, record: RunRecord
+) -> tuple[Plan | None, Redactor, list[str]]:
     try:
         return await plan_of(loaded, record), loaded.redactor, []
     except ZukeError as exc:
@@ -91,17 +108,23 @@ async def walk_taken(
     reason: str,
     first: tuple[RunEvent, ...] = (),
     warn: Callable[[str], None] = lambda message: None,
+    compensate: bool = True,
 ) -> tuple[WalkResult, list[str], list[str]]:
-    """Walk the run ``hold`` holds (its heartbeat renews the lease; the caller releases it).
+    """Walk the run ``hold`` holds (its heartbeat renews the lease; the caller releases it):
+    its waiting gates told of the cancel, then — unless ``compensate`` is false — its
+    compensations, with ``build`` (``None``: no build here, neither).
 
     Returns the walk's result, the claims released, and warnings.
     """
     store, record = hold.store, hold.record
-    plan, redactor, notes = await plan_for(build, record, env)
+    plan, redactor, notes, loaded = await plan_for(build, record, env)
+    if not compensate and loaded is not None:  # the operator's choice; gates are still told
+        plan, notes = None, ["compensations skipped: cancelling without them"]
+    gates = gate_hooks(loaded, actor) if loaded is not None else None
     result = await walk(
         store, record.id, lease=hold.claim, plan=plan, intended=intended, actor=actor,
         clock=hold.clock, redactor=redactor, reason=reason, first=first, notes=tuple(notes),
-        notify=warn,
+        notify=warn, gates=gates,
     )  # fmt: skip
     return result, *await settle_claims(hold, result.claims, held=result.held)
 

@@ -32,7 +32,15 @@ from zuke._errors import (
 from zuke._waits import Satisfied, WaitFailed
 from zuke.runs.gate_checks import Taken, check_gates, passed_rows
 from zuke.runs.gate_failures import failed_gate, settle_failed_gate
-from zuke.runs.lifecycle import Hold, ResumeOutcome, graph_drift, lease_key, load_for, take
+from zuke.runs.lifecycle import (
+    Hold,
+    ResumeOutcome,
+    graph_drift,
+    lease_key,
+    load_for,
+    moved_by,
+    take,
+)
 from zuke.runs.signals import SignalDelivery, due_signals
 from zuke.runs.timeouts import settle_timeout, unfinished_rollback
 from zuke.state._protocol import StateStore
@@ -59,11 +67,12 @@ def check_suspended(record: RunRecord) -> None:
     if record.status == "suspended":
         return
     if record.status in ("running", "cancelling"):
+        by = moved_by(record)
         raise AlreadyResumedError(
-            f"resume: run {record.id} is {record.status} (resumed or started by {record.actor} "
+            f"resume: run {record.id} is {record.status} (resumed or started by {by} "
             f"at {record.updated_at}); nothing to do",
             run_id=record.id,
-            by=record.actor,
+            by=by,
         )
     raise RunNotSuspendedError(
         f'resume: run {record.id} is "{record.status}", not suspended',
@@ -203,11 +212,12 @@ async def resume_now(
     )
     updated = await hold.write(change)
     if isinstance(updated, (Unchanged, GaveUp)):
+        by = moved_by(updated.record)
         raise AlreadyResumedError(
-            f"resume: run {record.id} was resumed by {updated.record.actor} at "
+            f"resume: run {record.id} was resumed by {by} at "
             f"{updated.record.updated_at}; nothing to do",
             run_id=record.id,
-            by=updated.record.actor,
+            by=by,
         )
     adoption = await hold.hand_over()
     try:
@@ -235,10 +245,9 @@ def _to_running(
             return None  # decided again on the fresh record: it moved
         stamp = iso(now_ms)
         event = RunEvent(at=stamp, tool="resume", actor=actor)
-        delta = RunDelta(
+        delta = RunDelta(  # the starter stays the record's actor: the event names the resumer
             updated_at=stamp,
             status="running",
-            actor=actor,
             events=(event,),
             deadline_at=pushed_deadline(fresh, now_ms),
             # The record names its holder's lease: a paused former owner that wakes up

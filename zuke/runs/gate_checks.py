@@ -65,6 +65,9 @@ class Basis(Protocol):
     @property
     def basis(self) -> RunRecord: ...
 
+    @property
+    def actor(self) -> str: ...
+
     async def get(self) -> Hold: ...
 
 
@@ -77,6 +80,10 @@ class Taken:
     @property
     def basis(self) -> RunRecord:
         return self.hold.record
+
+    @property
+    def actor(self) -> str:
+        return self.hold.actor
 
     async def get(self) -> Hold:
         return self.hold
@@ -144,7 +151,8 @@ async def check_gates(
         async def persist(check: GateAnswer = check) -> None:
             await _persist_meta(await lazy.get(), check)
 
-        ctx = record_context(loaded, record, name, GateState(read, write), now, persist, shared)
+        ctx = record_context(loaded, record, name, GateState(read, write), now, persist, shared,
+                             resumed_by=lazy.actor)  # fmt: skip
         try:
             check.result = await ask(trigger, ctx)
         except AlreadyResumedError:
@@ -165,7 +173,9 @@ async def check_gates(
 TIMEOUT_HOOK_S = 60.0
 
 
-async def timeout_hook(loaded: LoadedBuild, record: RunRecord, gate: str, now: int) -> str | None:
+async def timeout_hook(
+    loaded: LoadedBuild, record: RunRecord, gate: str, now: int, *, actor: str
+) -> str | None:
     """Call the timed-out gate's ``trigger.on_timeout`` (from the record alone); a note
     saying why, if the hook raised or hung — never an exception: the disposition must run."""
     try:
@@ -181,7 +191,7 @@ async def timeout_hook(loaded: LoadedBuild, record: RunRecord, gate: str, now: i
         return None
 
     state = GateState(lambda: dict(meta), lambda patch: None)
-    ctx = record_context(loaded, record, gate, state, now, keep)
+    ctx = record_context(loaded, record, gate, state, now, keep, resumed_by=actor)
     try:
         await asyncio.wait_for(spec.wait.trigger.on_timeout(ctx), TIMEOUT_HOOK_S)
     except Exception as exc:
@@ -216,8 +226,12 @@ def record_context(
     now: int,
     persist: Callable[[], Awaitable[None]],
     shared: dict[str, Any] | None = None,
+    *,
+    resumed_by: str,
 ) -> WaitContext:
-    """A trigger's context built from the record alone (a sweep, a timeout's hook)."""
+    """A trigger's context built from the record alone (a sweep, a timeout's hook): the
+    run's starter as recorded, ``resumed_by`` this process's actor, and the loaded build's
+    redactor (the secrets this process's environment gives it)."""
     row = record.targets[gate]
     deadline = row.waiting_for.deadline if row.waiting_for else None
     return WaitContext(
@@ -231,6 +245,9 @@ def record_context(
         persist=persist,
         shared=shared,
         actor=record.actor,
+        actor_source=record.actor_source,
+        resumed_by=resumed_by,
+        redact=loaded.redactor.text,
     )
 
 

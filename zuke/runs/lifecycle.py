@@ -80,12 +80,37 @@ class ResumeOutcome:
     status: str
     result: RunResult | None = None
     notes: list[str] = field(default_factory=list)
+    #: a gate that failed or timed out (``gate-failed``, ``timed-out``) was handled by its
+    #: declared disposition: ``"cancel-run"`` cancelled the run, or its rollback target
+    #: succeeded and the run was cancelled (``"fail"``, or a disposition that could not do
+    #: its job, is not handled)
+    handled: bool = False
 
     @property
     def ok(self) -> bool:
+        """The one rule for the exit code: a gate failure or timeout handled by its declared
+        disposition is ok (exit 0) whatever it came from; one with none (``"fail"``) is not."""
         if self.action in ("already-delivered", "delivered"):
             return True
-        return self.result is not None and self.result.ok
+        if self.action in ("timed-out", "gate-failed"):
+            lost = self.result is not None and self.result.record_error is not None
+            return self.handled and not lost
+        return self.result is not None and (self.result.ok or self.result.handled)
+
+
+#: the events a process writes as it takes a run in hand (a resume, a timeout's or a failed
+#: gate's disposition, a cancel): their actor is the run's mover from then on
+MOVING_EVENTS = frozenset({"resume", "timeout", "wait-failed", "cancel"})
+
+
+def moved_by(record: RunRecord) -> str:
+    """Who moved the run last (for "it is running (resumed by …)"): the actor of its newest
+    :data:`MOVING_EVENTS` entry, else its starter. The record's ``actor`` is the starter
+    for ever, so it never answers this."""
+    for event in reversed(record.events):
+        if event.tool in MOVING_EVENTS:
+            return event.actor
+    return record.actor
 
 
 def check_settings(env: Mapping[str, str], store: StateStore | None = None) -> None:
@@ -111,8 +136,10 @@ class Hold:
     """
 
     def __init__(self, store: StateStore, taken: LockAcquired, claim: Claim, found: StoredRun,
-                 clock: Clock) -> None:  # fmt: skip
+                 clock: Clock, *, actor: str) -> None:  # fmt: skip
         self.store = store
+        #: who holds it: this process's actor (recorded in the events it writes)
+        self.actor = actor
         self.taken = taken
         self.claim = claim
         self.found = found
@@ -247,7 +274,7 @@ async def take(
             held.format(actor=taken.holder.actor), run_id=run_id, by=taken.holder.actor
         )
     return await hold_taken(store, run_id, taken, ttl_ms=ttl, clock=clock, warn=warn,
-                            since_ms=asked)  # fmt: skip
+                            since_ms=asked, actor=actor)  # fmt: skip
 
 
 async def hold_taken(
@@ -259,6 +286,7 @@ async def hold_taken(
     clock: Clock,
     warn: Callable[[str], None] = lambda message: None,
     since_ms: int | None = None,
+    actor: str,
 ) -> Hold:
     """A :class:`Hold` on a lease just taken: its heartbeat starts now, then the record
     is read (a record read before the lease was ours decides nothing). ``since_ms``: when
@@ -276,7 +304,7 @@ async def hold_taken(
     if found is None:
         await _give_back(store, run_id, claim, taken)
         raise RunNotFoundError(f'no run "{run_id}" in the store', run_id=run_id)
-    return Hold(store, taken, claim, found, clock)
+    return Hold(store, taken, claim, found, clock, actor=actor)
 
 
 class LazyHold:
@@ -297,6 +325,8 @@ class LazyHold:
                  env: Mapping[str, str], warn: Callable[[str], None]) -> None:  # fmt: skip
         self.store = store
         self.basis = basis
+        #: who will hold it: this process's actor (a sweep's)
+        self.actor = actor
         self._take = {"actor": actor, "clock": clock, "env": env, "warn": warn}
         self.hold: Hold | None = None
 
@@ -317,7 +347,7 @@ class LazyHold:
                 f"run {run_id} moved while its gates were checked (it is {fresh.status} now); "
                 "it is left to whoever moved it",
                 run_id=run_id,
-                by=fresh.actor,
+                by=moved_by(fresh),
             )
         self.hold = hold
         return hold
@@ -373,6 +403,7 @@ __all__ = [
     "hold_taken",
     "live_claims",
     "load_for",
+    "moved_by",
     "ownership_problem",
     "take",
 ]

@@ -160,7 +160,7 @@ async def _return_to_suspended(hold: Hold, *, actor: str, now_ms: int) -> Reaped
     why = "returned to suspended: its lease had lapsed (its process is gone)"
 
     # The run keeps its run-held locks (held_until), with a new token and fence each.
-    rekeyed = await asyncio.to_thread(rekey, hold.store, hold.record, now_ms)
+    rekeyed = await asyncio.to_thread(rekey, hold.store, hold.record, now_ms, actor=actor)
     fresh = {k: v for k, v in rekeyed.items() if v is not None}
 
     def change(record: RunRecord) -> RunDelta | None:

@@ -61,6 +61,7 @@ from zuke.runs.lifecycle import (
     check_ownership,
     check_settings,
     load_for,
+    moved_by,
 )
 from zuke.runs.signals import (
     MAX_SIGNAL_BYTES,
@@ -190,11 +191,12 @@ async def _continue_if_free(
     found = await asyncio.to_thread(store.get_run, run_id)
     if found is None or found.record.status == "running":
         if found is not None:
+            by = moved_by(found.record)
             raise AlreadyResumedError(
-                f"run {run_id} is running ({found.record.actor}), which takes the stored "
+                f"run {run_id} is running ({by}), which takes the stored "
                 "signal at its gate (or, if its process is gone, the next sweep does)",
                 run_id=run_id,
-                by=found.record.actor,
+                by=by,
             )
         return None
     if not await is_due(store, run_id):

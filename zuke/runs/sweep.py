@@ -364,8 +364,10 @@ async def _settle_failed(
         return _deferred(record.id, name, check.gate, traits.SETTLE_WRITES)
     hold = await lazy.get()
     settled = await settle_failed_gate(loaded, hold, check.gate, reason, run, actor=actor)
-    detail = reason if settled.status == "failed" else "; ".join(settled.notes)
-    return SweepEntry(record.id, name, "failed", settled.status, gate=check.gate, detail=detail)
+    plain = settled.status == "failed" and settled.result is None  # "fail": the reason says it
+    detail = reason if plain or not settled.notes else "; ".join(settled.notes)
+    return SweepEntry(record.id, name, "gate-failed", settled.status, gate=check.gate,
+                      detail=detail, handled=settled.ok)  # fmt: skip
 
 
 async def _settle_timeout(
@@ -379,7 +381,7 @@ async def _settle_timeout(
     notes = [f"gate {check.gate!r}: its final check: {check.detail}"] if check.errored else []
     outcome = await settle_timeout(loaded, hold, check.gate, run, actor=actor, notes=notes)
     return SweepEntry(record.id, name, "timed-out", outcome.status, gate=check.gate,
-                      detail="; ".join(outcome.notes))  # fmt: skip
+                      detail="; ".join(outcome.notes), handled=outcome.ok)  # fmt: skip
 
 
 def _deferred(run_id: str, build: str, gate: str | None, writes: int) -> SweepEntry:

@@ -16,6 +16,7 @@ SweepAction = Literal[
     "resumed",
     "still-waiting",
     "timed-out",
+    "gate-failed",
     "failed",
     "reaped",
     "skipped-foreign",
@@ -45,6 +46,9 @@ class SweepEntry:
     last_checked: str | None = None
     #: ``failed`` because the state store could not be used: the run is left as it was
     store_failed: bool = False
+    #: ``timed-out`` / ``gate-failed``: the gate's declared disposition handled it (the run
+    #: cancelled, rolled back) — not a failure of the sweep
+    handled: bool = False
 
 
 @dataclass(frozen=True)
@@ -61,11 +65,14 @@ class SweepReport:
 
     @property
     def failed(self) -> int:
-        """Runs that failed, timed out into failure, were settled failed by reaping, were
-        degraded, or could not be checked."""
+        """Runs that failed, were settled failed by reaping, were degraded, or could not be
+        checked; and gates that failed or timed out with no disposition that handled them
+        (one rule: a ``/deny``, a failed workflow and a timeout alike — a declared
+        ``"cancel-run"`` or rollback that did its job is no failure, ``"fail"`` is)."""
         return sum(
             e.action == "failed"
-            or (e.action in ("timed-out", "resumed", "reaped") and e.result == "failed")
+            or (e.action in ("timed-out", "gate-failed") and not e.handled)
+            or (e.action in ("resumed", "reaped") and e.result == "failed")
             for e in self.entries
         )
 
@@ -91,6 +98,7 @@ class SweepReport:
                 "detail": e.detail,
                 "error": e.errored,
                 "rechecked": e.rechecked,
+                "handled": e.handled,
                 "last_checked": e.last_checked,
             }
             for e in self.entries
@@ -103,6 +111,7 @@ class SweepReport:
             "resumed": self.count("resumed"),
             "still_waiting": self.count("still-waiting"),
             "timed_out": self.count("timed-out"),
+            "gate_failed": self.count("gate-failed"),
             "deferred": self.count("deferred"),
             "failed": self.failed,
             "reaped": self.count("reaped"),

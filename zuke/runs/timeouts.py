@@ -17,9 +17,12 @@ Dispositions (``s.on_timeout(...)``), each under the run's lease:
   ends ``cancelled`` whatever the rollback did (its row says how it went).
 
 A ``"cancel-run"`` timeout walks the run's compensations (``on_cancel``) like
-any cancellation. A gate whose trigger failed takes its ``on_failure``
-disposition on the same paths (:func:`apply_disposition`, from
-:mod:`zuke.runs.gate_failures`).
+any cancellation. What each says is what happened (``ran rollback``,
+``rollback failed (…)``, ``rollback did not run (…)``, then the run's final
+status), and :attr:`~zuke.runs.lifecycle.ResumeOutcome.handled` whether the
+disposition did its job — the one rule for the exit code. A gate whose trigger
+failed takes its ``on_failure`` disposition on the same paths
+(:func:`apply_disposition`, from :mod:`zuke.runs.gate_failures`).
 """
 
 from __future__ import annotations
@@ -29,11 +32,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 from zuke._clock import iso, parse_iso
+from zuke._engine import gate_cancel
 from zuke._engine.plan import Plan, make_plan
+from zuke._engine.result import RunResult
 from zuke._engine.resumed import execute_resumed, plan_of
 from zuke._engine.run import LoadedBuild, RunOptions, ordering_edges
 from zuke._errors import AlreadyResumedError, RunError
-from zuke.runs.compensate import walk_taken
+from zuke.runs.compensate import gate_hooks, walk_taken
 from zuke.runs.gate_checks import timeout_hook
 from zuke.runs.lifecycle import Hold, ResumeAction, ResumeOutcome, lease_key
 from zuke.state._protocol import StateStore
@@ -205,7 +210,7 @@ async def settle_timeout(
     )  # fmt: skip
     check_rollback(loaded, record.id, settlement)
     # The hook is user code: it runs under the hold, whose heartbeat renews the lease.
-    hooked = await timeout_hook(loaded, record, gate, now_ms)
+    hooked = await timeout_hook(loaded, record, gate, now_ms, actor=actor)
     if hooked is not None:  # the hook's failure is news, never a reason to skip the rest
         notes = [*notes, hooked]
         run.on_warning(hooked)
@@ -291,6 +296,7 @@ async def _cancel_run(
         warn=run.on_warning,
     )
     ran = f"; ran {len(result.compensated)} compensation(s)" if result.compensated else ""
+    stopped = f"; the walk stopped: {result.stopped}" if result.stopped else ""
     return ResumeOutcome(
         record.id,
         s.action,
@@ -298,8 +304,9 @@ async def _cancel_run(
         notes=[
             *notes,
             *warnings,
-            f"run {record.id}: {s.event.detail}{ran}; the run is {result.status}",
+            f"run {record.id}: {s.event.detail}{ran}{stopped}; the run is {result.status}",
         ],
+        handled=result.status == "cancelled" and result.stopped is None,
     )
 
 
@@ -312,6 +319,10 @@ async def _run_rollback(
     edges = await ordering_edges(loaded.build, loaded.graph)
     plan = make_plan(loaded.graph, [rollback], ordering=edges)
     now = s.event.at
+    # The other gates still waiting are skipped here, before the rollback, and the run ends
+    # cancelled: they are told of the cancel now (their on_cancel), under the lease.
+    told = await _tell_skipped(loaded, hold, s.gate, frozenset(plan.order), actor=actor,
+                               now_ms=run.clock.now_ms())  # fmt: skip
 
     def to_running(fresh: RunRecord) -> RunDelta | None:
         if not s.still(fresh):
@@ -323,9 +334,8 @@ async def _run_rollback(
         return RunDelta(
             updated_at=now,
             status="running",
-            actor=actor,
             targets=rows,
-            events=(s.event,),
+            events=(s.event, *told),
             intended_terminal="cancelled",
             locks={lease_key(record.id): hold.token},
         )
@@ -340,10 +350,56 @@ async def _run_rollback(
     result = await execute_resumed(
         loaded, plan, adoption, run, actor=actor, settle_as="cancelled", walk_plan=whole
     )
+    found = await asyncio.to_thread(hold.store.get_run, record.id)
+    row = found.record.targets.get(rollback) if found is not None else None
+    did, handled = rollback_said(rollback, result, row)
+    line = f"run {record.id}: {s.event.detail}; {did}; the run is {result.status}"
+    if handled:
+        result = replace(result, settled_by=line)
     return ResumeOutcome(
-        record.id,
-        s.action,
-        result.status,
-        result=result,
-        notes=[*notes, f"run {record.id}: {s.event.detail}; ran {rollback} and cancelled the run"],
+        record.id, s.action, result.status, result=result, notes=[*notes, line], handled=handled
     )
+
+
+async def _tell_skipped(
+    loaded: LoadedBuild, hold: Hold, gate: str, keep: frozenset[str], *, actor: str,
+    now_ms: int,
+) -> tuple[RunEvent, ...]:  # fmt: skip
+    """Ask each other waiting gate a rollback skips (its ``on_cancel``); their events."""
+    events = []
+    hooks = gate_hooks(loaded, actor)
+    for other in gate_cancel.waiting_gates(hold.record):
+        if other == gate or other in keep:
+            continue
+        await hold.prove()  # user code runs under a lease proven just before
+        told = await gate_cancel.ask(hold.record, other, hooks, now_ms)
+        if told is None:
+            continue
+        said = told.error or told.answer
+        events.append(RunEvent(at=iso(now_ms), tool=gate_cancel.GATE_CANCEL_EVENT, actor=actor,
+                               outcome="error" if told.error else "ok",
+                               detail=said or "nothing to do", args={"gate": other}))  # fmt: skip
+    return tuple(events)
+
+
+def rollback_said(
+    rollback: str, result: RunResult, row: TargetRecord | None = None
+) -> tuple[str, bool]:
+    """What became of a disposition's rollback target, as the run's result (and its row,
+    read after) tell it — never what was meant to happen: one the run stopped before its
+    body started (a run-held lock lost while parked) did not run — and whether the
+    disposition did its job (the rollback succeeded and the run was cancelled)."""
+    outcome = result.outcomes.get(rollback)
+    status = outcome.status if outcome is not None else "pending"
+    error = outcome.error if outcome is not None else None
+    stopped = result.stop_reason
+    if status == "succeeded":
+        did = f"ran {rollback}"
+    elif status == "failed" and stopped and error == stopped:  # stopped, not failed itself
+        cut = row is not None and row.interrupted
+        did = f"{rollback} {'was interrupted' if cut else 'did not run'} ({stopped})"
+    elif status == "failed":
+        did = f"{rollback} failed ({error or 'no reason given'})"
+    else:
+        did = f"{rollback} did not run" + (f" ({stopped})" if stopped else "")
+    return did, status == "succeeded" and result.status == "cancelled" and not stopped

@@ -22,6 +22,9 @@ else:  # the same frozen dataclasses, without compiling their methods at import 
 RunStatus = Literal["running", "suspended", "cancelling", "succeeded", "failed", "cancelled"]
 TargetStatus = Literal["pending", "running", "succeeded", "failed", "skipped", "waiting"]
 EventOutcome = Literal["ok", "denied", "error"]
+#: where the run's starter's name came from: ``"github"`` (a login GitHub Actions gave:
+#: ``GITHUB_TRIGGERING_ACTOR`` / ``GITHUB_ACTOR``) or ``"local"`` (a name anyone can type)
+ActorSource = Literal["github", "local"]
 
 RUN_STATUSES: tuple[RunStatus, ...] = get_args(RunStatus)
 TARGET_STATUSES: tuple[TargetStatus, ...] = get_args(TargetStatus)
@@ -140,7 +143,11 @@ class RunEvent:
 
 @dataclass(frozen=True)
 class RunRecord:
-    """The durable state of one run."""
+    """The durable state of one run.
+
+    ``actor`` is who started the run, written by its first write and never changed: a
+    resumer, a sweep, a reaper or a canceller records its own actor in its event.
+    """
 
     id: str
     build: str
@@ -167,6 +174,8 @@ class RunRecord:
     #: when the run last became ``suspended`` (set by :func:`apply_deltas`, never by an
     #: audit write): a resume credits the time parked since then to ``deadlineAt``
     parked_at: str | None = None
+    #: where ``actor`` came from (a record written before it was kept reads ``"local"``)
+    actor_source: ActorSource = "local"
 
     def summary(self) -> RunSummary:
         return RunSummary(
@@ -199,6 +208,8 @@ class RunDelta:
 
     ``None`` fields are unchanged. ``targets`` replaces whole rows, ``signals``
     sets entries, ``events`` are appended; in ``locks`` a ``None`` token removes the key.
+    ``actor`` is read from journals written before the starter was kept for ever (a resume
+    then overwrote it); zuke writes it no more.
     """
 
     updated_at: str
@@ -324,6 +335,7 @@ __all__ = [
     "RUN_STATUSES",
     "TARGET_STATUSES",
     "TERMINAL_STATUSES",
+    "ActorSource",
     "EffectRecord",
     "EffectStatus",
     "GraphNode",

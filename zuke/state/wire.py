@@ -24,6 +24,7 @@ from zuke.state._wire_target import (
 )
 from zuke.state.records import (
     RUN_STATUSES,
+    ActorSource,
     GraphNode,
     HeldLock,
     LockHolder,
@@ -66,6 +67,7 @@ def record_to_json(r: RunRecord) -> dict[str, Any]:
             "rootTarget": r.root_target,
             "status": r.status,
             "actor": r.actor,
+            "actorSource": r.actor_source,
             "createdAt": r.created_at,
             "updatedAt": r.updated_at,
             "graph": [{"name": n.name, "dependsOn": list(n.depends_on)} for n in r.graph],
@@ -161,9 +163,12 @@ def dumps_record(r: RunRecord) -> str:
 
 # ---------------------------------------------------------------- from JSON
 
+ACTOR_SOURCES: tuple[ActorSource, ...] = ("github", "local")
+
 _RECORD_KEYS = frozenset(
     {
-        "id", "build", "buildId", "rootTarget", "status", "actor", "createdAt", "updatedAt",
+        "id", "build", "buildId", "rootTarget", "status", "actor", "actorSource", "createdAt",
+        "updatedAt",
         "graph", "params", "targets", "signals", "events", "degraded", "deadlineAt",
         "intendedTerminal", "locks", "parkedAt", "heldLocks",
     }
@@ -223,6 +228,9 @@ def parse_record(raw: Any, *, where: str = "run record") -> RunRecord:
     intended = obj.get("intendedTerminal")
     if intended is not None and intended not in RUN_STATUSES:
         raise rd.fail(f'"intendedTerminal" is {intended!r}, not a run status')
+    source = obj.get("actorSource", "local")  # a record written before it was kept: local
+    if source not in ACTOR_SOURCES:
+        raise rd.fail(f'"actorSource" is {source!r}, expected github or local')
     return RunRecord(
         id=rd.string(obj, "id"),
         build=rd.string(obj, "build"),
@@ -246,6 +254,7 @@ def parse_record(raw: Any, *, where: str = "run record") -> RunRecord:
         extra={k: v for k, v in obj.items() if k not in _RECORD_KEYS},
         parked_at=rd.opt_string(obj, "parkedAt"),
         held={k: h for k, h in _parse_held(rd, obj.get("heldLocks")).items() if h is not None},
+        actor_source=cast("ActorSource", source),
     )
 
 
