@@ -6,23 +6,27 @@ Run it with the project's interpreter::
     .venv/bin/python benchmarks/bench_gh_approval.py --json     # machine-readable
 
 The fake GitHub (``fixtures/fake_github``) serves from this process; every ``zuke``
-command is a fresh process, as in the Action. The runs are kept where the Action keeps
-them, on a ``github://`` branch store in the same repository, so the counts are the whole
-of what a sweep asks GitHub: the gate's calls (issues, comments, permissions) and the
-store's (GraphQL reads, commits) apart. The content-creation limit is lifted for the setup
-(many releases started in seconds); nothing measured comes near it. Cases:
+command is a fresh process, as in the Action, **with fresh tokens**: each Actions job gets a
+new ``GITHUB_TOKEN``, and GitHub's ETags are per token, so no request is a free 304 across
+jobs (the fake scopes ETags to the token, as GitHub does). The runs are kept where the Action
+keeps them, on a ``github://`` branch store in the same repository; the gate gets a token of
+its own (its client is a module-level factory reading ``GATE_TOKEN``), so its share — requests
+and GraphQL points — is told apart from the store's by token. The content-creation limit is
+lifted for the setup (many releases started in seconds); nothing measured comes near it.
+Cases:
 
-- **a quiet sweep** — ``--gates`` releases suspended at a ``github_approval`` gate, nobody
-  has commented: one ``zuke resume --check`` (after one untimed warm-up). Target: 1 request
-  per waiting gate, or a 304.
+- **an idle sweep** — ``--gates`` releases (100 by default) suspended at a
+  ``github_approval`` gate, nobody has commented: one ``zuke resume --check``. Target: the
+  gates' share is at most 2 requests (1 GraphQL point) a sweep, however many gates wait
+  (GITHUB_TOKEN has 1,000 requests and 1,000 points an hour per repository).
 - **a comment triggers a one-run sweep** — what the Action runs on ``issue_comment``:
   ``zuke resume --check RUN_ID`` after a maintainer's ``/approve`` (the release resumes to
-  its end) and after a comment that is no command; the other gates are not asked. Each
-  sample is a fresh release. Target: a handful of requests.
-- **a 3-day wait** — one release waits while a ``*/15`` schedule sweeps it 288 times (the
-  fake's clock moves 15 minutes before each; GitHub's hourly windows pass as they would),
-  then a maintainer approves and the next sweep resumes it. Reported: the requests (and how
-  many were free 304s), GraphQL points, commits, and the runner time the sweeps took in all.
+  its end) and after a comment that is no command. Each sample is a fresh release. Target: a
+  handful of requests.
+- **a 3-day wait** — one release waits while a schedule sweeps it 288 times (the fake's clock
+  moves 15 minutes before each; GitHub's hourly windows pass as they would), then a
+  maintainer approves and the next sweep resumes it. Reported: requests, GraphQL points and
+  commits, the gate's and the store's, and the runner time the sweeps took in all.
 
 Times are wall seconds of a whole process, start-up included: the median of ``--runs``.
 """
@@ -30,6 +34,7 @@ Times are wall seconds of a whole process, start-up included: the median of ``--
 from __future__ import annotations
 
 import argparse
+import itertools
 import statistics
 import subprocess
 import sys
@@ -50,8 +55,16 @@ from fixtures.fake_github import FakeGitHub
 REPO = "acme/app"
 SCHEDULE_MS = 15 * 60_000
 BUILD = """
+    import os
+
     from zuke import Build, target
-    from zuke_gh import github_approval, read_approval
+    from zuke_gh import GitHubClient, github_approval, read_approval
+
+
+    def gate_client():
+        # the gate's own token (GATE_TOKEN): its requests are told apart from the store's
+        return GitHubClient.from_env({**os.environ, "GH_TOKEN": os.environ["GATE_TOKEN"]})
+
 
     class Release(Build):
         @target
@@ -61,7 +74,8 @@ BUILD = """
         @target
         def qa(self, t):
             return t.depends_on(self.staging).waits_for(lambda s: s.on(github_approval(
-                lambda a: a.repo("acme/app").role("maintain"))).timeout("96h"))
+                lambda a: a.repo("acme/app").role("maintain").client(gate_client)
+            )).timeout("96h"))
 
         @target
         def promote(self, t):
@@ -72,13 +86,14 @@ BUILD = """
 
 @dataclass
 class Cost:
-    """What GitHub saw of one command (the fake's request log)."""
+    """What GitHub saw of one command (the fake's request log), the gate's and the store's."""
 
-    gate: int = 0  # issues, comments, permissions
+    gate: int = 0
+    gate_points: int = 0
     gate_304: int = 0
-    store: int = 0  # the branch store: GraphQL, refs, commits
+    store: int = 0
+    store_points: int = 0
     store_304: int = 0
-    graphql: int = 0
     commits: int = 0
     seconds: list[float] = field(default_factory=list)
 
@@ -91,48 +106,63 @@ class Cost:
         """Requests GitHub counts against the rate limit (a 304 is free)."""
         return self.requests - self.gate_304 - self.store_304
 
+    def key(self) -> tuple[int, ...]:
+        return (self.gate, self.gate_points, self.gate_304, self.store, self.store_points,
+                self.commits)  # fmt: skip
+
     def add(self, other: Cost) -> None:
-        for name in ("gate", "gate_304", "store", "store_304", "graphql", "commits"):
+        for name in ("gate", "gate_points", "gate_304", "store", "store_points", "store_304",
+                     "commits"):  # fmt: skip
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.seconds += other.seconds
 
     def as_json(self) -> dict[str, Any]:
         return {"requests": self.requests, "counted": self.counted, "gate": self.gate,
-                "gate_304": self.gate_304, "store": self.store, "store_304": self.store_304,
-                "graphql": self.graphql, "commits": self.commits,
+                "gate_points": self.gate_points, "gate_304": self.gate_304,
+                "store": self.store, "store_points": self.store_points,
+                "store_304": self.store_304, "commits": self.commits,
                 "median_s": statistics.median(self.seconds) if self.seconds else None,
                 "total_s": sum(self.seconds)}  # fmt: skip
-
-
-def gate_path(path: str) -> bool:
-    return path.startswith(f"/repos/{REPO}/issues") or "/collaborators/" in path
 
 
 class World:
     def __init__(self, gh: FakeGitHub, root: Path) -> None:
         self.gh, self.root = gh, root
-        self.env = clean_env({"GITHUB_API_URL": gh.url, "GH_TOKEN": gh.token,
-                              "ZUKE_STATE": f"github://{REPO}", "ZUKE_ACTOR": "alice",
-                              "GITHUB_SHA": "5f3c0ffee" * 4 + "5f3c"})  # fmt: skip
+        self._tokens = itertools.count(1)
+        sha = "5f3c0ffee" * 4 + "5f3c"
+        self.env = clean_env({"GITHUB_API_URL": gh.url, "ZUKE_STATE": f"github://{REPO}",
+                              "ZUKE_ACTOR": "alice", "GITHUB_SHA": sha})  # fmt: skip
+
+    def _fresh(self) -> tuple[str, str]:
+        """A new GITHUB_TOKEN-like token (github-actions[bot]) and its label in the log."""
+        token = f"ghs_job{next(self._tokens):06d}"
+        self.gh.add_token(token)
+        self.gh.set_token(token)
+        return token, f"token-{self.gh.state.tokens.index(token) + 1}"
 
     def zuke(self, *args: str, expect: int = 0) -> tuple[str, Cost]:
-        """One fresh ``zuke`` process: its output and what GitHub saw of it."""
+        """One fresh ``zuke`` process with fresh tokens: its output and what GitHub saw."""
+        (store_token, store_label), (gate_token, gate_label) = self._fresh(), self._fresh()
+        env = {**self.env, "GH_TOKEN": store_token, "GATE_TOKEN": gate_token}
         self.gh.reset_stats()
         started = time.perf_counter()
-        proc = subprocess.run([*zuke_command(), *args], cwd=self.root, env=self.env,
+        proc = subprocess.run([*zuke_command(), *args], cwd=self.root, env=env,
                               capture_output=True, text=True, check=False)  # fmt: skip
         elapsed = time.perf_counter() - started
         if proc.returncode != expect:
             raise BenchmarkError(f"zuke {' '.join(args)} exited {proc.returncode}:\n"
                                  f"{proc.stdout[-1500:]}{proc.stderr[-1500:]}")  # fmt: skip
-        cost = Cost(seconds=[elapsed], commits=int(self.gh.stats()["commits"]))
+        stats = self.gh.stats()
+        points = stats["graphql_points_by_token"]
+        cost = Cost(seconds=[elapsed], commits=int(stats["commits"]),
+                    gate_points=int(points.get(gate_label, 0)),
+                    store_points=int(points.get(store_label, 0)))  # fmt: skip
         for r in self.gh.requests:
-            mine = gate_path(r["path"])
+            mine = r["token"] == gate_label
             cost.gate += mine
             cost.store += not mine
             cost.gate_304 += mine and r["status"] == 304
             cost.store_304 += (not mine) and r["status"] == 304
-            cost.graphql += r["path"].endswith("/graphql")
         return proc.stdout, cost
 
     def release(self) -> tuple[str, int]:
@@ -143,17 +173,19 @@ class World:
         return run_id, int(issue["number"])
 
 
-def quiet(world: World, gates: int, runs: int) -> Cost:
+def same(costs: list[Cost], what: str) -> Cost:
+    if len({c.key() for c in costs}) != 1:
+        raise BenchmarkError(f"{what}'s requests varied: {[c.as_json() for c in costs]}")
+    first = costs[0]
+    first.seconds = [s for c in costs for s in c.seconds]
+    return first
+
+
+def idle(world: World, gates: int, runs: int) -> Cost:
     for _ in range(gates):
         world.release()
     world.zuke("resume", "--check")  # warm-up: the first sweep after the opening
-    total = Cost()
-    costs = [world.zuke("resume", "--check")[1] for _ in range(runs)]
-    if len({(c.gate, c.gate_304, c.store, c.commits) for c in costs}) != 1:
-        raise BenchmarkError(f"a quiet sweep's requests varied: {[c.as_json() for c in costs]}")
-    total.add(costs[0])
-    total.seconds = [s for c in costs for s in c.seconds]
-    return total
+    return same([world.zuke("resume", "--check")[1] for _ in range(runs)], "an idle sweep")
 
 
 def triggered(world: World, body: str, runs: int) -> Cost:
@@ -163,12 +195,7 @@ def triggered(world: World, body: str, runs: int) -> Cost:
         run_id, number = world.release()
         world.gh.comment(REPO, number, "maint", body)
         costs.append(world.zuke("resume", "--check", run_id)[1])
-    costs = costs[1:]  # the first is a warm-up
-    if len({(c.gate, c.gate_304, c.store, c.commits) for c in costs}) != 1:
-        raise BenchmarkError(f"a triggered sweep's requests varied: {[c.as_json() for c in costs]}")
-    first = costs[0]
-    first.seconds = [s for c in costs for s in c.seconds]
-    return first
+    return same(costs[1:], "a triggered sweep")  # the first is a warm-up
 
 
 def three_days(world: World, sweeps: int) -> tuple[Cost, Cost]:
@@ -189,12 +216,13 @@ def three_days(world: World, sweeps: int) -> tuple[Cost, Cost]:
     return waiting, approved
 
 
-def bench(gates: int, runs: int, sweeps: int) -> dict[str, Any]:
-    limits = {"writes_per_minute": 100_000, "writes_per_hour": 100_000}
+def bench(gates: int, runs: int, sweeps: int, others: int) -> dict[str, Any]:
+    limits = {"writes_per_minute": 100_000, "writes_per_hour": 100_000,
+              "rate_limit": 1_000_000, "graphql_rate_limit": 1_000_000}  # fmt: skip
     results: dict[str, Any] = {}
     cases: tuple[tuple[str, Callable[[World], Cost]], ...] = (
-        ("quiet_1", lambda w: quiet(w, 1, runs)),
-        (f"quiet_{gates}", lambda w: quiet(w, gates, runs)),
+        ("idle_1", lambda w: idle(w, 1, runs)),
+        (f"idle_{gates}", lambda w: idle(w, gates, runs)),
         ("approve", lambda w: triggered(w, "/approve", runs)),
         ("not_a_command", lambda w: triggered(w, "LGTM, thanks!", runs)),
     )
@@ -203,7 +231,7 @@ def bench(gates: int, runs: int, sweeps: int) -> dict[str, Any]:
                 FakeGitHub.start(repos=[REPO], **limits) as gh:  # fmt: skip
             world = setup(gh, Path(tmp))
             if name in ("approve", "not_a_command"):
-                for _ in range(gates - 1):  # other releases wait too: a one-run sweep skips them
+                for _ in range(others):  # other releases wait too: a one-run sweep skips them
                     world.release()
             results[name] = make(world)
     with tempfile.TemporaryDirectory(prefix="zuke-bench-approval-") as tmp, \
@@ -225,17 +253,19 @@ def setup(gh: FakeGitHub, root: Path) -> World:
 def markdown(results: dict[str, Any], gates: int, runs: int, sweeps: int) -> str:
     def row(label: str, c: Cost, target: str) -> str:
         med = statistics.median(c.seconds)
-        return (f"| {label} | {c.gate} ({c.gate_304} × 304) | {c.store} ({c.store_304} × 304) "
-                f"| {c.graphql} | {c.commits} | {target} | {med:.3f} s |")  # fmt: skip
+        return (f"| {label} | {c.gate} ({c.gate_304} × 304) | {c.gate_points} | {c.store} "
+                f"({c.store_304} × 304) | {c.store_points} | {c.commits} | {target} "
+                f"| {med:.3f} s |")  # fmt: skip
 
     lines = [
-        f"Fresh processes on a `github://` store; median of {runs} (the 3-day rows: of "
-        f"{sweeps} sweeps).",
+        f"Fresh processes and fresh tokens on a `github://` store; median of {runs} (the "
+        f"3-day rows: of {sweeps} sweeps). A 304 comes only within one process (one token).",
         "",
-        "| case | gate requests | store requests | GraphQL | commits | target | median |",
-        "| --- | ---: | ---: | ---: | ---: | --- | ---: |",
-        row("quiet sweep, 1 gate waiting", results["quiet_1"], "1 (or a 304)"),
-        row(f"quiet sweep, {gates} gates waiting", results[f"quiet_{gates}"], f"{gates} (304s)"),
+        "| case | gate requests | gate points | store requests | store points | commits "
+        "| target | median |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | --- | ---: |",
+        row("idle sweep, 1 gate waiting", results["idle_1"], "≤ 2 requests"),
+        row(f"idle sweep, {gates} gates waiting", results[f"idle_{gates}"], "≤ 2 requests"),
         row(
             "`/approve` → `resume --check RUN_ID` (resumes to the end)",
             results["approve"],
@@ -254,17 +284,21 @@ def markdown(results: dict[str, Any], gates: int, runs: int, sweeps: int) -> str
         "",
         f"A {hours:.0f}-hour wait, {sweeps} sweeps at 15 minutes, then the approval:",
         "",
-        "| | requests | of which 304 (free) | counted | GraphQL | commits | runner time |",
+        "| | gate requests | gate points | store requests (304s) | store points | commits "
+        "| runner time |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
-        f"| {sweeps} waiting sweeps | {waited.requests} | {waited.gate_304 + waited.store_304} | "
-        f"{waited.counted} | {waited.graphql} | {waited.commits} | {sum(waited.seconds):.1f} s |",
-        f"| the approving sweep | {approved.requests} | {approved.gate_304 + approved.store_304} "
-        f"| {approved.counted} | {approved.graphql} | {approved.commits} | "
+        f"| {sweeps} waiting sweeps | {waited.gate} | {waited.gate_points} | {waited.store} "
+        f"({waited.store_304}) | {waited.store_points} | {waited.commits} | "
+        f"{sum(waited.seconds):.1f} s |",
+        f"| the approving sweep | {approved.gate} | {approved.gate_points} | {approved.store} "
+        f"({approved.store_304}) | {approved.store_points} | {approved.commits} | "
         f"{sum(approved.seconds):.1f} s |",
         "",
-        f"Per sweep while waiting: {waited.requests / sweeps:.2f} requests "
-        f"({waited.counted / sweeps:.2f} counted), median {statistics.median(waited.seconds):.3f} "
-        f"s; per hour: {waited.counted / hours:.1f} counted requests.",
+        f"Per hour while waiting: {waited.gate / hours:.1f} gate requests "
+        f"({waited.gate_points / hours:.1f} points), "
+        f"{(waited.store - waited.store_304) / hours:.1f} counted store requests "
+        f"({waited.store_points / hours:.1f} points); median "
+        f"{statistics.median(waited.seconds):.3f} s a sweep.",
     ]
     lines += ["", machine_line()]
     return "\n".join(lines)
@@ -273,12 +307,14 @@ def markdown(results: dict[str, Any], gates: int, runs: int, sweeps: int) -> str
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5, help="timed samples per case")
-    parser.add_argument("--gates", type=int, default=10, help="releases waiting at once")
+    parser.add_argument("--gates", type=int, default=100, help="releases waiting at once")
+    parser.add_argument("--others", type=int, default=9,
+                        help="other releases waiting beside a one-run sweep's")  # fmt: skip
     parser.add_argument("--sweeps", type=int, default=288, help="sweeps of the long wait")
     parser.add_argument("--json", action="store_true", help="print JSON instead of markdown")
     args = parser.parse_args()
     before = machine()["loadavg"]
-    results = bench(args.gates, args.runs, args.sweeps)
+    results = bench(args.gates, args.runs, args.sweeps, args.others)
     if args.json:
         print(dump_json({"machine": machine(), "loadavg_before": before, "gates": args.gates,
                          "sweeps": args.sweeps,

@@ -31,6 +31,7 @@
     │   ├── DegradedRecordError     resume of a record with lost writes (``--resume-degraded``)
     │   ├── ForeignRunError         the run belongs to another build (runs/lifecycle)
     │   └── LeaseLostError          a transition could not prove it holds the run's lease
+    ├── TriggerAccessError          a trigger's service refuses this process (a sweep goes red)
     └── ServeStartError             a zuke serve process did not start (testing/serve)
 
 A lock lost while its target runs is an outcome, not an exception: the target
@@ -170,6 +171,13 @@ class ForeignRunError(RunError):
 class LeaseLostError(RunError):
     """A transition could not prove it still holds the run's lease: it stopped before
     writing or calling anything more (another process may own the run now)."""
+
+
+class TriggerAccessError(ZukeError):
+    """A gate's trigger cannot reach what it waits on with this process's credentials (a
+    token refused, a repository out of its reach): asking again will not help until someone
+    acts, so a sweep that meets it fails (exit 1) and leaves the run waiting. Its message
+    names the credential and what to check."""
 
 
 class GraphChangedError(RunError):

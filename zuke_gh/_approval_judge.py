@@ -1,13 +1,17 @@
 """Which comments decide an approval gate: the rules, apart from the calls that feed them.
 
-* A comment is judged **once, on its id and the body first read**: its id is
-  kept, so an edit (GitHub lists it again, ``updated_at`` moved) changes
-  nothing, nor does a comment turned into a command later.
+* A comment is judged **once, on its id and the body first read**, in id
+  order: the highest id judged (``lastId``) is kept, so an edit changes
+  nothing, nor does a comment turned into a command later, and a comment
+  deleted after it was judged is not taken back (an approval counted stays
+  counted: to stop a release, ``/deny``).
 * A command counts only from a user whose role now is at least the gate's
-  (``role_name``, a custom role by its base permission), who is in the
+  (``role_name``, a custom role by its exact grant), who is in the
   allow-lists when set (a login in ``users()`` or an active member of a team in
   ``teams()``), and, for ``/approve`` under ``no_self_approval()``, who did not
-  start the run. Anyone else gets one reply saying why (the caller sends it).
+  start the run — the run's recorded starter, compared case-insensitively; a
+  starter zuke has no record of refuses every approval. Anyone else gets one
+  reply saying why (the caller sends it).
 * ``approvals(n)`` counts distinct logins; the first ``/deny`` that counts, or
   the n-th approver, decides, and nothing after it in the thread is read.
 """
@@ -31,8 +35,8 @@ class Tally:
 
     #: counted approvers so far: {login, role, url, at}
     approvers: list[dict[str, Any]]
-    #: ids of every comment judged so far
-    seen: list[int]
+    #: the highest comment id judged so far (every comment up to it is judged)
+    last_id: int | None
     #: (comment id, reply) for each command that did not count, in thread order
     refused: list[tuple[int, str]] = field(default_factory=list)
     decision: dict[str, Any] | None = None
@@ -41,6 +45,17 @@ class Tally:
 def comment_id(comment: Mapping[str, Any]) -> int | None:
     value = comment.get("id")
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def last_judged(state: Mapping[str, Any]) -> int | None:
+    """The highest comment id the gate judged (``lastId``; a record from before it kept the
+    ids judged in ``seen``)."""
+    last = state.get("lastId")
+    if isinstance(last, int) and not isinstance(last, bool):
+        return last
+    seen = state.get("seen")
+    ids = [i for i in seen if isinstance(i, int)] if isinstance(seen, list) else []
+    return max(ids) if ids else None
 
 
 def _login(comment: Mapping[str, Any]) -> str | None:
@@ -60,9 +75,10 @@ async def why_not(
     ask_role: AskRole, ask_team: AskTeam,
 ) -> tuple[str | None, str]:  # fmt: skip
     """(why the command does not count, or None; the user's role, or "" when not asked)."""
-    if verb == "approve" and spec.no_self_approval and starter and (
-        login.lower() == starter.lower()
-    ):  # fmt: skip
+    if verb == "approve" and spec.no_self_approval and starter is None:
+        return ("zuke has no record of who started this release, so under `no_self_approval()` "
+                "no approval counts; ask for a new release.", "")  # fmt: skip
+    if verb == "approve" and spec.no_self_approval and login.lower() == (starter or "").lower():
         return "whoever started the release cannot approve it (`no_self_approval()`).", ""
     role = await ask_role(login)
     if not at_least(role, spec.role):
@@ -91,22 +107,18 @@ async def judge(
     ask_role: AskRole,
     ask_team: AskTeam,
 ) -> Tally:
-    """Judge the comments not judged before, in thread order, until one decides."""
+    """Judge the comments not judged before (ids above ``lastId`` and ``after_id``), in id
+    order, until one decides."""
     rows = state.get("approvers")
     approvers = [dict(r) for r in rows if isinstance(r, Mapping)] if isinstance(rows, list) else []
-    seen_raw = state.get("seen")
-    seen = [i for i in seen_raw if isinstance(i, int)] if isinstance(seen_raw, list) else []
-    tally = Tally(approvers, seen)
-    known = set(seen)
-    fresh = sorted(
-        (c for c in comments if (i := comment_id(c)) is not None and i not in known
-         and (after_id is None or i > after_id)),
-        key=lambda c: comment_id(c) or 0,
-    )  # fmt: skip
+    tally = Tally(approvers, last_judged(state))
+    floor = max(tally.last_id or 0, after_id or 0)
+    fresh = sorted((c for c in comments if (comment_id(c) or 0) > floor),
+                   key=lambda c: comment_id(c) or 0)  # fmt: skip
     for found in fresh:
         ident = comment_id(found)
         assert ident is not None
-        tally.seen.append(ident)
+        tally.last_id = ident
         login, said = _login(found), text.command(found.get("body"))
         if said is None or login is None:
             continue

@@ -208,12 +208,27 @@ class ApprovalSettings:
         )  # fmt: skip
 
 
+#: ``user.permissions`` keys, highest first, and the role each means.
+_GRANTS = (("admin", "admin"), ("maintain", "maintain"), ("push", "write"), ("triage", "triage"),
+           ("pull", "read"))  # fmt: skip
+
+
 def effective_role(body: Mapping[str, Any]) -> str:
-    """The role a permission answer grants: ``role_name`` when it is one of GitHub's roles,
-    else (a custom role) its base ``permission``; ``"none"`` when neither says."""
+    """The role a permission answer grants: ``role_name`` when it is one of GitHub's roles;
+    for a custom role, the highest of ``user.permissions`` (GitHub's exact grant: a custom role
+    built on maintain has ``maintain: true``), else the legacy ``permission`` — which rounds
+    maintain down to ``write`` and triage to ``read`` (OpenAPI
+    ``repository-collaborator-permission``), so it is only the last resort; ``"none"`` when
+    nothing says."""
     name = body.get("role_name")
     if isinstance(name, str) and name in ROLES:
         return name
+    user = body.get("user")
+    grants = user.get("permissions") if isinstance(user, Mapping) else None
+    if isinstance(grants, Mapping):
+        for key, role in _GRANTS:
+            if grants.get(key) is True:
+                return role
     base = body.get("permission")
     legacy = {"push": "write", "pull": "read"}  # the older names of the base permissions
     if isinstance(base, str):

@@ -45,6 +45,7 @@ from zuke_gh import _pacing as pacing
 from zuke_gh._etags import CachedAnswer, EtagCache
 from zuke_gh._judge import judge
 from zuke_gh._paths import expand, redirect_target, same_origin
+from zuke_gh._rate import RateReadings
 from zuke_gh._response import (
     GitHubResponse,
     StaticToken,
@@ -107,11 +108,19 @@ class ClientCore:
         rand: Callable[[], float] = random.random,
         pacer: pacing.WritePacer | pacing.ProcessPacer | None = pacing.PROCESS_PACER,
         notice: pacing.Notice | None = pacing.stderr_notice,
+        token_name: str | None = None,
     ) -> None:
         self._base_text = _env.normalise_base_url(base_url or _env.DEFAULT_BASE_URL)
         self._base = httpx.URL(self._base_text)
         self._graphql_url = _env.graphql_url(self._base_text)
         self._tokens: TokenSource | None = StaticToken(token) if isinstance(token, str) else token
+        #: where the token comes from, for messages that say which credential to check
+        #: (``GH_TOKEN``, ``GITHUB_TOKEN``, a GitHub App); never the token itself
+        self.token_name = token_name or (
+            "no token" if self._tokens is None else "the token given to GitHubClient"
+        )
+        #: what GitHub last said is left of each hourly budget (:mod:`zuke_gh._rate`)
+        self.rates = RateReadings()
         self._api_version = api_version
         self._retry = retry or RetryPolicy()
         self._user_agent = user_agent
@@ -289,6 +298,8 @@ class ClientCore:
                 slot = paced.slot(max_wait_s=left, what=f"{method} {display}", notice=self._notice)
                 with _not_sent(reached), slot:  # a write past the pacer's limits is not sent
                     response, why, unsent = self._send(request, token)
+            if response is not None:
+                self.rates.note(response.headers)
             wait: float | None = None
             if response is None:
                 reached = reached or not unsent

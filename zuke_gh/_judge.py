@@ -3,7 +3,9 @@
 A rate limit (primary or secondary) is waited out as GitHub asks, judged by
 GitHub's clock; a 5xx is retried with backoff only when the request is safe
 to send again (a POST may already have taken effect); anything else is an
-error whose hint says what to do (a permission, a name, the token).
+error whose hint says what to do (a permission, a name, the token) — a 401,
+or a 403 that is no rate limit, a :class:`~zuke_gh.errors.GitHubAccessError`
+(a gate's check that meets one makes the sweep fail).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import httpx
 from zuke._clock import iso
 from zuke_gh._response import parse
 from zuke_gh._retry import RetryPolicy, rate_limit_wait_s, server_time_ms, transient_status
-from zuke_gh.errors import GitHubError, answered, github_detail, status_hint
+from zuke_gh.errors import GitHubAccessError, GitHubError, answered, github_detail, status_hint
 
 
 def judge(
@@ -54,7 +56,9 @@ def judge(
         )
     else:
         hint = status_hint(status, authenticated=token is not None)
-    error = GitHubError(
+    # GitHub refusing the token itself (not a rate limit): asking again cannot help
+    kind = GitHubAccessError if status == 401 or (status == 403 and wait is None) else GitHubError
+    error = kind(
         answered(method, display, status, detail, hint),
         status=status,
         method=method,

@@ -43,6 +43,7 @@ __all__ = [
     "StaticToken",
     "TokenSource",
     "token_from",
+    "token_name",
 ]
 
 
@@ -70,10 +71,21 @@ class GitHubClient(ClientCore):
         token = token_from(env, base_url=base_url, transport=transport, clock=clock)
         if transport is None and "pacer" not in options:  # the pacing settings of ``env``
             options["pacer"] = process_pacer(base_url, env)
+        options.setdefault("token_name", token_name(env, token))
         client = cls(token=token, base_url=base_url, transport=transport, **options)
         if hasattr(token, "close"):
             client._owned.append(token)
         return client
+
+
+def token_name(env: Mapping[str, str], token: object) -> str:
+    """Where ``token_from`` found the token, as a message names it (never the token)."""
+    if isinstance(token, AppTokenSource):
+        return f"the GitHub App {_env.env_value(env, 'ZUKE_GH_APP_ID')} (ZUKE_GH_APP_ID)"
+    for name in ("GH_TOKEN", "GITHUB_TOKEN"):
+        if token is not None and _env.env_value(env, name) == token:
+            return name
+    return "no token (set GH_TOKEN or GITHUB_TOKEN)"
 
 
 def token_from(

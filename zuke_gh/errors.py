@@ -3,7 +3,10 @@
     ZukeError
     └── GitHubError              GitHub answered with a failure, or could not be reached
         ├── GitHubPathError      a path template or segment refused before any request
-        └── GitHubAppKeyError    GitHub App credentials that cannot sign (empty, unreadable key)
+        ├── GitHubAppKeyError    GitHub App credentials that cannot sign (empty, unreadable key)
+        └── GitHubAccessError    GitHub refuses the token (401, a 403 that is no rate limit, a
+                                 repository it cannot see): also a TriggerAccessError, so a
+                                 sweep that meets it goes red
 
 Every message is one line, names the call as ``METHOD /expanded/path`` (never
 the query string, never a token) and ends with what to do. The client builds
@@ -14,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from zuke._errors import ZukeError
+from zuke._errors import TriggerAccessError, ZukeError
 
 #: How much of GitHub's own explanation a message quotes.
 DETAIL_LIMIT = 300
@@ -55,6 +58,12 @@ class GitHubPathError(GitHubError, ValueError):
 
 class GitHubAppKeyError(GitHubError, ValueError):
     """GitHub App credentials that cannot be used: a missing id, an empty or unreadable key."""
+
+
+class GitHubAccessError(GitHubError, TriggerAccessError):
+    """GitHub refuses this process's token for good: a 401, a 403 that is no rate limit, or a
+    404 on the repository itself. Asking again cannot help until someone fixes the token or
+    its permissions; the message names the token's source and the permission to check."""
 
 
 def one_line(text: str, limit: int = DETAIL_LIMIT) -> str:
@@ -123,3 +132,11 @@ def transient(error: GitHubError) -> bool:
         or error.retry_at_ms is not None
         or (status == 403 and "rate limit" in (error.detail or "").lower())
     )
+
+
+def refused(error: GitHubError) -> bool:
+    """GitHub refused the token itself: a 401, or a 403 that is no rate limit (a missing
+    permission). A 404 is the caller's to judge (the thing asked for, or the repository)."""
+    if isinstance(error, GitHubAppKeyError) or transient(error):
+        return False
+    return error.status in (401, 403)

@@ -90,6 +90,13 @@ def zuke_action_pin() -> str:
     raise AssertionError("the example sweep does not use the zuke action")
 
 
+def for_act(workflow: str) -> str:
+    """A workflow as act 0.2.89 reads it: its schema predates ``concurrency.queue`` (GitHub,
+    2026-05: "Unknown Property queue"), which only orders pending runs and changes nothing a
+    single act job does; so that line is dropped."""
+    return "\n".join(line for line in workflow.splitlines() if line.strip() != "queue: max") + "\n"
+
+
 def make_repo(
     root: Path,
     *,
@@ -105,7 +112,7 @@ def make_repo(
     flows.mkdir(parents=True)
     (root / "build.py").write_text(build_py)
     for workflow in workflows:
-        shutil.copy(workflow, flows / workflow.name)
+        (flows / workflow.name).write_text(for_act(workflow.read_text()))
     for name, text in (files or {}).items():
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_text(text)

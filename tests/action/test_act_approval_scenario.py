@@ -180,7 +180,7 @@ def test_a_maintainer_approves_a_release_on_github_start_to_finish(
     assert issue["state"] == "open" and issue["user"] == BOT
     # bound to the run, the gate and the commit the release job checked out
     assert issue["body"].startswith(f"<!-- zuke-approval run={run_id} gate=qa commit={head} -->")
-    assert "<code>service</code>: <code>api</code>" in issue["body"]
+    assert "`service`: `api`" in issue["body"]
     assert "`maintain` role or higher on `acme/app`" in issue["body"]
 
     # 2. a read-only user's /approve: one polite reply, the release still waits

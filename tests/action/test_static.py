@@ -120,9 +120,18 @@ def test_permissions_are_set_at_workflow_and_job_level_and_checkout_keeps_no_cre
                 assert step["with"]["persist-credentials"] is False
 
 
+def test_release_starts_queue_instead_of_a_third_cancelling_the_pending_second():
+    # A concurrency group keeps one pending run by default: a third dispatch cancels the
+    # second. `queue: max` keeps up to 100 pending; it does not combine with
+    # cancel-in-progress (SchemaStore's workflow schema, `concurrency.queue`).
+    flow = _load(EXAMPLES / "release.yml")
+    assert flow["concurrency"] == {"group": "zuke-release", "queue": "max"}
+
+
 def test_the_sweep_runs_on_a_schedule_on_dispatch_when_e2e_completes_and_on_a_new_comment():
     flow = _load(EXAMPLES / "sweep.yml")
-    assert flow["on"]["schedule"] == [{"cron": "*/15 * * * *"}]
+    # every 15 minutes, never at :00 (the busiest minute, when schedules are delayed most)
+    assert flow["on"]["schedule"] == [{"cron": "7-59/15 * * * *"}]
     assert "workflow_dispatch" in flow["on"]
     assert flow["on"]["workflow_run"] == {"workflows": ["e2e"], "types": ["completed"]}
     assert flow["on"]["issue_comment"] == {"types": ["created"]}

@@ -59,7 +59,7 @@ def test_a_hostile_deny_is_no_workflow_command_in_the_text_sweep(
                           env=under_actions(gh, tmp_path), capture_output=True, text=True,
                           timeout=120, check=False)  # fmt: skip
     assert done.returncode == 1, done.stdout + done.stderr  # the gate failed: denied
-    assert f"{run_id} Release [qa]: failed" in done.stdout
+    assert f"{run_id} Release [qa]: gate-failed" in done.stdout
     assert "denied by @bob (maintain): not this week <img" in done.stdout  # shown, inert
     assert commands_in(done) == [], done.stdout + done.stderr
     shown = subprocess.run([ZUKE, "runs", "show", run_id], cwd=tmp_path,

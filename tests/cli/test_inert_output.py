@@ -54,8 +54,8 @@ BUILD = f"""
 
 #: every output name a zuke command writes (docs/cli.md, Under GitHub Actions)
 WRITTEN = {"run-id", "status", "gates", "waiting", "action", "checked", "resumed",
-           "still-waiting", "timed-out", "failed", "reaped", "skipped", "errors", "deferred",
-           "not-checked", "runs"}  # fmt: skip
+           "still-waiting", "timed-out", "gate-failed", "failed", "reaped", "skipped", "errors",
+           "deferred", "not-checked", "runs"}  # fmt: skip
 
 
 def zuke(workdir: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -88,7 +88,7 @@ def test_a_hostile_reason_is_no_workflow_command_and_renders_nothing_wherever_it
     (tmp_path / "DENIED").write_text("")
     swept = zuke(tmp_path, "resume", "--check")  # the text sweep: the gate fails
     assert swept.returncode == 1, swept.stdout + swept.stderr
-    assert f"{run_id} Release [qa]: failed" in swept.stdout
+    assert f"{run_id} Release [qa]: gate-failed" in swept.stdout
     assert "\\n::add-mask::s3cr3t" in swept.stdout  # there, escaped: on the sweep's line
     outputs = read_outputs(tmp_path / "output")  # as the runner parses it: no forged name
     assert outputs["failed"] == "1" and json.loads(outputs["runs"])[0]["result"] == "failed"

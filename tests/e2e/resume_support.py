@@ -79,7 +79,8 @@ def sweep(
     code, out = finish(spawn(["resume", "--check", *extra, "--json"], workdir, env))
     start = out.find("{\n")
     assert start >= 0, f"no JSON summary (exit {code}):\n{out}"
-    return code, json.loads(out[start:])
+    summary, _ = json.JSONDecoder().raw_decode(out, start)  # a zuke: line may follow it
+    return code, summary
 
 
 def actions(summary: dict[str, Any], run_id: str) -> list[str]:

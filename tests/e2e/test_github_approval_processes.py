@@ -42,7 +42,6 @@ from tests.e2e.resume_support import (
 )
 from tests.e2e.support import finish, spawn
 from zuke._clock import iso, parse_iso
-from zuke_gh.approval import gh_time
 
 pytestmark = pytest.mark.e2e
 
@@ -62,8 +61,8 @@ def test_a_release_suspends_and_its_issue_appears_without_the_secret(
     assert issue["title"] == f"zuke: approve qa of run {run_id} ({SHA[:12]})"
     body = issue["body"]
     assert body.splitlines()[0] == f"<!-- zuke-approval run={run_id} gate=qa commit={SHA} -->"
-    assert "<code>channel</code>: <code>beta</code>" in body
-    assert "`maintain` role or higher" in body and f"except @{STARTER}" in body
+    assert "`channel`: `beta`" in body
+    assert "`maintain` role or higher" in body and f"the GitHub login `{STARTER}`" in body
     assert issue["state"] == "open" and issue["user"] == "github-actions[bot]"
     assert lines(markers / "staging") and not lines(markers / "promote")
     record = record_of(fs_store(tmp_path), run_id)
@@ -74,11 +73,12 @@ def test_a_release_suspends_and_its_issue_appears_without_the_secret(
     assert SECRET not in seen_by_github
     assert gh.token not in seen_by_github
 
-    # A quiet sweep in a fresh process: one conditional read of the comments, a free 304.
+    # A quiet sweep in a fresh process: one request, the batched look at every waiting gate.
     gh.reset_stats()
     code, summary = sweep(tmp_path, env_for(gh))
     assert code == 0 and actions(summary, run_id) == ["still-waiting"], summary
-    assert [(r["method"], r["status"]) for r in gh.requests] == [("GET", 304)]
+    assert [(r["method"], r["path"], r["status"]) for r in gh.requests] == [
+        ("POST", "/graphql", 200)]  # fmt: skip
     assert "0 of 1 approvals" in summary["runs"][0]["detail"]
 
 
@@ -179,7 +179,7 @@ def test_a_deny_fails_the_gate_and_the_release_stops(tmp_path: Path, gh: FakeGit
     assert record.targets["qa"].meta["decision"]["deniedBy"]["login"] == "bob"
     assert not lines(markers / "promote")
     (closing,) = said(gh, number)
-    assert "Denied by @bob (maintain): <code>not this week</code>" in closing
+    assert "Denied by @bob (maintain): `not this week`" in closing
     issue = issue_of(gh, run_id)
     assert (issue["state"], issue["state_reason"]) == ("closed", "not_planned")
 
@@ -301,7 +301,7 @@ def test_an_approve_after_the_deadline_does_not_save_the_gate(
     assert "decision" not in record_of(store, run_id).targets["qa"].meta
 
 
-def test_after_a_comment_the_next_quiet_sweep_is_a_free_304_again(
+def test_after_a_comment_each_quiet_sweep_is_one_batched_request_and_writes_nothing(
     tmp_path: Path, gh: FakeGitHub
 ) -> None:
     run_id, _, number = release(tmp_path, gh)
@@ -311,45 +311,41 @@ def test_after_a_comment_the_next_quiet_sweep_is_a_free_304_again(
     gh.reset_stats()
     code, summary = sweep(tmp_path, env_for(gh))
     assert code == 0 and actions(summary, run_id) == ["still-waiting"], summary
-    assert [(r["method"], r["status"]) for r in requests_on(gh, number)] == [("GET", 200)]
-    version = version_of(store, run_id)  # the comment is judged (and its id kept) once
+    # the batched look (news), then the gate's own read from its cursor
+    assert [(r["path"], r["status"]) for r in gh.requests] == [("/graphql", 200)] * 2
+    version = version_of(store, run_id)  # the comment is judged (and the cursor kept) once
 
     for _ in range(2):
         gh.reset_stats()
         code, summary = sweep(tmp_path, env_for(gh))
         assert code == 0 and actions(summary, run_id) == ["still-waiting"], summary
-        assert [(r["method"], r["status"]) for r in gh.requests] == [("GET", 304)]
-        assert version_of(store, run_id) == version  # a 304 writes nothing
+        assert [(r["path"], r["status"]) for r in gh.requests] == [("/graphql", 200)]
+        assert version_of(store, run_id) == version  # nothing new writes nothing
     assert said(gh, number) == []  # no command, no reply
 
 
-def test_a_long_thread_moves_since_on_so_each_read_stays_about_a_page(
+def test_a_long_thread_is_read_once_and_the_next_sweeps_read_nothing_again(
     tmp_path: Path, gh: FakeGitHub
 ) -> None:
     run_id, _, number = release(tmp_path, gh)
     store = fs_store(tmp_path)
-    opened = record_of(store, run_id).targets["qa"].meta["since"]
-    for n in range(60):
-        gh.advance_clock(1)
+    for n in range(160):
         gh.comment(REPO, number, "carol", f"note {n}")
+    gh.reset_stats()
     code, summary = sweep(tmp_path, env_for(gh))
     assert code == 0 and actions(summary, run_id) == ["still-waiting"], summary
+    assert len(gh.requests) == 3  # the look, then two pages of the thread
     meta = record_of(store, run_id).targets["qa"].meta
-    newest = parse_iso(gh.comments(REPO, number)[-1]["updated_at"])
-    assert newest is not None and meta["since"] == gh_time(newest - 1000) > opened
-    assert len(meta["seen"]) == 60
-
-    statuses = []
-    for _ in range(2):  # the new query's first read, then its free 304s
+    assert meta["lastId"] == gh.comments(REPO, number)[-1]["id"] and meta["cursor"]
+    for _ in range(2):
         gh.reset_stats()
         code, summary = sweep(tmp_path, env_for(gh))
         assert code == 0 and actions(summary, run_id) == ["still-waiting"], summary
-        statuses += [r["status"] for r in gh.requests]
-    assert statuses == [200, 304]
-    assert record_of(store, run_id).targets["qa"].meta["since"] == meta["since"]
+        assert len(gh.requests) == 1  # the look: nothing after the cursor
+    assert record_of(store, run_id).targets["qa"].meta["cursor"] == meta["cursor"]
 
 
-def test_a_comments_one_run_sweep_asks_github_four_times_and_no_other_gate(
+def test_a_comments_one_run_sweep_asks_github_five_times_and_no_other_gate(
     tmp_path: Path, gh: FakeGitHub
 ) -> None:
     other, _, other_issue = release(tmp_path, gh)  # another release waits in the same store
@@ -363,7 +359,8 @@ def test_a_comments_one_run_sweep_asks_github_four_times_and_no_other_gate(
     assert actions(summary, other) == []
     asked = [(r["method"], r["endpoint"].split("{repo}")[-1], r["status"]) for r in gh.requests]
     assert asked == [
-        ("GET", "/issues/{number}/comments", 200),
+        ("POST", "POST /graphql", 200),  # the batched look: news on this one run's thread
+        ("POST", "POST /graphql", 200),  # the thread after the gate's cursor
         ("GET", "/collaborators/{username}/permission", 200),
         ("POST", "/issues/{number}/comments", 201),  # the closing comment
         ("PATCH", "/issues/{number}", 200),  # closed

@@ -93,7 +93,9 @@ def test_a_token_that_cannot_read_team_memberships_says_what_it_needs(
     run_id, number = _release(tmp_path, gh, TEAM_BUILD, GH_TOKEN="actions-token")
     gh.comment(REPO, number, "maint", "/approve")
     code, summary = sweep(tmp_path, {**env_for(gh), "GH_TOKEN": "actions-token"})
-    assert code == 0 and actions(summary, run_id) == ["still-waiting"], summary
+    # GitHub refuses the token a permission: the sweep goes red, the run stays waiting
+    assert code == 1 and actions(summary, run_id) == ["failed"], summary
+    assert summary["ok"] is False and summary["runs"][0]["result"] == "suspended"
     detail = summary["runs"][0]["detail"]
     assert "403 to GET /orgs/acme/teams/release/memberships/maint" in detail
     assert "`members: read`" in detail and "users()" in detail

@@ -223,3 +223,18 @@ def test_a_commit_is_authored_by_the_token_and_committed_by_github(
     gh.set_token(gh.token, permissions={"contents": "read"})
     refused = _ask(api, MUTATION, input=_change(gh, ["b.md"], []))
     assert refused["errors"][0]["type"] == "FORBIDDEN"
+
+
+def test_a_comments_full_database_id_is_its_rest_id_as_a_bigint_string(
+    gh: FakeGitHub, api: httpx.Client
+) -> None:
+    # GitHub's IssueComment has fullDatabaseId (BigInt) beside databaseId, which "does not
+    # support 64-bit signed integer identifiers" (docs.github.com GraphQL breaking changes).
+    (number,) = _issues(api, 1)
+    made = api.post(f"{ISSUES}/{number}/comments", json={"body": "hello"}).json()
+    query = """query($n: Int!) { repository(owner: "acme", name: "app") { issue(number: $n) {
+      comments(first: 1) { nodes { databaseId fullDatabaseId } } } } }"""
+    body = _ask(api, query, n=number)
+    assert "errors" not in body, body
+    (node,) = body["data"]["repository"]["issue"]["comments"]["nodes"]
+    assert node == {"databaseId": made["id"], "fullDatabaseId": str(made["id"])}

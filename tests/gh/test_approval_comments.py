@@ -1,6 +1,6 @@
-"""``github_approval``: reading the thread — one request or a free 304 per check, who may
-decide (``role_name``, allow-lists, the starter), one reply to a command that did not count,
-distinct approvers, ``/deny``, and a decision nothing afterwards changes."""
+"""``github_approval``: reading the thread — one request per check from the gate's cursor, who
+may decide (``role_name``, allow-lists, the starter), one reply to a command that did not
+count, distinct approvers, ``/deny``, and a decision nothing afterwards changes."""
 
 from __future__ import annotations
 
@@ -10,13 +10,12 @@ from typing import Any
 import pytest
 import respx
 
-from tests.gh._approval_support import SHA, Hub, Killed, Probe, gate
+from tests.gh._approval_support import GRAPHQL, SHA, Hub, Killed, Probe, gate
 from tests.gh.conftest import START_MS, MakeClient
 from zuke import NotYet, Satisfied, WaitFailed, WaitTrigger
 from zuke_gh import Approval, Approver, read_approval
 from zuke_gh._approval_settings import ApprovalSettings
 
-COMMENTS = "GET /repos/acme/app/issues/1/comments"
 REPLY = "POST /repos/acme/app/issues/1/comments"
 LATER = START_MS + 60_000
 
@@ -50,20 +49,23 @@ def replies(hub: Hub) -> list[str]:
     ]
 
 
-def test_a_quiet_check_is_one_request_then_a_304_even_from_a_fresh_client(
+def test_a_quiet_check_is_one_request_from_the_cursor_even_from_a_fresh_client(
     hub: Hub, make_client: MakeClient
 ) -> None:
     probe, _ = opened(hub, make_client)
     hub.say(1, "reader", "looks fine to me")  # not a command: no reply, nothing counted
     probe.check(gate(make_client()), LATER)
+    assert probe.meta["cursor"] and probe.meta["lastId"] == hub.on(1)[-1]["id"]
     before = dict(probe.meta)
     calls = len(hub.calls)
-    # A sweep in a new process: a fresh client, no cache but the ETag in the gate's state.
+    # A sweep in a new process: a fresh client (a fresh token: no ETag would match), the cursor
+    # in the gate's state: one page, empty, and nothing written.
     answer = probe.check(gate(make_client()), LATER + 60_000)
     again = probe.check(gate(make_client()), LATER + 120_000)
-    assert hub.calls[calls:] == [COMMENTS, COMMENTS] and hub.not_modified == 2
+    assert hub.calls[calls:] == [GRAPHQL, GRAPHQL]
+    assert [q["variables"]["after"] for q in hub.queries[-2:]] == [before["cursor"]] * 2
     assert isinstance(answer, NotYet) and answer == again
-    assert probe.meta == before  # a 304 writes nothing: a quiet sweep commits nothing
+    assert probe.meta == before  # nothing new writes nothing: a quiet sweep commits nothing
     assert replies(hub) == []
 
 
@@ -78,8 +80,8 @@ def test_a_read_only_users_approve_gets_one_polite_reply_recorded_before_it_is_s
         "Thank you, @reader. Your `/approve` did not count: approving or denying this release "
         "needs the `write` role or higher on `acme/app`, and yours is `read`."
     ]  # author_association OWNER is not a permission: the role decides
-    assert said["id"] in probe.durable["seen"]
-    assert probe.events[-1] == "persist"  # the id was durable before the reply went out
+    assert probe.durable["lastId"] == said["id"]
+    assert probe.events[-1] == "persist"  # the cursor was durable before the reply went out
     # The same comment, read again (an edit, a later check), is never answered twice.
     hub.edit(said["id"], "/approve\nplease")
     probe.check(trigger, LATER + 60_000)
@@ -243,6 +245,16 @@ def test_a_higher_role_is_needed_when_set_and_triage_is_below_write(
     assert len(replies(hub)) == 2 and "needs the `maintain` role" in replies(hub)[1]
     hub.say(1, "maint", "/approve")
     assert isinstance(probe.check(trigger, LATER + 60_000), Satisfied)
+
+
+def test_a_custom_role_built_on_maintain_passes_a_maintain_gate(
+    hub: Hub, make_client: MakeClient
+) -> None:
+    hub.roles.update(rm=("release-manager", "maintain"))  # legacy `permission`: write
+    probe, trigger = opened(hub, make_client, lambda a: a.role("maintain"))
+    hub.say(1, "rm", "/approve")
+    assert isinstance(probe.check(trigger, LATER), Satisfied)
+    assert read_approval(probe.meta).approvers[0].role == "maintain"  # type: ignore[union-attr]
 
 
 def test_a_custom_role_counts_by_its_base_permission(hub: Hub, make_client: MakeClient) -> None:

@@ -46,8 +46,9 @@ def test_an_approved_release_resumes_on_the_next_sweep_and_records_who(
     run = h.start(params={"token": [SECRET], "repo": ["web"]})
     assert run.status == "suspended"
     body = hub.issues[1]["body"]
-    assert "<code>repo</code>: <code>web</code>" in body and SECRET not in body
-    assert "except @alice" in body  # the run's actor, recorded
+    assert "`repo`: `web`" in body and SECRET not in body
+    # the run's actor, recorded; ZUKE_ACTOR is a name GitHub never vouched for: the issue says so
+    assert "except the GitHub login `alice`: the run was started under that name locally" in body
 
     hub.say(1, "alice", "/approve")  # the starter: refused under no_self_approval()
     hub.say(1, "reader", "/approve")

@@ -69,3 +69,30 @@ def test_a_comment_made_in_time_but_edited_after_the_deadline_does_not_count(
     h.clock.advance(2 * HOUR)
     [entry] = h.sweep().entries
     assert (entry.action, entry.result) == ("timed-out", "cancelled")
+
+
+def _deadline_ms(h: Harness, run_id: str) -> int:
+    from zuke._clock import parse_iso
+
+    waiting = h.record(run_id).targets["approve"].waiting_for
+    assert waiting is not None and waiting.deadline is not None
+    at = parse_iso(waiting.deadline)
+    assert at is not None
+    return at
+
+
+@pytest.mark.parametrize(("before_s", "counts"), [(0, False), (1, True)])
+def test_an_approve_stamped_in_the_deadlines_own_second_does_not_count(
+    hub: Hub, make_client: MakeClient, before_s: int, counts: bool
+) -> None:
+    # GitHub stamps whole seconds: a comment stamped at the deadline's second may have come
+    # up to 999 ms after it (0.12 s late, say). It counts only if its stamp + 999 ms is in time.
+    calls: list[Any] = []
+    h, run_id = harness(make_client, calls)
+    deadline = _deadline_ms(h, run_id)
+    assert deadline % 1000 == 0  # the case is exact: a stamp at the deadline's second
+    hub.now = deadline - before_s * 1000 - 1000  # hub.say ticks a second on
+    hub.say(1, "maint", "/approve")
+    h.clock.advance(2 * HOUR)
+    [entry] = h.sweep().entries
+    assert (entry.action == "resumed") is counts, entry

@@ -74,6 +74,21 @@ def test_the_role_of_a_permission_answer() -> None:
     assert effective_role({}) == "none"
 
 
+def test_a_custom_role_is_judged_by_its_exact_grant_not_the_legacy_permission() -> None:
+    # A custom role built on maintain: the legacy `permission` rounds it down to write;
+    # `user.permissions` (OpenAPI repository-collaborator-permission) has the exact answer.
+    grants = {"admin": False, "maintain": True, "push": True, "triage": True, "pull": True}
+    body = {"role_name": "release-manager", "permission": "write",
+            "user": {"login": "rm", "permissions": grants}}  # fmt: skip
+    assert effective_role(body) == "maintain"
+    triage = {**grants, "maintain": False, "push": False}
+    assert effective_role({**body, "permission": "read", "user": {"permissions": triage}}) == (
+        "triage")  # fmt: skip
+    none = dict.fromkeys(grants, False)
+    assert effective_role({"role_name": "", "permission": "none",
+                           "user": {"permissions": none}}) == "none"  # fmt: skip
+
+
 def test_commands_and_markers() -> None:
     assert command("/approve") == ("approve", "")
     assert command("  /APPROVE ship it\nmore") == ("approve", "ship it")

@@ -312,7 +312,12 @@ def _resume(
     from zuke.cli import gha
     from zuke.cli.console import ConsoleReporter
     from zuke.cli.progress import PauseOnRun, SweepProgress, on_terminal
-    from zuke.cli.sweep_output import check_without_build, store_failures, write_report
+    from zuke.cli.sweep_output import (
+        access_failures,
+        check_without_build,
+        store_failures,
+        write_report,
+    )
     from zuke.runs.lifecycle import check_settings
     from zuke.runs.resume import resume_run_async
     from zuke.runs.store import open_store
@@ -357,6 +362,7 @@ def _resume(
         redact = reporter.redactor.text
         gha.publish(gha.sweep_report(report, run_id, redact), env, err, redact)
         store_failures(report, err)
+        access_failures(report, err)
         return 0 if report.ok else 1
     try:
         outcome = asyncio.run(resume_run_async(build, store, run_id or "", resume, options))

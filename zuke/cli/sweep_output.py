@@ -38,6 +38,18 @@ def store_failures(report: SweepReport, err: TextIO) -> None:
         err.flush()
 
 
+def access_failures(report: SweepReport, err: TextIO) -> None:
+    """One ``zuke:`` line when a gate's service refused this sweep's credentials (a token
+    GitHub refuses): it names the credential and what to check; the runs are left waiting."""
+    refused = report.access_failures
+    if refused:
+        first = refused[0].detail or "its service refused the credentials"
+        more = f" (and {len(refused) - 1} more run(s), see above)" if len(refused) > 1 else ""
+        err.write(f"zuke: the sweep could not check run {refused[0].run_id}{more}: {first}; "
+                  "each is left waiting as it was\n")  # fmt: skip
+        err.flush()
+
+
 def check_without_build(
     problem: BuildDefinitionError,
     rest: list[str],

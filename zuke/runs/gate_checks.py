@@ -10,6 +10,11 @@ waiting, with the error shown and counted. Whatever is recorded — state,
 reasons, errors — is redacted first. Writes keep ``updatedAt``: a check moves
 nothing.
 
+A trigger that raises :class:`~zuke._errors.TriggerAccessError` (its service
+refuses this process's credentials) is marked ``refused``: the sweep fails for
+the run and leaves it as it was. (Before any check, a sweep offers the gates
+to their triggers' batched ``prefetch``: :mod:`zuke.runs.sweep_prefetch`.)
+
 Asking changes nothing, so checks run on a record read without the lease;
 the run's lease is taken at the first change (:class:`~zuke.runs.lifecycle.
 LazyHold`) — above all a trigger's ``persist()`` before its external call —
@@ -32,7 +37,7 @@ from zuke._clock import iso, parse_iso
 from zuke._engine import store_traits
 from zuke._engine.plan import TargetSpec
 from zuke._engine.run import LoadedBuild
-from zuke._errors import AlreadyResumedError, RunError, ZukeError
+from zuke._errors import AlreadyResumedError, RunError, TriggerAccessError, ZukeError
 from zuke._waits import GateState, NotYet, WaitContext, WaitFailed, ask
 from zuke.runs.lifecycle import Hold, LazyHold
 from zuke.state.records import RunDelta, RunRecord, TargetRecord
@@ -56,6 +61,8 @@ class GateAnswer:
     expired: bool = False
     #: the trigger's ``interval`` (0: none); with ``due`` false, why it was not asked now
     interval_ms: int = 0
+    #: the trigger raised a :class:`~zuke._errors.TriggerAccessError`: the sweep fails
+    refused: bool = False
 
 
 class Basis(Protocol):
@@ -158,8 +165,9 @@ async def check_gates(
         except AlreadyResumedError:
             raise  # its persist() found the run held or moved: this check is someone else's
         except Exception as exc:
-            check.errored = True
-            check.detail = loaded.redactor.text(f"the trigger raised {type(exc).__name__}: {exc}")
+            check.errored, check.refused = True, isinstance(exc, TriggerAccessError)
+            said = str(exc) if check.refused else f"the trigger raised {type(exc).__name__}: {exc}"
+            check.detail = loaded.redactor.text(said)
             continue
         # A trigger's reasons are recorded and printed: never with a secret in them.
         if isinstance(check.result, NotYet) and check.result.reason:

@@ -4,7 +4,10 @@ One sweep, in this order:
 
 1. **reap** this build's ``running`` and ``cancelling`` runs whose holder is
    gone (:mod:`zuke.runs.reap`); a reaped run is back to ``suspended``;
-2. for each of this build's **suspended** runs (or just ``run_id``):
+2. the waiting gates of every listed **suspended** run are offered to their
+   triggers' ``prefetch`` together (one batched read for many gates:
+   :mod:`zuke.runs.sweep_prefetch`), then
+3. for each of this build's **suspended** runs (or just ``run_id``):
    a gate past its deadline is asked once more, as of its deadline
    (``ctx.as_of_ms``): an answer given in time passes it, a failure takes its
    ``on_failure`` disposition, anything else its timeout disposition; then
@@ -56,6 +59,7 @@ from zuke.runs.gate_checks import GateAnswer, check_gates, passed_rows, record_c
 from zuke.runs.gate_failures import settle_failed_gate
 from zuke.runs.lifecycle import LazyHold, check_settings, load_for, ownership_problem
 from zuke.runs.reap import reap_run
+from zuke.runs.sweep_prefetch import prefetch_runs
 from zuke.runs.sweep_report import SweepEntry, SweepReport, check_detail, last_checked
 from zuke.runs.timeouts import settle_timeout
 from zuke.state._protocol import RunQuery, StateStore, StoredRun
@@ -108,6 +112,11 @@ async def resume_check_async(
             entries.append(entry)
     shared: dict[str, Any] = {}
     suspended = _runs(store, name, "suspended", run_id)
+
+    def ours(record: RunRecord, graph: Mapping[str, object] | None) -> bool:
+        return _ours(record, name, graph, run.env)
+
+    loads = await prefetch_runs(build_cls, store, suspended, run, shared, actor=actor, ours=ours)
     total += len(suspended)
     for summary in suspended:
         tell(done, total)
@@ -124,6 +133,7 @@ async def resume_check_async(
                 actor,
                 shared,
                 specs_names=None if specs is None else set(specs),
+                prefetched=loads.pop(summary, None),
             )
         )
     tell(done, total)
@@ -196,10 +206,12 @@ async def _check_one(
     shared: dict[str, Any],
     *,
     specs_names: set[str] | None,
+    prefetched: tuple[LoadedBuild, StoredRun] | None = None,
 ) -> SweepEntry:
     name = build_cls.__name__
+    loaded, found = prefetched if prefetched is not None else (None, None)
     try:
-        found = store.get_run(run_id)
+        found = found or store.get_run(run_id)
     except ZukeError as exc:  # a record that does not parse: reported, the sweep goes on
         return _failed(run_id, name, "suspended", exc)
     if found is None or found.record.status != "suspended":
@@ -220,7 +232,7 @@ async def _check_one(
             detail=f"a run of {record.build} ({record.build_id or 'no origin'})",
         )
     try:
-        return await _sweep_run(build_cls, store, found, resume, run, actor, shared)
+        return await _sweep_run(build_cls, store, found, resume, run, actor, shared, loaded)
     except AlreadyResumedError as exc:
         now = store.get_run(run_id)
         status = now.record.status if now is not None else "gone"
@@ -237,9 +249,10 @@ async def _sweep_run(
     run: RunOptions,
     actor: str,
     shared: dict[str, Any],
+    loaded: LoadedBuild | None = None,
 ) -> SweepEntry:
     record = found.record
-    loaded = load_for(build_cls, record, run)
+    loaded = loaded or load_for(build_cls, record, run)
     plan = await plan_of(loaded, record)
     check_resumable(record, plan, resume)
     lazy = LazyHold(store, record, actor=actor, clock=run.clock, env=run.env,
@@ -276,12 +289,16 @@ async def _sweep_checked(
     # time passes it however late this sweep runs; none (or a trigger that cannot say) times
     # it out. Only then are the other gates asked.
     final = await check_gates(loaded, lazy, now, shared, expired=True)
+    if (refused := _refused(record.id, name, final)) is not None:
+        return refused
     for check in final:
         if isinstance(check.result, WaitFailed):
             return await _settle_failed(loaded, lazy, check, run, actor)
         if not isinstance(check.result, Satisfied):
             return await _settle_timeout(loaded, lazy, check, run, actor)
     checks = [*final, *await check_gates(loaded, lazy, now, shared, expired=False)]
+    if (refused := _refused(record.id, name, checks)) is not None:
+        return refused
     failed = next((c for c in checks if isinstance(c.result, WaitFailed)), None)
     if failed is not None:
         return await _settle_failed(loaded, lazy, failed, run, actor)
@@ -332,6 +349,17 @@ async def _sweep_checked(
         rechecked=not idle,
         last_checked=last_checked(first) if idle else None,
     )
+
+
+def _refused(run_id: str, build: str, checks: list[GateAnswer]) -> SweepEntry | None:
+    """A gate whose trigger's service refused this process's credentials: the sweep fails for
+    the run, left waiting as it was (nothing is settled or written on a check it could not
+    make); the entry says which credential to check."""
+    check = next((c for c in checks if c.refused), None)
+    if check is None:
+        return None
+    return SweepEntry(run_id, build, "failed", "suspended", gate=check.gate, detail=check.detail,
+                      errored=True, access_failed=True)  # fmt: skip
 
 
 def _passed_events(

@@ -46,6 +46,9 @@ class SweepEntry:
     last_checked: str | None = None
     #: ``failed`` because the state store could not be used: the run is left as it was
     store_failed: bool = False
+    #: ``failed`` because a gate's service refused this sweep's credentials (a token GitHub
+    #: refuses): the run is left waiting as it was
+    access_failed: bool = False
     #: ``timed-out`` / ``gate-failed``: the gate's declared disposition handled it (the run
     #: cancelled, rolled back) — not a failure of the sweep
     handled: bool = False
@@ -80,6 +83,11 @@ class SweepReport:
     def ok(self) -> bool:
         """No run failed, and none was left unchecked (a build that cannot load)."""
         return self.failed == 0 and self.count("not-checked") == 0
+
+    @property
+    def access_failures(self) -> list[SweepEntry]:
+        """The runs whose gates' services refused this sweep's credentials."""
+        return [e for e in self.entries if e.access_failed]
 
     @property
     def store_failures(self) -> int:
