@@ -13,12 +13,30 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from zuke._redact import MIN_SECRET_LENGTH
 
-if TYPE_CHECKING:
-    from zuke._params import Parameter
+
+class ParamShape(Protocol):
+    """What parsing reads of a declared parameter (:class:`zuke._params.Parameter` is one):
+    a protocol, so this module needs nothing of the module that imports it."""
+
+    @property
+    def kind(self) -> str: ...
+    @property
+    def choices(self) -> tuple[str, ...]: ...
+    @property
+    def default_value(self) -> Any: ...
+    @property
+    def is_array(self) -> bool: ...
+    @property
+    def is_secret(self) -> bool: ...
+    @property
+    def flag(self) -> str: ...
+    @property
+    def kind_label(self) -> str: ...
+
 
 _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off"}
@@ -53,7 +71,7 @@ def _parse_number(text: str, shown: str) -> float:
     return number
 
 
-def _parse_scalar(p: Parameter[Any], text: str) -> Any:
+def _parse_scalar(p: ParamShape, text: str) -> Any:
     shown = "(hidden)" if p.is_secret else repr(text)
     value: Any
     if p.kind == "number":
@@ -78,13 +96,13 @@ def _parse_scalar(p: Parameter[Any], text: str) -> Any:
     return value
 
 
-def _is_choice(p: Parameter[Any], value: object) -> bool:
+def _is_choice(p: ParamShape, value: object) -> bool:
     if p.kind in ("number", "integer") and not isinstance(value, bool):
         return any(_NUMBER.fullmatch(c) and float(c) == value for c in p.choices)
     return str(value) in p.choices
 
 
-def _fits(p: Parameter[Any], value: object) -> bool:
+def _fits(p: ParamShape, value: object) -> bool:
     if p.kind == "number":
         ok = isinstance(value, (int, float)) and not isinstance(value, bool)
     elif p.kind == "integer":
@@ -108,7 +126,7 @@ def secret_forms(value: object) -> list[str]:
     return forms
 
 
-def short_secret(p: Parameter[Any], forms: Sequence[str]) -> str | None:
+def short_secret(p: ParamShape, forms: Sequence[str]) -> str | None:
     if any(len(f) < MIN_SECRET_LENGTH for f in forms):
         return (
             f"{p.flag}: a secret must be at least {MIN_SECRET_LENGTH} characters long "
@@ -117,7 +135,7 @@ def short_secret(p: Parameter[Any], forms: Sequence[str]) -> str | None:
     return None
 
 
-def default_problem(p: Parameter[Any]) -> str | None:
+def default_problem(p: ParamShape) -> str | None:
     """Why ``p``'s default does not fit its kind or options, or ``None`` if it does."""
     if p.is_secret and p.kind == "boolean":
         return "a boolean cannot be a secret (its value is one of a few words); drop .secret()"
@@ -136,7 +154,7 @@ def default_problem(p: Parameter[Any]) -> str | None:
     return None
 
 
-def parse_value(p: Parameter[Any], texts: Sequence[str]) -> Any:
+def parse_value(p: ParamShape, texts: Sequence[str]) -> Any:
     """Parse supplied text(s) for ``p``; raise ``ValueError`` with a message (no flag prefix)."""
     if p.is_array:
         items = [item.strip() for text in texts for item in text.split(",")]

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from zuke._duration import Duration, parse_duration
 from zuke._errors import BuildDefinitionError
+from zuke._target_handle import Target as Target  # re-exported: the handle was born here
 
 if TYPE_CHECKING:
     from zuke._fan_out import ForEachSettings
@@ -32,16 +33,6 @@ if TYPE_CHECKING:
 B = TypeVar("B")
 
 _EFFECT_NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
-
-
-@dataclass(frozen=True)
-class Target:
-    """A handle to a build's target, by name. Obtained as ``self.<target>``."""
-
-    name: str
-
-    def __str__(self) -> str:
-        return self.name
 
 
 class TargetBuilder:

@@ -31,6 +31,7 @@ from zuke._clock import parse_iso
 from zuke._configure import configured
 from zuke._duration import Duration, parse_duration
 from zuke._errors import BuildDefinitionError
+from zuke._target_handle import Target
 
 if TYPE_CHECKING:
     from dataclasses import dataclass
@@ -38,7 +39,6 @@ else:  # a frozen dataclass without compiling its methods at import (zuke.state.
     from zuke.state._frozen import dataclass
 
 if TYPE_CHECKING:
-    from zuke._target import Target
     from zuke.state.records import Signal
 
 TimeoutDisposition = Literal["fail", "cancel-run"]
@@ -346,8 +346,6 @@ class WaitSettings:
         return self
 
     def _disposition(self, what: str, disposition: object) -> tuple[str, bool]:
-        from zuke._target import Target
-
         if isinstance(disposition, Target):
             return disposition.name, True
         if disposition in ("fail", "cancel-run"):
