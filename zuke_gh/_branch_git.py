@@ -12,7 +12,9 @@
   commit (``Commit.file(path:)``) and the deletion marker, in one query: a
   store with no view of the branch yet pays one request.
 * :meth:`BranchGit.commit` — ``createCommitOnBranch`` with ``expectedHeadOid``:
-  the compare-and-swap of the branch head. ``None`` means the head moved.
+  the compare-and-swap of the branch head, sent once. ``None`` means the head
+  moved (nothing landed); :class:`LostAnswer`, that it went out and its answer
+  was lost, so it may have landed (:mod:`zuke_gh._branch_witness` tells).
 * :meth:`BranchGit.create_branch` — checks the repository can hold it, then an
   orphan commit of a README (GitHub refuses an empty tree), the branch, and the
   marker tag ``refs/tags/zuke-state/<branch>`` that tells a deleted branch from
@@ -34,6 +36,7 @@ from typing import Any
 
 from zuke._errors import StoreRefusedError, StoreUnavailableError
 from zuke_gh._branch_view import Blob
+from zuke_gh._branch_witness import LostAnswer, timed_out
 from zuke_gh.client import GitHubClient
 from zuke_gh.errors import GitHubError
 
@@ -188,9 +191,19 @@ class BranchGit:
     # -- writes ------------------------------------------------------------------------------
 
     def commit(
-        self, head: str, additions: Mapping[str, bytes], deletions: Sequence[str], message: str
+        self,
+        head: str,
+        additions: Mapping[str, bytes],
+        deletions: Sequence[str],
+        message: str,
+        *,
+        body: str | None = None,
     ) -> str | None:
-        """The new head's SHA, or ``None`` if the branch no longer points at ``head``."""
+        """The new head's SHA, or ``None`` if the branch no longer points at ``head``.
+
+        Sent once: an answer lost after the commit went out raises :class:`LostAnswer`
+        (resending it would only be refused as stale, and say nothing of whether it landed).
+        """
         change: dict[str, Any] = {}
         if additions:
             change["additions"] = [
@@ -202,18 +215,24 @@ class BranchGit:
         given = {
             "branch": {"repositoryNameWithOwner": f"{self.owner}/{self.repo}",
                        "branchName": self.branch},
-            "message": {"headline": message},
+            "message": {"headline": message, **({"body": body} if body else {})},
             "expectedHeadOid": head,
             "fileChanges": change,
         }  # fmt: skip
-        # idempotent: a resend after a lost answer finds the head moved (by us) and is refused
-        body = self._graphql(_COMMIT_MUTATION, {"input": given}, idempotent=True)
-        oid = _dig(body, "data", "createCommitOnBranch", "commit", "oid")
+        try:
+            answer = self.client.graphql(_COMMIT_MUTATION, {"input": given}, idempotent=False)
+        except GitHubError as exc:
+            if exc.unsent:  # it never reached GitHub (or GitHub applied nothing: a limit)
+                raise self._unavailable(str(exc)) from None
+            raise LostAnswer(f"state: {self.where}: {str(exc).rstrip('.')}") from None
+        oid = _dig(answer, "data", "createCommitOnBranch", "commit", "oid")
         if isinstance(oid, str):
             return oid
-        if head_moved(body):
+        if head_moved(answer):
             return None
-        raise self._graphql_failure(body, "commit")
+        if timed_out(answer):
+            raise LostAnswer(f"state: {self.where}: GitHub's GraphQL timed out on the commit")
+        raise self._graphql_failure(answer, "commit")
 
     def create_branch(self, files: Mapping[str, bytes], message: str, *, force: bool) -> None:
         """The orphan branch holding ``files``, and its marker (moved there when ``force``)."""
@@ -274,7 +293,7 @@ class BranchGit:
             raise self._unavailable(str(exc)) from None
 
     def _repository(self, query: str, variables: dict[str, Any]) -> dict[str, Any]:
-        body = self._graphql(query, variables)
+        body = self._graphql(query, variables, idempotent=True)  # a read: safe to send again
         repository = _dig(body, "data", "repository")
         if not isinstance(repository, dict):
             raise self._graphql_failure(body, "read the state branch")

@@ -15,7 +15,6 @@ may thus live up to a second longer than its TTL, never shorter.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import replace
 from typing import TypeVar
 
@@ -58,7 +57,6 @@ def acquire(
         state,
         LockAcquired(token=token, fence=state.fence),
         f"lock {key}: {verb} (fence {state.fence})",
-        lambda fresh: _token_of(fresh, key) == token,
     )
 
 
@@ -68,13 +66,7 @@ def renew(view: View, key: str, token: str, ttl_ms: int) -> Step[bool]:
     if renewed is None:
         return Step(False)
     actor = renewed.holder.actor if renewed.holder else "?"
-    expires = renewed.expires_at
-
-    def landed(fresh: View) -> bool:
-        claim = fresh.locks.claims.get(key)
-        return claim is not None and claim.token == token and claim.expires_at == expires
-
-    return _write(view, key, renewed, True, f"lock {key}: renewed by {actor}", landed)
+    return _write(view, key, renewed, True, f"lock {key}: renewed by {actor}")
 
 
 def release(view: View, key: str, token: str) -> Step[None]:
@@ -84,15 +76,14 @@ def release(view: View, key: str, token: str) -> Step[None]:
         return Step(None)
     actor = current.holder.actor if current.holder else "?"
     message = f"lock {key}: released by {actor}"
-    landed: Callable[[View], bool] = lambda fresh: _token_of(fresh, key) != token  # noqa: E731
     if key.startswith(RUN_LEASE_PREFIX):
         # a run's lease is taken once per process of the run: forget it, keeping its fence in
         # the floor, so locks.json does not grow with the runs ever made
         forgotten = forget(view.locks, key, now_ms=0, live_too=True)
         assert forgotten is not None
         data = locks_bytes(compact(forgotten))
-        return Step(None, {LOCKS_PATH: data}, message=message, landed=landed)
-    return _write(view, key, released, None, message, landed)
+        return Step(None, {LOCKS_PATH: data}, message=message)
+    return _write(view, key, released, None, message)
 
 
 def break_claim(view: View, key: str) -> Step[LockHolder | None]:
@@ -100,15 +91,8 @@ def break_claim(view: View, key: str) -> Step[LockHolder | None]:
     broken = lock_rules.break_claim(current)
     if broken is None or current is None or current.holder is None:
         return Step(None)
-    token = current.token
-    return _write(
-        view,
-        key,
-        broken,
-        current.holder,
-        f"lock {key}: broken (was held by {current.holder.actor})",
-        lambda fresh: _token_of(fresh, key) != token,
-    )
+    message = f"lock {key}: broken (was held by {current.holder.actor})"
+    return _write(view, key, broken, current.holder, message)
 
 
 def forget(locks: LockFile, key: str, now_ms: int, *, live_too: bool = False) -> LockFile | None:
@@ -124,23 +108,11 @@ def forget(locks: LockFile, key: str, now_ms: int, *, live_too: bool = False) ->
     return LockFile(claims=claims, fence_floor=max(locks.fence_floor, state.fence))
 
 
-def _token_of(view: View, key: str) -> str | None:
-    claim = view.locks.claims.get(key)
-    return claim.token if claim is not None else None
-
-
-def _write(
-    view: View,
-    key: str,
-    state: ClaimState,
-    result: T,
-    message: str,
-    landed: Callable[[View], bool],
-) -> Step[T]:
+def _write(view: View, key: str, state: ClaimState, result: T, message: str) -> Step[T]:
     claims = dict(view.locks.claims)
     claims[key] = state
     data = locks_bytes(compact(LockFile(claims=claims, fence_floor=view.locks.fence_floor)))
-    return Step(result, additions={LOCKS_PATH: data}, message=message, landed=landed)
+    return Step(result, additions={LOCKS_PATH: data}, message=message)
 
 
 def compact(locks: LockFile) -> LockFile:

@@ -110,10 +110,4 @@ def record_step(
     additions = {**files, **index, path: data}
     if found is not None and found[0] != path:
         deletions = (*deletions, found[0])  # the first layout's path: moved
-    oid = blob_sha(data)
-
-    def landed(fresh: View) -> bool:
-        found = find_record(fresh, record.id, text=False)
-        return found is not None and found[1].oid == oid
-
-    return Step(Written(version=oid), additions, deletions, message, landed)
+    return Step(Written(version=blob_sha(data)), additions, deletions, message)

@@ -18,7 +18,7 @@ request).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Generic, TypeVar
@@ -101,8 +101,6 @@ class Step(Generic[T]):
     additions: Mapping[str, bytes] = field(default_factory=dict)
     deletions: tuple[str, ...] = ()
     message: str = ""
-    #: whether a view shows this step's commit already landed (a resent commit's lost answer)
-    landed: Callable[[View], bool] | None = None
 
     @property
     def writes(self) -> bool:

@@ -14,7 +14,8 @@ Selected with ``ZUKE_STATE=github://OWNER/REPO?branch=zuke-state`` (the
   ``expectedHeadOid`` is the head the decision was taken on. A head moved by
   another file is re-read and the write re-decided, transparently; a record
   whose blob SHA (its version) is no longer the expected one is a
-  ``Conflict``. Bounded attempts, with jitter.
+  ``Conflict``. A lost answer is decided by a witness later writes cannot
+  erase, the write id each commit carries (:mod:`zuke_gh._branch_writer`).
 * **Reads by path.** The store's view holds only the files its decisions
   touched at one head; a record is looked up by its path at that head. The
   records of the runs not finished a listing answered are read together, in
@@ -41,7 +42,7 @@ from typing import Final, TypeVar
 from urllib.parse import parse_qs, urlsplit
 
 from zuke._clock import SYSTEM_CLOCK, Clock
-from zuke._errors import StateError, StoreUnavailableError
+from zuke._errors import StateError
 from zuke.state._ids import check_id, check_ttl
 from zuke.state._protocol import (
     RUN_LEASE_PREFIX,
@@ -66,12 +67,11 @@ from zuke_gh._branch_files import (
 )
 from zuke_gh._branch_git import BranchGit
 from zuke_gh._branch_index import (
-    ACTIVE_PATH,
     list_entries,
     place,
 )
-from zuke_gh._branch_reader import BranchReader
-from zuke_gh._branch_view import Step, View, after
+from zuke_gh._branch_view import Step, View
+from zuke_gh._branch_writer import BranchWriter
 from zuke_gh._pacing import BranchBudget
 from zuke_gh._paths import ref_name_problem, repo_slug
 from zuke_gh.client import GitHubClient
@@ -82,14 +82,10 @@ T = TypeVar("T")
 DEFAULT_BRANCH = "zuke-state"
 #: This store's run lease: 10 minutes, renewed every 5 (12 commits an hour per running run).
 DEFAULT_LEASE_TTL_MS = 600_000
-#: Commit attempts of one operation under contention, and the first pause between them.
-MAX_ATTEMPTS = 16
-FIRST_PAUSE_S = 0.02
-MAX_PAUSE_S = 1.0
 _EVERY_RUN: Final = RunQuery()
 
 
-class GitHubBranchStateStore(BranchReader):
+class GitHubBranchStateStore(BranchWriter):
     """A :class:`~zuke.state.StateStore` on the branch ``branch`` of ``owner/repo``."""
 
     #: every write is a commit: the engine writes at durability points only
@@ -111,10 +107,9 @@ class GitHubBranchStateStore(BranchReader):
         problem = ref_name_problem(branch)
         if problem is not None:
             raise StateError(f"state: branch {branch!r} is not a git branch name: {problem}")
-        super().__init__(BranchGit(client, owner, repo, branch), clock)
+        super().__init__(BranchGit(client, owner, repo, branch), clock, sleep=sleep, rand=rand)
         self.client = client
         self.repository, self.branch = f"{owner}/{repo}", branch
-        self._sleep, self._rand = sleep, rand
         self._budget = BranchBudget(client, owner, repo, branch)
 
     def __repr__(self) -> str:
@@ -163,7 +158,7 @@ class GitHubBranchStateStore(BranchReader):
                 return Step(Conflict())
             return records.record_step(view, record, data, f"run {record.id}: created")
 
-        return self._transact(decide, run_id=record.id)
+        return self._transact(decide, run_id=record.id, same=(record.id, "", record))
 
     def put_run(self, record: RunRecord, *, expected_version: str) -> Written | Conflict:
         check_id(record.id)
@@ -178,7 +173,7 @@ class GitHubBranchStateStore(BranchReader):
             what = record.status if before != record.status else f"updated ({record.status})"
             return records.record_step(view, record, data, f"run {record.id}: {what}")
 
-        return self._transact(decide, run_id=record.id)
+        return self._transact(decide, run_id=record.id, same=(record.id, expected_version, record))
 
     def delete_run(self, run_id: str) -> None:
         check_id(run_id)
@@ -199,11 +194,7 @@ class GitHubBranchStateStore(BranchReader):
                 additions[LOCKS_PATH] = locks_bytes(forgotten)
             if found is not None:
                 deletions = (*deletions, found[0])
-
-            def landed(fresh: View) -> bool:
-                return records.find_record(fresh, run_id, text=False) is None
-
-            return Step(None, additions, deletions, f"run {run_id}: deleted", landed)
+            return Step(None, additions, deletions, f"run {run_id}: deleted")
 
         self._transact(decide, needs_clock=True, run_id=run_id)
 
@@ -233,6 +224,7 @@ class GitHubBranchStateStore(BranchReader):
             lambda view: locks.acquire(view, key, holder, ttl_ms, token),
             needs_clock=True,
             run_id=_lease_run(key),
+            same=(key, "", (holder, ttl_ms)),
         )
 
     def renew_lock(self, key: str, token: str, ttl_ms: int) -> bool:
@@ -269,69 +261,6 @@ class GitHubBranchStateStore(BranchReader):
             done = guard.initialize(self._git, self.clock, force=force)
             self._view, self._seen = None, True
             return done
-
-    # -- the compare-and-swap loop -----------------------------------------------------------
-
-    def _transact(
-        self, decide: Callable[[View], Step[T]], *, needs_clock: bool = False,
-        run_id: str | None = None,
-    ) -> T:  # fmt: skip
-        """Decide on the branch as known, commit on that head; re-read and re-decide if it moved.
-
-        A decision that writes nothing (a conflict, a held lock) is final only
-        on a head read in this call; one taken on the remembered view is taken
-        again on a fresh one. Data a decision lacks is read at the same head.
-        """
-        with self._mutex:
-            if run_id is not None:
-                self._note(run_id)
-            view, fresh = self._view, False
-            if view is None and not needs_clock:
-                view, fresh = self._first_view(), True
-            elif view is None or needs_clock:
-                view, fresh = self._refresh(), True
-            attempt = 0
-            while attempt < MAX_ATTEMPTS:
-                step, view = self._decide(view, lambda v: self._migrating(v, decide(v)))
-                self._view = view
-                if not step.writes:
-                    if fresh:
-                        return step.result
-                    view, fresh = self._refresh(), True
-                    continue
-                if view.head is None:
-                    self._create_branch()
-                    view, fresh = self._refresh(), True
-                    continue
-                head = self._git.commit(view.head, step.additions, step.deletions, step.message)
-                if head is not None:
-                    self._view = after(view, step, head)
-                    return step.result
-                self._pause(attempt)
-                attempt += 1
-                view, fresh = self._refresh(), True
-                if step.landed is not None:
-                    landed, view = self._decide(view, step.landed)
-                    if landed:
-                        return step.result  # our commit landed; its answer was lost and resent
-            raise StoreUnavailableError(
-                f"state: {self._git.where}: the branch kept moving under {MAX_ATTEMPTS} attempts "
-                "to write it (heavy contention); try again"
-            )
-
-    def _migrating(self, view: View, step: Step[T]) -> Step[T]:
-        """``step`` plus the files that lay out the index, if the branch lacks them."""
-        if not step.writes or view.head is None or ACTIVE_PATH in step.additions:
-            return step
-        _, files, deletions = records.index_at(view)
-        if not files:
-            return step
-        return Step(step.result, {**files, **step.additions}, (*deletions, *step.deletions),
-                    step.message, step.landed)  # fmt: skip
-
-    def _pause(self, attempt: int) -> None:
-        delay = min(MAX_PAUSE_S, FIRST_PAUSE_S * 2**attempt)
-        self._sleep(delay * (0.5 + self._rand()))
 
 
 def _lease_run(key: str) -> str | None:

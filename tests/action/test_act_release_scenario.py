@@ -113,7 +113,7 @@ def test_a_release_run_suspends_on_the_branch_and_a_fresh_sweep_job_finishes_it(
     with branch_store(gh) as store:
         found = store.get_run(run_id)
         assert found is not None and found.record.status == "succeeded"
-    history = [c["message"] for c in gh.log(SLUG, BRANCH)]
+    history = [c["message"].partition("\n")[0] for c in gh.log(SLUG, BRANCH)]
     assert f"run {run_id}: suspended" in history and f"run {run_id}: succeeded" in history
     assert ACT_TOKEN not in started.log + swept.log
 

@@ -45,7 +45,8 @@ def test_the_first_write_creates_an_orphan_branch_holding_the_record_and_the_ind
     written = store.create_run(record)
     assert isinstance(written, Written)
     log = gh.log(REPO, BRANCH)
-    assert [c["message"] for c in log] == ["run r1: created", "zuke state: branch created"]
+    headlines = [c["message"].partition("\n")[0] for c in log]  # the body: the write id
+    assert headlines == ["run r1: created", "zuke state: branch created"]
     assert log[-1]["parents"] == []  # an orphan: none of the repository's history
     files = gh.files(REPO, BRANCH)
     assert sorted(files) == ["README.md", "active.json", run_path("r1")]
@@ -137,7 +138,7 @@ def test_a_stale_lock_is_judged_by_githubs_clock_and_taken_over_with_a_higher_fe
         [entry] = second.list_locks()
         assert (entry.key, entry.holder.run_id, entry.fence) == ("deploy-api", "run-b", taken.fence)
         assert entry.expires_at >= gh.now_ms() + 60_000  # granted from GitHub's clock
-    messages = [c["message"] for c in gh.log(REPO, BRANCH)]
+    messages = [c["message"].partition("\n")[0] for c in gh.log(REPO, BRANCH)]
     assert messages[:2] == [
         "lock deploy-api: taken over by contract-suite (expired, held by contract-suite) (fence 2)",
         "lock deploy-api: acquired by contract-suite (fence 1)",
@@ -156,7 +157,7 @@ def test_history_says_what_changed_and_prune_deletes_through_the_same_cas(
     assert isinstance(lock, LockAcquired)
     store.release_lock("zuke-run-r1", lock.token)
     store.delete_run("r1")
-    assert [c["message"] for c in gh.log(REPO, BRANCH)][:5] == [
+    assert [c["message"].partition("\n")[0] for c in gh.log(REPO, BRANCH)][:5] == [
         "run r1: deleted",
         "lock zuke-run-r1: released by contract-suite",
         "lock zuke-run-r1: acquired by contract-suite (fence 1)",

@@ -176,7 +176,7 @@ def test_an_older_store_is_migrated_to_the_triggers_once(
                 "SELECT tgname FROM pg_trigger WHERE tgname LIKE 'zuke_%' ORDER BY tgname"
             ).fetchall()
         assert [t for (t,) in triggers] == [
-            "zuke_run_signalled", "zuke_runs_created_parked", "zuke_runs_parked",
+            "zuke_runs_created_parked", "zuke_runs_parked",  # a signal: the append notifies
         ]  # fmt: skip
         heard = Heard(pg_url)
         try:

@@ -230,6 +230,23 @@ def test_connections_the_server_killed_are_replaced_without_failing_a_call(
         store.close()
 
 
+def test_a_first_connection_ended_before_the_schema_check_is_made_again(
+    pg_url: str, pg_cluster: PgCluster, proxy: LosingProxy
+) -> None:
+    """A restart between a process's first connection and its schema check ended that
+    connection ("server closed the connection unexpectedly"): the store connects again and
+    goes on, as the pool does after a restart — the first call no longer fails for it
+    (``zuke.execute()`` under the chaos test: 1 run in 200)."""
+    PostgresStateStore(pg_url).close()  # the schema exists: the check is one statement
+    proxy.arm("zuke_schema_version", "request")  # the server never sees it: the link drops
+    store = PostgresStateStore(pg_url.replace(f":{pg_cluster.port}/", f":{proxy.port}/"))
+    try:
+        assert store.list_runs() == []
+        assert proxy.tripped.is_set()
+    finally:
+        store.close()
+
+
 # ------------------------------------------------------------------ no connection: one line
 
 

@@ -103,6 +103,36 @@ def test_an_append_that_landed_is_written_though_a_signal_landed_before_the_look
     assert store.append_run(record.id, delta, expected_version=result.version) == Conflict()
 
 
+def test_an_append_that_landed_is_written_though_a_compaction_folded_it_before_the_look(
+    store: PostgresStateStore, other: PostgresStateStore, proxy: LosingProxy
+) -> None:
+    """An append's witness rides in its delta's row (schema 4); another writer's append that
+    folds the journal before the look moves it to ``zuke_run_writes``, where it is found."""
+    record = sample_record(fresh())
+    created = store.create_run(record)
+    assert isinstance(created, Written)
+    marker = f"marker-{uuid.uuid4().hex}"
+
+    def folded() -> None:
+        current = other.get_run(record.id)
+        assert current is not None
+        big = RunDelta(updated_at=AT, events=(_event("x" * 70_000),))  # past the 64 KiB mark
+        assert isinstance(other.append_run(record.id, big, expected_version=current.version),
+                          Written)  # fmt: skip
+        with other.database.connection() as conn:
+            left = conn.execute("SELECT count(*) FROM zuke_run_deltas WHERE run_id = %s",
+                                (record.id,)).fetchone()  # fmt: skip
+        assert left == (0,)  # folded: the deltas (and the witness's first home) are gone
+
+    ran = _before_the_look(store, folded)
+    proxy.arm(marker, "answer")
+    delta = RunDelta(updated_at=AT, events=(_event(marker),))
+    result = store.append_run(record.id, delta, expected_version=created.version)
+    assert proxy.tripped.wait(10) and ran
+    assert isinstance(result, Written), result
+    assert _details(store, record.id).count(marker) == 1
+
+
 def test_a_put_and_a_create_that_landed_are_written_though_another_write_came_between(
     store: PostgresStateStore, other: PostgresStateStore, proxy: LosingProxy
 ) -> None:

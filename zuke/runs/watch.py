@@ -4,11 +4,13 @@ A sweep (:func:`zuke.runs.sweep.resume_check_async`) runs at once and then
 every ``every_ms``. The interval is the backstop: a store that can say when a
 write matters to a sweep (duck-typed, a ``listen(wake)`` method — the Postgres
 store's LISTEN/NOTIFY) wakes the watcher sooner, and a burst of such wakes
-within ``settle_ms`` is one sweep. Wakes are lost while nobody listens, so
-after its listen connection comes back the store says so and the watcher
-sweeps once. The first sweep waits (up to ``listen_wait_ms``) for the first
-listen to be in place, so that it sees every write a wake would have reported
-and the watcher sweeps once at start, not twice.
+within ``settle_ms`` (10 ms) is one sweep, as are the wakes that come while a
+sweep runs (one more sweep after it, no sooner than that sweep took). Wakes
+are lost while nobody listens, so after its listen connection comes back the
+store says so and the watcher sweeps once. The first sweep waits (up to
+``listen_wait_ms``) for the first listen to be in place, so that it sees every
+write a wake would have reported and the watcher sweeps once at start, not
+twice.
 
 A sweep that fails as a whole (the store is unreachable) is reported and the
 next one is tried after a backoff that doubles from ``backoff_ms`` up to the
@@ -47,10 +49,13 @@ if TYPE_CHECKING:
 DEFAULT_EVERY_MS = 5 * 60_000
 #: the first wait after a failed sweep; it doubles, up to the interval
 BACKOFF_MS = 5_000
-#: how long a wake waits for more wakes before its sweep (a burst is one sweep)
-SETTLE_MS = 200
-#: the least time between the starts of two sweeps a wake asked for
-MIN_GAP_MS = 500
+#: how long a wake waits for more wakes before its sweep (a burst is one sweep): DBOS
+#: coalesces its notifications over 10 ms too
+SETTLE_MS = 10
+#: the least time between the starts of two sweeps a wake asked for; besides, a sweep a wake
+#: asked for starts no sooner after the last one ended than that one took (a flood of wakes
+#: keeps the watcher sweeping half its time at most)
+MIN_GAP_MS = 0
 #: how long the first sweep waits for the store's first listen to be in place
 LISTEN_WAIT_MS = 5_000
 
@@ -288,9 +293,9 @@ class Watcher:
             if self._halted():
                 return
             self._observer.idle(next_ms)
-            why = self._wait(next_ms, last_start) or why_next
+            why = self._wait(next_ms, last_start, at) or why_next
 
-    def _wait(self, next_ms: int, last_start: int) -> str | None:
+    def _wait(self, next_ms: int, last_start: int, last_end: int) -> str | None:
         """Wait until ``next_ms`` or a wake's settled time; the wake's reason, or ``None``."""
         while not self._halted():
             if self._notes:
@@ -302,7 +307,8 @@ class Watcher:
             due = next_ms
             if woken_at is not None:
                 settled = max(woken_at + self.settings.settle_ms,
-                              last_start + self.settings.min_gap_ms)  # fmt: skip
+                              last_start + self.settings.min_gap_ms,
+                              last_end + (last_end - last_start))  # fmt: skip
                 due = min(due, settled)
             if now >= due:
                 return why if due < next_ms else None

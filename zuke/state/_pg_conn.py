@@ -12,7 +12,9 @@ its password, and every error text from libpq is scrubbed of the password
 Connections are psycopg2's (the one driver: :mod:`._pg_pool`), lent by a pool
 in autocommit mode: the store's statements are single statements or explicit
 short transactions, and no session state (no advisory lock, no ``SET``)
-outlives one, so the store works behind a transaction pooler (PgBouncer) too.
+outlives one, so the store works behind a transaction pooler (PgBouncer) too —
+the append's prepared statement (:mod:`._pg_append`) is an optimisation a
+connection drops once it finds it not kept.
 The client encoding is always UTF8 (``PGCLIENTENCODING`` or a URL's
 ``client_encoding`` would make psycopg2 decode the store's text with another
 codec); the server converts to the database's own encoding. The first
@@ -244,26 +246,10 @@ class PgDatabase:
                 raise StoreUnavailableError(f"state: the Postgres store {self.shown} is closed")
             if self._pool is not None:
                 return self._pool
-            import psycopg2
-
             from zuke.state._pg_schema import prepare
 
             deadline = time.monotonic() + self._pool_timeout_s
-            try:
-                first = connect(self.conninfo(), deadline, waiting=False)
-            except psycopg2.Error as exc:
-                said = self.scrub(str(exc))
-                raise StoreUnavailableError(
-                    f"state: cannot use Postgres at {self.shown}: {said}; {self.advice(said)}"
-                ) from None
-            try:
-                prepare(first, self.shown)
-            except psycopg2.Error as exc:
-                first.close()
-                raise self._failed(exc) from None
-            except BaseException:
-                first.close()
-                raise
+            first = self._first(deadline, prepare)
             pool = Pool(  # no reference to self: the finalizer below holds the pool
                 functools.partial(connect, self.conninfo(), waiting=True),
                 size=self._max,
@@ -274,6 +260,34 @@ class PgDatabase:
             # Closed when this object goes (a command that never calls close()) or at exit.
             self._finalizer = weakref.finalize(self, pool.close)
             return pool
+
+    def _first(self, deadline: float, prepare: Callable[[PgConn, str], None]) -> PgConn:
+        """The first connection, the schema brought to this zuke's version on it. A
+        connection the server ends before the schema is checked (a restart between the two)
+        is made again, waiting for the server as the pool does, until ``deadline``."""
+        import psycopg2
+
+        waiting = False
+        while True:
+            try:
+                first = connect(self.conninfo(), deadline, waiting=waiting)
+            except psycopg2.Error as exc:
+                said = self.scrub(str(exc))
+                raise StoreUnavailableError(
+                    f"state: cannot use Postgres at {self.shown}: {said}; {self.advice(said)}"
+                ) from None
+            try:
+                prepare(first, self.shown)
+                return first
+            except psycopg2.Error as exc:
+                lost = lost_connection(exc, first)
+                first.close()
+                if not lost or time.monotonic() >= deadline:
+                    raise self._failed(exc) from None
+                waiting = True  # it is restarting: connect again once it listens
+            except BaseException:
+                first.close()
+                raise
 
     @contextmanager
     def connection(self) -> Iterator[PgConn]:

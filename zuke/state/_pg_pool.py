@@ -39,10 +39,13 @@ Params = Sequence[Any] | Mapping[str, Any] | None
 class PgConn:
     """One psycopg2 connection (autocommit) with ``execute`` and ``transaction``."""
 
-    __slots__ = ("raw",)
+    __slots__ = ("prepared", "raw")
 
     def __init__(self, raw: connection) -> None:
         self.raw = raw
+        #: the statements ``PREPARE``d on this connection; ``None``: it keeps none (a
+        #: transaction pooler lent another server connection to the next statement)
+        self.prepared: set[str] | None = set()
 
     def execute(self, sql: str | bytes, params: Params = None) -> cursor:
         """Run one statement; its cursor (``fetchone``, ``fetchall``, ``rowcount``, iterable)."""

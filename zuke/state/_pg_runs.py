@@ -1,22 +1,26 @@
 """Run records in Postgres: compare-and-swap on a version, a journal of deltas, indexed listing.
 
-Each write is one statement (a data-modifying ``WITH``), so it is atomic in
-autocommit mode and costs one round trip:
+Each write is one statement (a data-modifying ``WITH``, or a function call), so
+it is atomic in autocommit mode and costs one round trip:
 
 * a **version** is drawn from the sequence ``zuke_run_versions``, so a run
   deleted and re-created never reuses one (no ABA), and a write lands only
   ``WHERE version = expected``: the row lock of that ``UPDATE`` decides a race.
   The store draws it before the write (in blocks), so a write whose answer
   was lost with its connection is known by it (:func:`version_of`);
-* every write also records its **witness** (``zuke_run_writes``: the write's
-  key and the version it made) in the same statement, which no later write
-  erases: after a lost answer, :func:`witnessed` says whether that write
-  landed, whatever other writers did since;
-* an **append** bumps the version, keeps the listing's columns current and
-  inserts the delta in the same statement; reads fold the deltas over the
-  record. Once the deltas outweigh the record (and 64 KiB of them gathered)
-  they are folded into it in a second, short transaction that holds the row
-  (``FOR UPDATE``) and keeps the version: the record it stands for is unchanged.
+* every write also records its **witness** (the write's key and the version
+  it made: a row of ``zuke_run_writes``, or for an append its delta's row,
+  moved there when a compaction folds the delta) in the same statement, which
+  no later write erases: after a lost answer, :func:`witnessed` says whether
+  that write landed, whatever other writers did since;
+* an **append** — nearly every transition of a run — is one statement
+  prepared once per connection (:mod:`._pg_append`; the function
+  ``zuke_append`` where a connection cannot keep one): it bumps the version,
+  keeps the listing's columns current and inserts the delta and the witness
+  in one transaction; reads fold the deltas over the record. Once the deltas
+  outweigh the record (and 64 KiB of them gathered) they are folded into it
+  in a second, short transaction that holds the row (``FOR UPDATE``) and keeps
+  the version: the record it stands for is unchanged.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from zuke._errors import CorruptRecordError
+from zuke.state import _pg_append
 from zuke.state._pg_schema import from_db, to_db
 from zuke.state._protocol import Conflict, RunQuery, StoredRun, Written
 from zuke.state._query import created_ms, limited, since_ms
@@ -174,7 +179,12 @@ def put(
         " actor = %(actor)s, created_at = %(created_at)s, updated_at = %(updated_at)s,"
         " created_ms = %(created_ms)s, base_bytes = %(bytes)s, journal_bytes = 0"
         " WHERE ns = %(ns)s AND id = %(id)s AND version = %(expected)s RETURNING ns, id, version),"
-        " dd AS (DELETE FROM zuke_run_deltas d USING u WHERE d.ns = u.ns AND d.run_id = u.id),"
+        " dd AS (DELETE FROM zuke_run_deltas d USING u WHERE d.ns = u.ns AND d.run_id = u.id"
+        " RETURNING d.ns, d.run_id, d.write_key, d.made),"
+        # the journal's witnesses outlive it (schema 4: an append's rides in its delta's row)
+        " kw AS (INSERT INTO zuke_run_writes (ns, run_id, write_key, version)"
+        " SELECT ns, run_id, write_key, made FROM dd WHERE write_key IS NOT NULL"
+        " ON CONFLICT DO NOTHING),"
         # names that stay are kept, so the insert below never meets a row this deletes
         " dt AS (DELETE FROM zuke_run_targets t USING u WHERE t.ns = u.ns AND t.run_id = u.id"
         " AND NOT (t.name = ANY(%(names)s::text[]))),"
@@ -202,35 +212,19 @@ def append(
     the record the delta makes — a compaction due then writes it instead of reading back and
     folding the whole journal (:func:`_compact_known`)."""
     line = dumps(delta_to_json(delta))
-    row = conn.execute(
-        "WITH u AS (UPDATE zuke_runs"
-        " SET version = COALESCE(%(version)s::bigint, nextval('zuke_run_versions')),"
-        " updated_at = %(updated_at)s, status = COALESCE(%(status)s, status),"
-        " actor = COALESCE(%(actor)s, actor), journal_bytes = journal_bytes + %(bytes)s,"
-        " last_seq = last_seq + 1"
-        " WHERE ns = %(ns)s AND id = %(id)s AND version = %(expected)s"
-        " RETURNING ns, id, version, last_seq, base_bytes, journal_bytes),"
-        " d AS (INSERT INTO zuke_run_deltas (ns, run_id, seq, delta)"
-        " SELECT ns, id, last_seq, %(delta)s FROM u), "
-        + _WITNESS.format("u")
-        + " SELECT version, journal_bytes > GREATEST(base_bytes, %(compact)s) FROM u",
-        {
-            "ns": ns, "id": run_id, "expected": expected, "version": version, "delta": line,
-            "key": _key(key, version),
-            "bytes": len(line),
-            "updated_at": to_db(delta.updated_at), "status": delta.status,
-            "actor": None if delta.actor is None else to_db(delta.actor),
-            "compact": COMPACT_MIN_BYTES,
-        },
-    ).fetchone()  # fmt: skip
-    if row is None:
+    made = _pg_append.append(
+        conn, ns, run_id, expected, version, _key(key, version), to_db(delta.updated_at),
+        delta.status, None if delta.actor is None else to_db(delta.actor), line,
+        COMPACT_MIN_BYTES, signal=bool(delta.signals),
+    )  # fmt: skip
+    if made is None:
         return Conflict()
-    if row[1]:
+    if made < 0:
         if after is None:
             _compact(conn, ns, run_id)
         else:
-            _compact_known(conn, ns, run_id, int(row[0]), after)
-    return Written(version=str(row[0]))
+            _compact_known(conn, ns, run_id, -made, after)
+    return Written(version=str(abs(made)))
 
 
 def _key(key: str | None, version: int | None) -> str | None:
@@ -240,11 +234,13 @@ def _key(key: str | None, version: int | None) -> str | None:
 def witnessed(conn: Conn, ns: str, run_id: str, key: str) -> tuple[int | None, int | None]:
     """``(the version the write keyed ``key`` made, or None; the run's version now, or
     None)`` in one snapshot: whether a write whose answer was lost landed — kept whatever
-    was written after it — and, if not, whether it still can."""
+    was written after it — and, if not, whether it still can. An append's witness is in
+    its delta's row until a compaction moves it to ``zuke_run_writes``."""
     row = conn.execute(
-        "SELECT (SELECT version FROM zuke_run_writes WHERE ns = %(ns)s AND run_id = %(id)s"
-        " AND write_key = %(key)s), (SELECT version FROM zuke_runs WHERE ns = %(ns)s"
-        " AND id = %(id)s)",
+        "SELECT COALESCE((SELECT version FROM zuke_run_writes WHERE ns = %(ns)s"
+        " AND run_id = %(id)s AND write_key = %(key)s), (SELECT made FROM zuke_run_deltas"
+        " WHERE ns = %(ns)s AND run_id = %(id)s AND write_key = %(key)s LIMIT 1)),"
+        " (SELECT version FROM zuke_runs WHERE ns = %(ns)s AND id = %(id)s)",
         {"ns": ns, "id": run_id, "key": key},
     ).fetchone()
     if row is None:
@@ -271,8 +267,12 @@ def _compact_known(conn: Conn, ns: str, run_id: str, version: int, record: RunRe
         " journal_bytes = 0 WHERE ns = %(ns)s AND id = %(id)s AND version = %(version)s"
         " RETURNING ns, id),"
         f" old AS (DELETE FROM zuke_run_writes o USING u WHERE o.ns = u.ns AND o.run_id = u.id"
-        f" AND o.at < clock_timestamp() - interval '{WITNESS_KEEP}')"
-        " DELETE FROM zuke_run_deltas d USING u WHERE d.ns = u.ns AND d.run_id = u.id",
+        f" AND o.at < clock_timestamp() - interval '{WITNESS_KEEP}'),"
+        " gone AS (DELETE FROM zuke_run_deltas d USING u WHERE d.ns = u.ns AND d.run_id = u.id"
+        " RETURNING d.ns, d.run_id, d.write_key, d.made)"
+        " INSERT INTO zuke_run_writes (ns, run_id, write_key, version)"  # the witnesses kept
+        " SELECT ns, run_id, write_key, made FROM gone WHERE write_key IS NOT NULL"
+        " ON CONFLICT DO NOTHING",
         {"record": text, "bytes": len(text), "ns": ns, "id": run_id, "version": version},
     )
 
@@ -290,6 +290,12 @@ def _compact(conn: Conn, ns: str, run_id: str) -> None:
             (ns, run_id),
         )]  # fmt: skip
         text = dumps(record_to_json(_fold(run_id, row[0], deltas)))
+        conn.execute(  # the deltas' witnesses outlive them
+            "INSERT INTO zuke_run_writes (ns, run_id, write_key, version) SELECT ns, run_id,"
+            " write_key, made FROM zuke_run_deltas WHERE ns = %s AND run_id = %s"
+            " AND write_key IS NOT NULL ON CONFLICT DO NOTHING",
+            (ns, run_id),
+        )
         conn.execute("DELETE FROM zuke_run_deltas WHERE ns = %s AND run_id = %s", (ns, run_id))
         conn.execute(
             "DELETE FROM zuke_run_writes WHERE ns = %s AND run_id = %s"
@@ -304,8 +310,16 @@ def _compact(conn: Conn, ns: str, run_id: str) -> None:
 
 
 def delete(conn: Conn, ns: str, run_id: str) -> bool:
-    """Remove the run (its targets and deltas go with it: ``ON DELETE CASCADE``); whether it was."""
+    """Remove the run and what is its (call inside a transaction); whether it was there.
+
+    Its targets go by ``ON DELETE CASCADE``; its deltas and witnesses, which have no
+    foreign key (schema 4: the check cost every append), by the statements after the
+    row's: the row's ``DELETE`` waits for an append in flight, and each later statement
+    sees what that append committed, while an append after it finds no row to update.
+    """
     cursor = conn.execute("DELETE FROM zuke_runs WHERE ns = %s AND id = %s", (ns, run_id))
+    conn.execute("DELETE FROM zuke_run_deltas WHERE ns = %s AND run_id = %s", (ns, run_id))
+    conn.execute("DELETE FROM zuke_run_writes WHERE ns = %s AND run_id = %s", (ns, run_id))
     return cursor.rowcount > 0
 
 

@@ -26,6 +26,24 @@ idempotency key ``zuke serve`` was sent — and the version it made), and
 No later write erases them (a compaction folds the journal, not these; they
 go with the run, or after a day), so a write that landed is known as landed
 whatever landed after it.
+
+Version 4 makes the append — the one write of nearly every transition —
+cheaper for the server: it drops the foreign keys of the journal and the
+witnesses, whose check cost each append a look-up of the run row it had just
+updated (:func:`zuke.state._pg_runs.delete` removes a run's deltas and
+witnesses itself, after its row); it keeps an append's witness in its delta row
+(``write_key``, ``made``: an insert less; a compaction moves them to
+``zuke_run_writes``, so they still outlive the journal); it replaces the
+trigger that woke sweepers for a signal by the append's own ``pg_notify``
+(``zuke_notify``, the same payload: a trigger is looked at on every append);
+and it adds ``zuke_append``, the append as one call of a PL/pgSQL function,
+which plans its statements once per connection: a statement sent as text is
+parsed and planned on every call (psycopg2 has no protocol-level prepared
+statements). :mod:`._pg_append` ``PREPARE``s the append on each connection,
+faster still; the function is what it calls where a connection cannot keep a
+prepared statement (a transaction pooler such as PgBouncer hands each
+statement to any server connection), and for the rare append that changes a
+run's status or carries a signal.
 """
 
 from __future__ import annotations
@@ -37,7 +55,7 @@ from zuke._errors import StateError
 if TYPE_CHECKING:
     from zuke.state._pg_conn import Conn
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 #: ``pg_advisory_xact_lock`` key of a migration ("zuke" in ASCII)
 MIGRATION_LOCK = 0x7A756B65
 
@@ -177,6 +195,83 @@ CREATE TABLE zuke_lock_grants (
     PRIMARY KEY (ns, key, token_sha256)
 )
 """,
+    # The append's cost (see the module docstring): the journal's and the witnesses' foreign
+    # keys dropped; an append's witness kept in its delta row (write_key, made), moved to
+    # zuke_run_writes when a compaction folds the delta; the trigger that woke a sweeper for
+    # a signal replaced by the append's own pg_notify (zuke_notify: the same payload); and
+    # zuke_append, the append as one function call. It returns the version made — negated
+    # when a compaction is due (versions are positive) — or NULL when the run is not at the
+    # expected version (a conflict). Its UPDATE names status and actor only when the delta
+    # sets one: an append that changes neither leaves the parking trigger (AFTER UPDATE OF
+    # status) out of it.
+    4: (
+        """
+DO $zuke$
+DECLARE
+    fk record;
+BEGIN
+    FOR fk IN SELECT conrelid::regclass AS tab, conname FROM pg_constraint
+              WHERE contype = 'f'
+                AND conrelid IN ('zuke_run_deltas'::regclass, 'zuke_run_writes'::regclass)
+    LOOP
+        EXECUTE format('ALTER TABLE %s DROP CONSTRAINT %I', fk.tab, fk.conname);
+    END LOOP;
+END
+$zuke$""",
+        'ALTER TABLE zuke_run_deltas ADD COLUMN write_key text COLLATE "C", ADD COLUMN made bigint',
+        "DROP TRIGGER zuke_run_signalled ON zuke_run_deltas",
+        """
+CREATE FUNCTION zuke_notify(p_ns text, p_id text, p_status text) RETURNS void
+LANGUAGE plpgsql AS $zuke$
+DECLARE
+    payload text := json_build_object('ns', p_ns, 'id', p_id, 'status', p_status)::text;
+BEGIN
+    IF octet_length(payload) >= 7900 THEN
+        payload := '{}';
+    END IF;
+    PERFORM pg_notify('zuke_runs', payload);
+END
+$zuke$""",
+        """
+CREATE FUNCTION zuke_append(p_ns text, p_id text, p_expected bigint, p_version bigint,
+    p_key text, p_updated text, p_status text, p_actor text, p_delta text, p_compact bigint,
+    p_signal boolean)
+RETURNS bigint LANGUAGE plpgsql AS $zuke$
+DECLARE
+    v_made bigint;
+    v_seq bigint;
+    v_base bigint;
+    v_journal bigint;
+    v_status text;
+BEGIN
+    IF p_status IS NULL AND p_actor IS NULL THEN
+        UPDATE zuke_runs SET version = COALESCE(p_version, nextval('zuke_run_versions')),
+            updated_at = p_updated, journal_bytes = journal_bytes + length(p_delta),
+            last_seq = last_seq + 1
+        WHERE ns = p_ns AND id = p_id AND version = p_expected
+        RETURNING version, last_seq, base_bytes, journal_bytes, status
+        INTO v_made, v_seq, v_base, v_journal, v_status;
+    ELSE
+        UPDATE zuke_runs SET version = COALESCE(p_version, nextval('zuke_run_versions')),
+            updated_at = p_updated, status = COALESCE(p_status, status),
+            actor = COALESCE(p_actor, actor), journal_bytes = journal_bytes + length(p_delta),
+            last_seq = last_seq + 1
+        WHERE ns = p_ns AND id = p_id AND version = p_expected
+        RETURNING version, last_seq, base_bytes, journal_bytes, status
+        INTO v_made, v_seq, v_base, v_journal, v_status;
+    END IF;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    INSERT INTO zuke_run_deltas (ns, run_id, seq, delta, write_key, made)
+    VALUES (p_ns, p_id, v_seq, p_delta, p_key, v_made);
+    IF p_signal THEN
+        PERFORM zuke_notify(p_ns, p_id, v_status);
+    END IF;
+    RETURN CASE WHEN v_journal > GREATEST(v_base, p_compact) THEN -v_made ELSE v_made END;
+END
+$zuke$""",
+    ),
 }
 
 
