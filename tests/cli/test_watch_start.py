@@ -37,9 +37,9 @@ def test_on_postgres_the_watcher_sweeps_once_at_start(pg_url: str) -> None:
 
     def listen(wake: Callable[[str, str | None], None]) -> object:
         def relay(kind: str, detail: str | None) -> None:
-            wake(kind, detail)
-            if kind == "listening":
+            if kind == "listening":  # set before the wake: the sweep it lets start reads it
                 listening.set()
+            wake(kind, detail)
 
         return store.listen(relay)
 
