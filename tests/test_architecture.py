@@ -255,7 +255,6 @@ TYPE_ONLY_CIRCLES_LEFT = [
     ["zuke._engine.drive", "zuke._engine.run"],
     ["zuke._engine.observer", "zuke._engine.writer"],
     ["zuke.state._fs_fresh", "zuke.state._fs_listing", "zuke.state.filesystem"],
-    ["zuke.state._pg_conn", "zuke.state._pg_schema"],
 ]
 
 

@@ -53,7 +53,7 @@ from typing import TYPE_CHECKING
 from zuke._errors import StateError
 
 if TYPE_CHECKING:
-    from zuke.state._pg_conn import Conn
+    from zuke.state._pg_pool import PgConn as Conn
 
 SCHEMA_VERSION = 4
 #: ``pg_advisory_xact_lock`` key of a migration ("zuke" in ASCII)
