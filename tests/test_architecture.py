@@ -254,7 +254,6 @@ TYPE_ONLY_CIRCLES_LEFT = [
     ["zuke._engine.batch", "zuke._engine.fan_run", "zuke._engine.scheduler"],
     ["zuke._engine.drive", "zuke._engine.run"],
     ["zuke._engine.observer", "zuke._engine.writer"],
-    ["zuke.state._fs_fresh", "zuke.state._fs_listing", "zuke.state.filesystem"],
 ]
 
 

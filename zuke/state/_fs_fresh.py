@@ -32,7 +32,7 @@ from zuke.state._fs_rows import Row
 from zuke.state.records import RunSummary
 
 if TYPE_CHECKING:
-    from zuke.state.filesystem import FileSystemStateStore
+    from zuke.state._fs_shape import FsStore
 
 _LOG: Final = logging.getLogger("zuke.state")
 
@@ -42,7 +42,7 @@ Verdict = RunSummary | Literal["gone", "stale"]
 class Checker:
     """Checks rows for one listing, and remembers what it confirmed."""
 
-    def __init__(self, store: FileSystemStateStore) -> None:
+    def __init__(self, store: FsStore) -> None:
         self._store = store
         self._confirmed: list[tuple[Row, _journal.Seen, str | None]] = []
 

@@ -47,12 +47,12 @@ from zuke.state._query import limited, matches, select, since_ms
 from zuke.state.records import RunRecord, RunSummary
 
 if TYPE_CHECKING:
-    from zuke.state.filesystem import FileSystemStateStore
+    from zuke.state._fs_shape import FsStore
 
 _LOG: Final = logging.getLogger("zuke.state")
 
 
-def list_runs(store: FileSystemStateStore, query: RunQuery) -> list[RunSummary]:
+def list_runs(store: FsStore, query: RunQuery) -> list[RunSummary]:
     since_ms(query)  # a bad `since` is the caller's error, whichever way we list
     if not os.path.isdir(store.directory):
         return []
@@ -79,7 +79,7 @@ def list_runs(store: FileSystemStateStore, query: RunQuery) -> list[RunSummary]:
     return select(store.scan(), query)
 
 
-def _from_index(store: FileSystemStateStore, index: RunIndex, query: RunQuery) -> list[RunSummary]:
+def _from_index(store: FsStore, index: RunIndex, query: RunQuery) -> list[RunSummary]:
     complete, stamp = index.state()
     # Another process's rebuild is waited for (bounded): it is faster than a scan.
     if not complete and not rebuild(store, wait=True):
@@ -103,9 +103,7 @@ def _from_index(store: FileSystemStateStore, index: RunIndex, query: RunQuery) -
     return found
 
 
-def _current(
-    store: FileSystemStateStore, row: Row, query: RunQuery, checker: Checker
-) -> RunSummary | None:
+def _current(store: FsStore, row: Row, query: RunQuery, checker: Checker) -> RunSummary | None:
     """The row's summary as of now, or ``None`` if the run is gone or no longer matches."""
     run_id = row.summary.id
     try:
@@ -124,7 +122,7 @@ def _current(
     return stored.record.summary() if matches(stored.record, query) else None
 
 
-def _unreadable(store: FileSystemStateStore, row: Row, exc: CorruptRecordError) -> RunSummary:
+def _unreadable(store: FsStore, row: Row, exc: CorruptRecordError) -> RunSummary:
     """An indexed run whose journal stopped parsing is listed as last indexed, warned of once.
 
     Leaving it out would hide it from a sweep, which reports it when it reads it.
@@ -136,9 +134,7 @@ def _unreadable(store: FileSystemStateStore, row: Row, exc: CorruptRecordError) 
     return row.summary
 
 
-def _recheck_others(
-    store: FileSystemStateStore, index: RunIndex, query: RunQuery, checker: Checker
-) -> None:
+def _recheck_others(store: FsStore, index: RunIndex, query: RunQuery, checker: Checker) -> None:
     """Re-index the rows a status query leaves out whose journal moved on behind the index.
 
     Only rows of a status a live process may still change (running, suspended,
@@ -154,7 +150,7 @@ def _recheck_others(
             repair(store, row.summary.id)
 
 
-def find_new(store: FileSystemStateStore, index: RunIndex, stamp: str | None) -> None:
+def find_new(store: FsStore, index: RunIndex, stamp: str | None) -> None:
     """Index the journals the index has no row for, if the directory changed since the last look.
 
     A journal that arrived behind the index's back (copied in, restored,
@@ -189,7 +185,7 @@ def _stamp(st: os.stat_result) -> str:
     return f"{st.st_dev}:{st.st_ino}:{st.st_mtime_ns}"
 
 
-def _run_ids(store: FileSystemStateStore, names: list[str], *, warn: bool) -> set[str]:
+def _run_ids(store: FsStore, names: list[str], *, warn: bool) -> set[str]:
     """The run ids of the journals among ``names``; ``warn`` of other names (in a rebuild)."""
     ids = set()
     for name in names:
@@ -203,14 +199,14 @@ def _run_ids(store: FileSystemStateStore, names: list[str], *, warn: bool) -> se
     return ids
 
 
-def repair(store: FileSystemStateStore, run_id: str) -> None:
+def repair(store: FsStore, run_id: str) -> None:
     """Re-index ``run_id`` from its journal, unless a write holds its mutex right now."""
     with try_mutex(store.mutex_path(run_id)) as held:
         if held:
             reindex(store, run_id)
 
 
-def reindex(store: FileSystemStateStore, run_id: str) -> None:
+def reindex(store: FsStore, run_id: str) -> None:
     """Make ``run_id``'s row match its journal. Call it holding the run's mutex."""
     record, gen, seen = _read(store, run_id)
     if record is not None:
@@ -223,7 +219,7 @@ def reindex(store: FileSystemStateStore, run_id: str) -> None:
     _drop_stray_mutex(store, run_id)
 
 
-def _read(store: FileSystemStateStore, run_id: str) -> tuple[RunRecord | None, str, Seen | None]:
+def _read(store: FsStore, run_id: str) -> tuple[RunRecord | None, str, Seen | None]:
     try:
         found = store.read_run(run_id)
     except CorruptRecordError as exc:
@@ -239,7 +235,7 @@ def _read(store: FileSystemStateStore, run_id: str) -> tuple[RunRecord | None, s
     )
 
 
-def _as_is(store: FileSystemStateStore, run_id: str) -> Seen | None:
+def _as_is(store: FsStore, run_id: str) -> Seen | None:
     """A journal as it is now, whatever it holds (for one that does not parse)."""
     try:
         st = os.stat(store.path_of(run_id))
@@ -248,7 +244,7 @@ def _as_is(store: FileSystemStateStore, run_id: str) -> Seen | None:
     return _journal.seen(st.st_size, st)
 
 
-def _drop_stray_mutex(store: FileSystemStateStore, run_id: str) -> None:
+def _drop_stray_mutex(store: FsStore, run_id: str) -> None:
     if not os.path.lexists(store.path_of(run_id)):
         # Taking the mutex of a run that is gone created its file; it goes again,
         # while held, exactly as delete_run removes it.
@@ -256,7 +252,7 @@ def _drop_stray_mutex(store: FileSystemStateStore, run_id: str) -> None:
             os.unlink(store.mutex_path(run_id))
 
 
-def rebuild(store: FileSystemStateStore, *, wait: bool) -> bool:
+def rebuild(store: FsStore, *, wait: bool) -> bool:
     """Re-index every journal (and drop rows without one); ``False`` if another process is at it.
 
     Each run is re-read under its mutex, so a writer working meanwhile is never
@@ -283,7 +279,7 @@ def rebuild(store: FileSystemStateStore, *, wait: bool) -> bool:
 _BATCH = 128
 
 
-def _reindex_all(store: FileSystemStateStore, run_ids: list[str]) -> list[str]:
+def _reindex_all(store: FsStore, run_ids: list[str]) -> list[str]:
     """Re-index ``run_ids`` a batch per transaction; returns those whose mutex was held.
 
     A batch's mutexes are only tried, never waited for, and no transaction is
