@@ -264,6 +264,24 @@ def test_type_only_import_circles_are_counted_and_only_shrink() -> None:
     assert sorted(circles) == sorted(TYPE_ONLY_CIRCLES_LEFT)
 
 
+def test_the_module_map_in_the_architecture_doc_is_current() -> None:
+    """``docs/architecture.md``'s module table is made from the modules' docstrings; a module
+    added, renamed or re-described without ``python -m tests.module_map`` leaves it stale."""
+    from tests import module_map
+
+    assert module_map.current(), "docs/architecture.md has lost the module map's markers"
+    assert module_map.current() == module_map.table(), (
+        "docs/architecture.md's module map is stale: run `python -m tests.module_map`"
+    )
+
+
+def test_every_module_says_what_it_owns() -> None:
+    """The map is only as good as the first paragraph of each module's docstring."""
+    from tests import module_map
+
+    assert [p for p in module_map.modules() if not module_map.summary(p)] == []
+
+
 def test_the_circle_finder_finds_a_deferred_circle(tmp_path: Path) -> None:
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert import_circles(graph) == [["a", "b", "c"]]
