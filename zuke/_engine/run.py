@@ -46,7 +46,7 @@ def stateless(
     """Whether the run certainly has no store — decided before the durable side
     (:mod:`zuke._engine.durable`, its claims, writer and gates) is imported, which a run
     without a store never needs. ``False`` leaves the decision to
-    :meth:`~zuke._engine.durable.DurableRun.open` (which may still find no store, or
+    :func:`~zuke._engine.durable_open.open_run` (which may still find no store, or
     refuse a run that needs one under ``ZUKE_STATE=off``)."""
     if override is not None:
         return False
@@ -54,7 +54,7 @@ def stateless(
         return not any(requires_state(spec) for spec in plan.specs.values())
     if required or any(env.get(name, "") for name in _STORE_VARIABLES):
         return False
-    # ``durable.needs_state``: a fan-out keeps a record even without ``--state``.
+    # ``durable_open.needs_state``: a fan-out keeps a record even without ``--state``.
     return not any(requires_state(s) or s.fan_out is not None for s in plan.specs.values())
 
 
@@ -107,9 +107,9 @@ async def execute_async(build_cls: type[Build], options: RunOptions) -> RunResul
     secret_names = {p.name for p in parameters(build_cls) if p.is_secret}
     durable: DurableRun | None = None
     if not stateless(override, options.env, plan, required=options.state):
-        from zuke._engine.durable import DurableRun  # the record, lease and locks: ~10 ms
+        from zuke._engine.durable_open import open_run  # the record, lease and locks: ~10 ms
 
-        durable = await DurableRun.open(
+        durable = await open_run(
             build_name=build_cls.__name__,
             override=override,
             deadline=deadline,
