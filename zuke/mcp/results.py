@@ -13,7 +13,7 @@ from zuke._redact import Redactor
 if TYPE_CHECKING:
     from zuke._engine.result import RunResult
     from zuke.runs.cancel import CancelResult
-    from zuke.runs.lifecycle import ResumeOutcome
+    from zuke.runs.outcome import ResumeOutcome
 
 
 def result_json(result: RunResult, redactor: Redactor | None = None) -> dict[str, Any]:

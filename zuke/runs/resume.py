@@ -56,13 +56,12 @@ from zuke.runs.continuation import (
     resume_now,
 )
 from zuke.runs.lifecycle import (
-    ResumeAction,
-    ResumeOutcome,
     check_ownership,
     check_settings,
     load_for,
     moved_by,
 )
+from zuke.runs.outcome import ResumeAction, ResumeOutcome
 from zuke.runs.signals import (
     MAX_SIGNAL_BYTES,
     SignalDelivery,
