@@ -35,7 +35,7 @@ from zuke.state import _journal
 from zuke.state._files import (
     FileTimeClock,
     append_line,
-    os_failure,
+    remove,
 )
 from zuke.state._fs_locks import CLOCK_FILE, FsLocks
 from zuke.state._fs_runs import FsRunFiles
@@ -240,12 +240,7 @@ class FileSystemStateStore(FsRunFiles):
         with self._run_mutex(run_id):
             if os.path.lexists(path):
                 self.index.mark(run_id)
-            try:
-                os.unlink(path)
-            except FileNotFoundError:
-                pass
-            except OSError as exc:
-                raise os_failure("remove", path, exc, directory=self.directory) from None
+            remove(path, directory=self.directory)
             self._after("deletion", run_id, lambda index: index.remove(run_id))
             # The run is gone, so its mutex file can go too: a process still waiting
             # on it finds no run once it gets it. Deleting it while held keeps a new
