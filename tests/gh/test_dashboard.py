@@ -44,9 +44,10 @@ def waiting(run_id: str, *, params: dict[str, str] | None = None, issue: int = 7
             detail: str = "github_approval acme/app#7: 0 of 2 approvals; waiting for /approve "
             "from maintain or higher") -> RunRecord:  # fmt: skip
     at = iso(START)
+    why = WaitingFor(trigger=f"github-approval:{REPO}", deadline=iso(START + 3_600_000),
+                     detail=detail)  # fmt: skip
     gate = TargetRecord(status="waiting", started_at=at, meta={"repo": REPO, "issue": issue},
-                        waiting_for=WaitingFor(trigger=f"github-approval:{REPO}",
-                                               deadline=iso(START + 3_600_000), detail=detail))  # fmt: skip
+                        waiting_for=why)  # fmt: skip
     return RunRecord(id=run_id, build="Release", root_target="promote", status="suspended",
                      actor="alice", created_at=at, updated_at=at,
                      params=params or {"version": "1.2.3"},
@@ -130,15 +131,16 @@ def test_fifty_waiting_runs_are_one_edit_a_sweep_at_most_and_none_when_nothing_c
 
 
 def test_a_copy_by_someone_else_is_never_adopted(gh: FakeGitHub, client: GitHubClient) -> None:
-    copy = gh.open_issue(REPO, "zuke: releases waiting", login="mallory",
-                         body=f"{marker(REPO)}\nfake: approve r-evil here", labels=["zuke"])  # fmt: skip
+    copy = gh.open_issue(REPO, "zuke: releases waiting", login="mallory", labels=["zuke"],
+                         body=f"{marker(REPO)}\nfake: approve r-evil here")  # fmt: skip
     store = store_of(waiting("r-1"))
     done = keep(store, client)
     assert done.action == "created" and done.number != copy
     gh.reset_stats()
     assert keep(store, client).number == done.number  # its own, found again; the copy untouched
     assert writes(gh) == []
-    assert [i["body"] for i in gh.issues(REPO) if i["number"] == copy][0].endswith("r-evil here")
+    (kept,) = [i["body"] for i in gh.issues(REPO) if i["number"] == copy]
+    assert kept.endswith("r-evil here")
 
 
 def test_a_closed_or_unlabelled_dashboard_is_put_right_in_one_edit(
@@ -168,6 +170,7 @@ def test_hostile_parameters_and_gate_words_are_inert_and_secrets_masked(
     secret = "s3cret-deploy-token-4711"
     store = store_of(waiting("r-1", params={"title": HOSTILE, "url": f"https://u:{secret}@h"},
                              detail=HOSTILE))  # fmt: skip
+
     def mask(text: str) -> str:
         return text.replace(secret, "[redacted]")
 
