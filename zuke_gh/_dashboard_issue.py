@@ -48,7 +48,7 @@ def find(client: GitHubClient, repo: Repo, author: str) -> dict[str, Any] | None
     oldest = {"state": "all", "sort": "created", "direction": "asc"}
     for params, pages in (({**oldest, "labels": LABEL}, MAX_PAGES), (oldest, MAX_PAGES)):
         for item in client.paginate(ISSUES, params=params, per_page=PER_PAGE, max_pages=pages,
-                                    owner=repo.owner, repo=repo.name):  # fmt: skip
+                                    etag=True, owner=repo.owner, repo=repo.name):  # fmt: skip
             if ours(item, mark, author):
                 return dict(item)
     return None
