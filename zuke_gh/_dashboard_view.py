@@ -30,7 +30,7 @@ from typing import Any
 
 from zuke._clock import iso, parse_iso
 from zuke._inert import summary_code, summary_fit, summary_link, summary_text
-from zuke.state.records import RunRecord
+from zuke.state.records import RunRecord, RunSummary
 
 #: what zuke writes first in the dashboard's body: found again by it (and by its author)
 MARKER_PREFIX = "<!-- zuke-dashboard repo="
@@ -122,9 +122,9 @@ def _count(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
-def finished_runs(records: Sequence[RunRecord], limit: int) -> list[Finished]:
+def last_ended(rows: Sequence[RunSummary], limit: int) -> list[Finished]:
     """The ``limit`` runs that ended last (by their record's last write), newest first."""
-    ended = [r for r in records if r.status in TERMINAL]
+    ended = [r for r in rows if r.status in TERMINAL]
     ended.sort(key=lambda r: (parse_iso(r.updated_at) or 0, r.id), reverse=True)
     return [Finished(r.id, r.build, r.root_target, r.status, r.updated_at) for r in ended[:limit]]
 

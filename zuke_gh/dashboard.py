@@ -9,8 +9,8 @@ writes to ``GITHUB_REPOSITORY`` (``ZUKE_DASHBOARD_REPO`` wins) with the token zu
 
 One sweep, at most one write after the dashboard exists:
 
-1. the records: every suspended run's, and the last few finished runs' (the branch store
-   reads a listing's records together);
+1. the records of every suspended run (the branch store reads a listing's records
+   together), and the listing's rows of the last few finished runs;
 2. the text (:mod:`zuke_gh._dashboard_view`), with every value redacted and inert;
 3. the issue, found again by zuke's marker *and* author (:mod:`zuke_gh._dashboard_issue`);
 4. nothing more if its text is the same (the last line, the date of the sweep that wrote
@@ -36,7 +36,7 @@ from zuke._clock import SYSTEM_CLOCK, Clock
 from zuke._errors import ZukeError
 from zuke._inert import console_line, console_text
 from zuke._redact import Redactor
-from zuke.state._protocol import StateStore
+from zuke.state._protocol import RunQuery, StateStore
 from zuke.state.records import RunRecord
 from zuke_gh import _dashboard_issue as issue
 from zuke_gh import _dashboard_view as view
@@ -69,22 +69,19 @@ class DashboardOutcome:
     note: str = ""
 
 
-def read_records(store: StateStore, finished: int) -> tuple[list[RunRecord], list[RunRecord]]:
-    """The suspended runs' records (oldest first) and the finished ones' (for the newest)."""
-    from zuke.state._protocol import RunQuery
-
+def read_records(store: StateStore, finished: int) -> tuple[list[RunRecord], list[view.Finished]]:
+    """The suspended runs' records (oldest first) and the ``finished`` runs that ended last
+    (their listing rows: no record is read for them)."""
     summaries = store.list_runs(RunQuery())
     waiting: list[RunRecord] = []
-    ended: list[RunRecord] = []
     for s in summaries:
-        if s.status != "suspended" and (finished == 0 or s.status not in view.TERMINAL):
+        if s.status != "suspended":
             continue
         found = store.get_run(s.id)
-        if found is None:
-            continue
-        (waiting if found.record.status == "suspended" else ended).append(found.record)
+        if found is not None and found.record.status == "suspended":
+            waiting.append(found.record)
     waiting.sort(key=lambda r: (r.created_at, r.id))
-    return waiting, ended
+    return waiting, view.last_ended(summaries, finished)
 
 
 def keep_dashboard(
@@ -103,7 +100,7 @@ def keep_dashboard(
     repo = Repo(owner, name)
     waiting_records, ended = read_records(store, finished)
     gates = [g for r in waiting_records for g in view.waiting_gates(r, server)]
-    text = view.content(repo.slug, gates, view.finished_runs(ended, finished), redact)
+    text = view.content(repo.slug, gates, ended, redact)
     reserve: Callable[[int], bool] = getattr(store, "reserve_writes", None) or \
         client.reserve_writes  # fmt: skip
     found = issue.find(client, repo, identity(client))
