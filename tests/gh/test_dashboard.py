@@ -236,3 +236,44 @@ def test_off_by_the_environment_and_bad_settings_are_one_line(
     assert main(env) == 1
     err = capsys.readouterr().err
     assert "issues: write" in err and gh.token not in err and gh.issues(REPO) == []
+
+
+def _gate(trigger: str, detail: str, meta: dict[str, Any]) -> RunRecord:
+    why = WaitingFor(trigger=trigger, detail=detail)
+    at = iso(START)
+    gate = TargetRecord(status="waiting", started_at=at, waiting_for=why, meta=meta)
+    return RunRecord(id="r-9", build="Release", root_target="ship", status="suspended",
+                     actor="alice", created_at=at, updated_at=at, targets={"g": gate})  # fmt: skip
+
+
+def test_what_each_kind_of_gate_waits_for_and_only_links_built_from_checked_parts() -> None:
+    from zuke_gh._dashboard_view import waiting_gates
+
+    [signal] = waiting_gates(_gate("signal:approved", "waiting for the signal 'approved'", {}),
+                             SERVER)  # fmt: skip
+    assert (signal.trigger, signal.detail, signal.links) == (
+        "signal:approved",
+        "waiting for the signal 'approved'",
+        (),
+    )
+    run_url = f"{SERVER}/{REPO}/actions/runs/4242"
+    [flow] = waiting_gates(_gate("github:acme/app:e2e.yml", "waited 300 s for run 4242",
+                                 {"runId": 4242, "runUrl": run_url}), SERVER)  # fmt: skip
+    assert flow.detail is None  # its words count time: the page would change every sweep
+    assert flow.links == (("workflow run 4242", run_url),)
+    [elsewhere] = waiting_gates(_gate("github:acme/app:e2e.yml", "", {
+        "runId": 4242, "runUrl": "https://evil.example/acme/app/actions/runs/4242",
+        "repo": "acme/app\nx", "issue": 3}), SERVER)  # fmt: skip
+    assert elsewhere.links == ()  # a recorded URL on another host, a slug that is none
+
+
+def test_a_body_past_githubs_limit_keeps_the_first_rows_and_counts_the_rest() -> None:
+    from zuke_gh._dashboard_view import content, waiting_gates
+
+    long = {f"p{n}": "x" * 200 for n in range(8)}
+    gates = [g for n in range(400) for g in waiting_gates(waiting(f"r-{n:03d}", params=long),
+                                                          SERVER)]  # fmt: skip
+    text = content(REPO, gates, [], lambda t: t)
+    assert len(text) < 65_536 and "`r-000`" in text and "`r-399`" not in text
+    shown = text.count("| `r-")
+    assert f"\n{400 - shown} more: `zuke runs list --status suspended`\n" in text
