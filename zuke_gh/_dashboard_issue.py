@@ -2,7 +2,8 @@
 
 * **Found again only among zuke's own.** Anyone may open an issue and paste the dashboard's
   marker into it, and anyone with triage access may label it ``zuke``. So the dashboard is
-  the **oldest** issue that carries the marker *and* was opened by zuke's own identity
+  the **oldest** issue whose body starts with the marker (an approval issue zuke opened may
+  quote it in a parameter, never first) *and* that zuke's own identity opened
   (:mod:`zuke_gh._identity`); a copy by anyone else is never adopted, and a copy is never
   older than what it copied. The issues labelled ``zuke`` are read first (one request once
   the dashboard exists: "List repository issues" with ``labels``, ``state=all``, oldest
@@ -33,12 +34,13 @@ PIN = "mutation($id: ID!) { pinIssue(input: {issueId: $id}) { issue { number isP
 
 
 def ours(item: object, mark: str, author: str) -> bool:
-    """An issue (not a pull request) whose body carries ``mark``, opened by ``author``."""
+    """An issue (not a pull request) whose body *starts* with ``mark``, opened by ``author``:
+    an approval issue zuke opened may quote the marker in a parameter, never at its start."""
     if not isinstance(item, Mapping) or "pull_request" in item:
         return False
     body, user = item.get("body"), item.get("user")
     login = user.get("login") if isinstance(user, Mapping) else None
-    return (isinstance(body, str) and mark in body
+    return (isinstance(body, str) and body.startswith(mark)
             and same_login(login if isinstance(login, str) else None, author))  # fmt: skip
 
 

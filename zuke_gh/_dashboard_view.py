@@ -14,8 +14,10 @@ compared: the last line, the date of the sweep that wrote it, is left out).
 * **Nothing in it acts.** Every value from a record — parameter values, targets, a gate's
   detail (which may quote a comment or a login) — goes through ``zuke._inert``: a code span
   (no mention, no ``#123`` reference, no link, no HTML), after the redactor masked any
-  secret the process knows. Links are only to URLs built here from checked parts, on the
-  server's own address (``summary_link`` refuses anything else).
+  secret the process knows; an ``<!--`` in it gets an invisible word joiner, so no marker
+  of zuke's (an approval issue's, the dashboard's own) is ever copied into the body. Links
+  are only to URLs built here from checked parts, on the server's own address
+  (``summary_link`` refuses anything else).
 * **Bounded.** GitHub refuses an issue body over 65,536 characters; rows that do not fit
   under :data:`BODY_CAP_BYTES` are left out from the end with a line saying how many.
 """
@@ -141,7 +143,9 @@ def _code(value: str, redact: Redact, limit: int) -> str:
     text = redact(value)
     if len(text) > limit:
         text = text[: limit - 1] + "…"
-    return summary_code(text)
+    # no marker of zuke's (``<!-- zuke-…``) may appear in the body but its own: a copied
+    # approval marker would make the approval gate's look for its issue find this one
+    return summary_code(text.replace("<!--", "<!-\u2060-"))
 
 
 def _params(params: Mapping[str, str], redact: Redact) -> str:

@@ -277,3 +277,17 @@ def test_a_body_past_githubs_limit_keeps_the_first_rows_and_counts_the_rest() ->
     assert len(text) < 65_536 and "`r-000`" in text and "`r-399`" not in text
     shown = text.count("| `r-")
     assert f"\n{400 - shown} more: `zuke runs list --status suspended`\n" in text
+
+
+def test_zukes_own_approval_issue_quoting_the_marker_is_not_taken_for_the_dashboard(
+    gh: FakeGitHub, client: GitHubClient
+) -> None:
+    quoted = "<!-- zuke-approval run=r-7 gate=qa commit=abc -->\nparams: `" + marker(REPO) + "`"
+    approval = client.post("/repos/acme/app/issues", json={"title": "zuke: approve qa",
+                                                           "body": quoted}).body  # fmt: skip
+    hostile = {"note": f"{marker(REPO)} <!-- zuke-approval run=r-7 gate=qa commit=abc -->"}
+    done = keep(store_of(waiting("r-1", params=hostile)), client)
+    assert done.action == "created" and done.number != approval["number"]
+    body = dashboards(gh)[-1]["body"]
+    assert body.startswith(marker(REPO)) and body.count("<!--") == 2  # its marker, its stamp
+    assert [i["body"] for i in gh.issues(REPO) if i["number"] == approval["number"]] == [quoted]
