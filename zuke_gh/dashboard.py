@@ -30,7 +30,7 @@ import re
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, TextIO
 
 from zuke._clock import SYSTEM_CLOCK, Clock
 from zuke._errors import ZukeError
@@ -188,49 +188,64 @@ def settings(env: Mapping[str, str]) -> tuple[str, str, str | None, int]:
 
 
 def main(env: Mapping[str, str] | None = None) -> int:
-    """``python -m zuke_gh.dashboard``: one line on stdout, or one ``zuke:`` line on stderr
-    (2: a setting; 1: GitHub or the store refused; a lost answer or a rate limit is a
-    warning, 0: the next sweep tries again)."""
-    env = os.environ if env is None else env
+    """``python -m zuke_gh.dashboard``: :func:`keep` on this process's environment."""
+    return keep(os.environ if env is None else env)
+
+
+def keep(
+    env: Mapping[str, str],
+    *,
+    store: StateStore | None = None,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+) -> int:
+    """Keep the dashboard the environment names: one line on ``out``, or one ``zuke:`` line
+    on ``err`` (2: a setting; 1: GitHub or the store refused; a lost answer or a rate limit
+    is a warning, 0: the next sweep tries again). ``store``: the sweep's own, which stays
+    open (else the environment's, closed at the end)."""
+    out = sys.stdout if out is None else out
+    err = sys.stderr if err is None else err
     if turned_off(env):
-        print("zuke: dashboard: off (ZUKE_DASHBOARD)")
+        out.write("zuke: dashboard: off (ZUKE_DASHBOARD)\n")
         return 0
     from zuke.state.resolve import resolve_store
 
     secrets = [env.get(k, "") for k in ("GH_TOKEN", "GITHUB_TOKEN", "ZUKE_STATE_TOKEN")]
     redact = Redactor([s for s in secrets if len(s) >= 8]).text
+    own = store is None
     try:
         repository, server, job_url, finished = settings(env)
-        store = resolve_store(override=None, env=env, required=True, reading=True)
+        if store is None:
+            store = resolve_store(override=None, env=env, required=True, reading=True)
         assert store is not None
     except ZukeError as exc:
-        return _said(f"zuke: dashboard: {exc}", redact, 2)
+        return _said(err, f"zuke: dashboard: {exc}", redact, 2)
     try:
         with GitHubClient.from_env(env) as client:
             done = keep_dashboard(store, client, repository, server=server, job_url=job_url,
                                   finished=finished, redact=redact)  # fmt: skip
     except GitHubError as exc:
         if transient(exc):
-            return _said(f"zuke: warning: dashboard not updated ({exc}); the next sweep tries "
-                         "again", redact, 0)  # fmt: skip
+            return _said(err, f"zuke: warning: dashboard not updated ({exc}); the next sweep "
+                         "tries again", redact, 0)  # fmt: skip
         hint = ("the job needs `issues: write`; or turn the dashboard off: the Action's "
                 'dashboard: "false", or ZUKE_DASHBOARD=false')  # fmt: skip
-        return _said(f"zuke: dashboard: {exc} ({hint})", redact, 1)
+        return _said(err, f"zuke: dashboard: {exc} ({hint})", redact, 1)
     except ZukeError as exc:
-        return _said(f"zuke: dashboard: {exc}", redact, 1)
+        return _said(err, f"zuke: dashboard: {exc}", redact, 1)
     finally:
         close = getattr(store, "close", None)
-        if callable(close):
+        if own and callable(close):
             close()
     where = f" #{done.number}" if done.number is not None else ""
     note = f"; {done.note}" if done.note else ""
-    print(console_line(redact(f"zuke: dashboard{where}: {done.action}, {done.waiting} waiting, "
-                              f"{done.writes} writes{note}")))  # fmt: skip
+    out.write(console_line(redact(f"zuke: dashboard{where}: {done.action}, {done.waiting} "
+                                  f"waiting, {done.writes} writes{note}")) + "\n")  # fmt: skip
     return 0
 
 
-def _said(line: str, redact: Callable[[str], str], code: int) -> int:
-    sys.stderr.write(console_line(redact(line)) + "\n")
+def _said(err: TextIO, line: str, redact: Callable[[str], str], code: int) -> int:
+    err.write(console_line(redact(line)) + "\n")
     return code
 
 

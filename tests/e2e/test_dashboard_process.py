@@ -16,7 +16,7 @@ import pytest
 from fixtures.fake_github import FakeGitHub
 from tests.e2e.approval_support import REPO, SECRET, env_for, fake_github, release
 from tests.e2e.resume_support import sweep
-from tests.e2e.support import DEADLINE_S, clean_env
+from tests.e2e.support import DEADLINE_S, clean_env, finish, spawn
 from zuke_gh._dashboard_view import marker
 
 pytestmark = pytest.mark.e2e
@@ -87,3 +87,29 @@ def test_turned_off_it_reads_and_writes_nothing(gh: FakeGitHub, tmp_path: Path) 
     assert code == 0 and out == "zuke: dashboard: off (ZUKE_DASHBOARD)\n"
     assert gh.requests == [] and not any(marker(REPO) in (i["body"] or "") for i in
                                          gh.issues(REPO))  # fmt: skip
+
+
+def test_zuke_github_dashboard_makes_every_sweep_keep_it_with_the_sweeps_store(
+    gh: FakeGitHub, tmp_path: Path
+) -> None:
+    """API.md: ``ZUKE_GITHUB_DASHBOARD=OWNER/REPO`` makes every ``zuke resume --check`` keep
+    that repository's dashboard (the ``zuke.after_sweep`` hook ``zuke_gh`` registers)."""
+    run_id, _, number = release(tmp_path, gh)
+    env = {**env_for(gh), "ZUKE_GITHUB_DASHBOARD": REPO}
+    code, out = finish(spawn(["resume", "--check"], tmp_path, env))
+    assert code == 0, out
+    assert ": created, 1 waiting, 2 writes; pinned" in out
+    assert f"`{run_id}`" in board(gh)["body"]
+
+    gh.comment(REPO, number, "maint", "/approve")
+    code, summary = sweep(tmp_path, env)  # --json: stdout stays one JSON document
+    assert code == 0 and summary["counts"]["resumed"] == 1, summary
+    body = board(gh)["body"]
+    assert "Nothing is waiting." in body and f"| `{run_id}` |" in body
+
+
+def test_a_sweep_without_the_setting_keeps_no_dashboard(gh: FakeGitHub, tmp_path: Path) -> None:
+    release(tmp_path, gh)
+    code, out = finish(spawn(["resume", "--check"], tmp_path, env_for(gh)))
+    assert code == 0 and "dashboard" not in out, out
+    assert not any(marker(REPO) in (i["body"] or "") for i in gh.issues(REPO))
