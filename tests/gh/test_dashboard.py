@@ -291,3 +291,20 @@ def test_zukes_own_approval_issue_quoting_the_marker_is_not_taken_for_the_dashbo
     body = dashboards(gh)[-1]["body"]
     assert body.startswith(marker(REPO)) and body.count("<!--") == 2  # its marker, its stamp
     assert [i["body"] for i in gh.issues(REPO) if i["number"] == approval["number"]] == [quoted]
+
+
+def test_a_lost_answer_to_opening_it_is_found_by_the_next_sweep_not_opened_twice(
+    gh: FakeGitHub, client: GitHubClient
+) -> None:
+    from zuke_gh.errors import GitHubError, transient
+
+    store = store_of(waiting("r-1"))
+    gh.inject(OPEN, status=502, after=True)  # GitHub made the issue; its answer is lost
+    with pytest.raises(GitHubError) as lost:
+        keep(store, client)
+    assert transient(lost.value)
+    assert len(dashboards(gh)) == 1 and [r["endpoint"] for r in gh.requests].count(OPEN) == 1
+    gh.reset_stats()
+    done = keep(store, client)  # found by its marker and author: adopted, nothing opened
+    assert done.action in ("unchanged", "edited") and OPEN not in writes(gh)
+    assert len(dashboards(gh)) == 1
