@@ -5,7 +5,7 @@ owner's run, reaping, a walk's takeover and MCP calls all change a run that
 no live process drives. Each does it the same way, through a :class:`Hold`:
 
 1. **take the run's lease** ``zuke-run-<id>`` (the store's TTL,
-   :func:`~zuke._engine.durable.lease_ttl_ms`) and start its heartbeat at
+   :func:`~zuke._engine.claims.lease_ttl_ms`) and start its heartbeat at
    once — a held lease means somebody else moves the run;
 2. **read the record** after the lease is ours, and decide on that read;
 3. **write with a compare-and-swap on the record's version**
@@ -48,8 +48,7 @@ from typing import TYPE_CHECKING
 
 from zuke._clock import SYSTEM_CLOCK, Clock, iso
 from zuke._engine.cancel_watch import poll_interval_s
-from zuke._engine.claims import Claim, acquire_lease, stop_at_ms
-from zuke._engine.durable import lease_ttl_ms
+from zuke._engine.claims import Claim, acquire_lease, lease_ttl_ms, stop_at_ms
 from zuke._engine.record import ci_run_url
 from zuke._engine.resumed import Adoption, graph_drift
 from zuke._engine.run import LoadedBuild, RunOptions, load
