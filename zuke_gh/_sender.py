@@ -1,4 +1,4 @@
-"""One GitHub call's attempts: ``Sender``, the loop under ``ClientCore``'s verbs.
+"""One GitHub call's attempts: the token, the pacer's slot, retries, redirects, ETags (``Sender``).
 
 Apart from the verbs, paging and GraphQL so the rules of sending live in one place: the
 token (renewed once on a 401), the write pacer's slot, retries inside one budget
