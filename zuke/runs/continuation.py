@@ -85,9 +85,14 @@ async def is_due(store: StateStore, run_id: str) -> bool:
     """Whether the run is parked with a gate whose signal is stored, or whose trigger's
     failure was recorded for its next holder (its ``on_failure`` disposition is due)."""
     found = await asyncio.to_thread(store.get_run, run_id)
-    if found is None or found.record.status != "suspended":
+    return found is not None and due(found.record)
+
+
+def due(record: RunRecord) -> bool:
+    """:func:`is_due` on a record the caller has just read."""
+    if record.status != "suspended":
         return False
-    return bool(due_signals(found.record)) or failed_gate(found.record) is not None
+    return bool(due_signals(record)) or failed_gate(record) is not None
 
 
 async def continue_due(

@@ -176,6 +176,10 @@ class Hold:
         proof is older than the lease's stop point is not made (a holder paused between
         its proof and its write must not land after a takeover)."""
         outcome: UpdateResult | None = None
+        # The first attempt is decided on the record this hold read or wrote last (read under
+        # the lease: a compare-and-swap on its version, so a run that moved since conflicts);
+        # a conflict's retry reads the record again.
+        known: StoredRun | None = self.found
         for _ in range(MAX_ATTEMPTS):
             await self.prove()
             stop_at = stop_at_ms(ttl_ms=self.ttl_ms, since_ms=self.since_ms)
@@ -190,8 +194,9 @@ class Hold:
                 return change(fresh)
 
             outcome = await asyncio.to_thread(
-                update_run, self.store, self.run_id, guarded, attempts=1
+                update_run, self.store, self.run_id, guarded, attempts=1, known=known
             )
+            known = None
             if isinstance(outcome, Updated):
                 self.found = StoredRun(outcome.record, outcome.version)
             if not isinstance(outcome, GaveUp):

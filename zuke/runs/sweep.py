@@ -16,6 +16,11 @@ One sweep, in this order:
    with no gate waiting at all (a reaped run), is resumed in this process. A
    gate whose trigger failed takes its ``on_failure`` disposition.
 
+A sweep of some runs (``runs``: the runs a watcher's wakes named) reads each
+named run once instead of listing every run: a named run that is this build's
+and ``running`` or ``cancelling`` is reaped as in step 1, one ``suspended`` is
+checked as in steps 2 and 3; any other is not reported.
+
 Running late, twice, or beside another sweep is safe: asking a gate changes
 nothing, so it needs no lease; the run's lease is taken at the first change
 (:class:`~zuke.runs.lifecycle.LazyHold`: a trigger's ``persist()`` before its
@@ -38,7 +43,7 @@ the next sweep takes it up. So no run is left half resumed for want of budget.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from zuke._build import Build
@@ -71,9 +76,11 @@ async def resume_check_async(
     run: RunOptions,
     stop: Callable[[], bool] | None = None,
     progress: Callable[[int, int], None] | None = None,
+    runs: Collection[str] | None = None,
 ) -> SweepReport:
-    """One sweep over this build's runs (or one run); ``stop`` (the watcher's SIGTERM) is
-    asked between runs, never inside one: a run taken in hand is finished first.
+    """One sweep over this build's runs (or one run, or the named ``runs``); ``stop`` (the
+    watcher's SIGTERM) is asked between runs, never inside one: a run taken in hand is
+    finished first.
     ``progress(done, total)`` is told before each run and at the end (a terminal's live line);
     the total grows when the suspended runs are listed, after reaping."""
     halt = stop or (lambda: False)
@@ -92,7 +99,11 @@ async def resume_check_async(
         raise RunNotFoundError(f'resume --check: no run "{run_id}" in the store', run_id=run_id)
     entries: list[SweepEntry] = []
     unsettled: tuple[RunStatus, ...] = ("running", "cancelling")
-    reaping = [(s, status) for status in unsettled for s in _runs(store, name, status, run_id)]
+    named = None if runs is None else _named(store, name, runs)
+    if named is not None:
+        reaping = [(r, f.record.status) for r, f in named.items() if f.record.status in unsettled]
+    else:
+        reaping = [(s, status) for status in unsettled for s in _runs(store, name, status, run_id)]
     done, total = 0, len(reaping)
     for summary, status in reaping:
         tell(done, total)
@@ -104,12 +115,16 @@ async def resume_check_async(
         if entry is not None:
             entries.append(entry)
     shared: dict[str, Any] = {}
-    suspended = _runs(store, name, "suspended", run_id)
+    if named is not None:
+        suspended = [r for r, f in named.items() if f.record.status == "suspended"]
+    else:
+        suspended = _runs(store, name, "suspended", run_id)
 
     def ours(record: RunRecord, graph: Mapping[str, object] | None) -> bool:
         return _ours(record, name, graph, run.env)
 
-    loads = await prefetch_runs(build_cls, store, suspended, run, shared, actor=actor, ours=ours)
+    loads = await prefetch_runs(build_cls, store, suspended, run, shared, actor=actor, ours=ours,
+                                read=named)  # fmt: skip
     total += len(suspended)
     for summary in suspended:
         tell(done, total)
@@ -169,6 +184,23 @@ def _failed(run_id: str, name: str, status: str, exc: ZukeError) -> SweepEntry:
     a store that failed is said so (the run is left as it was, for the next sweep)."""
     unreachable = isinstance(exc, StoreUnavailableError)
     return SweepEntry(run_id, name, "failed", status, detail=str(exc), store_failed=unreachable)
+
+
+def _named(store: StateStore, build: str, runs: Collection[str]) -> dict[str, StoredRun]:
+    """The named runs of this build (as a listing's ``build`` filter keeps them), one read
+    each, in a stable order; a run gone, or whose record does not parse, is left out: a wake
+    for it is no reason to fail the sweep."""
+    found: dict[str, StoredRun] = {}
+    for run_id in sorted(runs):
+        try:
+            stored = store.get_run(run_id)
+        except StoreUnavailableError:
+            raise  # the store, not the run: the watcher retries the sweep
+        except ZukeError:
+            continue  # an unreadable record: the interval's full sweep reports it
+        if stored is not None and stored.record.build == build:
+            found[run_id] = stored
+    return found
 
 
 def _runs(store: StateStore, build: str, status: str, run_id: str | None) -> list[str]:
