@@ -7,38 +7,38 @@ Why it is shaped this way (issue 28 §4; measured in docs/benchmarks.md):
   pip installs them with ``--require-hashes --no-deps --only-binary :all:``, so pinning the
   action's SHA pins every byte it installs, not only zuke's own code.
 - **A wheelhouse, not pip's HTTP cache.** The wheels are downloaded once into
-  ``$RUNNER_TEMP/zuke-action-wheels`` (kept by ``actions/cache``, keyed on the locks, the
-  Python and zuke's source: :func:`cache_key`) and installed from there with ``--no-index``:
-  a warm job asks no index anything, and the hashes are checked again on every install, so a
-  cache entry cannot swap a wheel. (pip's own cache only keeps what an index lets it keep, by
-  its Cache-Control headers; a registry proxy that sends none leaves it empty.)
+  ``$RUNNER_TEMP/zuke-action-wheels`` (kept by ``actions/cache``, keyed on the locks and the
+  Python: :func:`cache_key`) and installed from there with ``--no-index``: a warm job asks
+  no index anything, and the hashes are checked again on every install, so a cache entry
+  cannot swap a wheel. (pip's own cache keeps only what an index's Cache-Control headers
+  let it keep; a registry proxy that sends none leaves it empty.)
 - **No build backend fetched at run time.** zuke's checkout (this action's ``..``) is built
   with ``--no-build-isolation`` by the hatchling from ``build.lock``, installed into a
-  throwaway ``--target`` directory (so it never lands in the job's Python), and the built
-  wheel is kept in the wheelhouse under a hash of the source, so a warm job builds nothing.
+  throwaway ``--target`` directory (so it never lands in the job's Python), in every job:
+  the cache holds nothing its hashes do not check.
+- **No bytecode compiled up front** (``--no-compile``): Python compiles what a job imports
+  when it imports it; pip would compile every module of every wheel.
 - A ``zuke-version`` spec that is not a checkout (a VCS URL pinned to a commit, a wheel)
   is handed to pip as it is, with ``--no-deps``: the lock already provides the dependencies.
 
-Run with the job's Python: ``python install.py key`` (writes ``key`` and ``restore-key``
-to ``$GITHUB_OUTPUT``) and ``python install.py install``. The spec is ``ZUKE_SPEC``, else
-``ZUKE_INSTALL_SPEC`` (tests), else this action's checkout.
+Run with the job's Python: ``python install.py key`` (writes ``key`` to ``$GITHUB_OUTPUT``)
+and ``python install.py install``. The spec is ``ZUKE_SPEC``, else ``ZUKE_INSTALL_SPEC``
+(tests), else this action's checkout.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 RUNTIME_LOCK = HERE / "requirements.lock"
 BUILD_LOCK = HERE / "build.lock"
-# what zuke's wheel is made of (pyproject.toml's [tool.hatch.build.targets.wheel] and metadata)
-SOURCE_PARTS = ("pyproject.toml", "README.md", "zuke", "zuke_gh")
 KEY_PREFIX = "zuke-action-wheels"
 PIP = (
     "-m",
@@ -47,6 +47,9 @@ PIP = (
     "--no-input",
     "--quiet",
 )
+# bytecode is compiled on first import, for the modules a job imports (pip would compile
+# every module of every wheel: pygments' lexers are a third of a warm install's CPU)
+NO_COMPILE = "--no-compile"
 
 
 class InstallError(Exception):
@@ -69,106 +72,107 @@ def checkout_of(spec: str) -> Path | None:
     return path.resolve() if (path / "pyproject.toml").is_file() else None
 
 
-def _digest(paths: list[Path], root: Path) -> str:
+def lock_hash() -> str:
+    """A hash of both locks: what the wheelhouse holds follows from them alone."""
     sha = hashlib.sha256()
-    for path in paths:
-        sha.update(path.relative_to(root).as_posix().encode() + b"\0")
-        sha.update(path.read_bytes() + b"\0")
+    for lock in (RUNTIME_LOCK, BUILD_LOCK):
+        sha.update(lock.read_bytes() + b"\0")
     return sha.hexdigest()[:16]
 
 
-def source_hash(root: Path) -> str:
-    """A hash of what zuke's wheel is built from (bytecode caches left out): a new commit of
-    zuke gets a new wheel, the same commit reuses the one built before."""
-    files: list[Path] = []
-    for part in SOURCE_PARTS:
-        path = root / part
-        if path.is_file():
-            files.append(path)
-        elif path.is_dir():
-            files += [p for p in path.rglob("*") if p.is_file() and "__pycache__" not in p.parts]
-    return _digest(sorted(files), root)
-
-
-def lock_hash() -> str:
-    return _digest([RUNTIME_LOCK, BUILD_LOCK], HERE)
-
-
-def cache_key(spec: str) -> tuple[str, str]:
-    """(key, restore-key prefix). The prefix names the locks and the interpreter, so a new
-    zuke commit with the same locks restores the dependencies' wheels and only builds zuke."""
+def cache_key() -> str:
+    """The wheelhouse's cache key: the platform, the interpreter (the wheels of C extensions
+    are per Python) and the locks."""
     platform = f"{os.environ.get('RUNNER_OS', sys.platform)}-{os.environ.get('RUNNER_ARCH', '')}"
     python = "{}.{}.{}-{}".format(*sys.version_info[:3], sys.implementation.name)
-    prefix = f"{KEY_PREFIX}-{platform}-py{python}-{lock_hash()}-"
-    checkout = checkout_of(spec)
-    return prefix + (source_hash(checkout) if checkout else "spec"), prefix
+    return f"{KEY_PREFIX}-{platform}-py{python}-{lock_hash()}"
 
 
-def _pip(*args: str, env: dict[str, str] | None = None) -> bool:
-    return subprocess.run([sys.executable, *PIP, *args], env=env, check=False).returncode == 0
+def _pip(*args: str, env: dict[str, str] | None = None, hush: bool = False) -> bool:
+    """pip with these arguments; ``hush`` keeps its complaints out of the log (a first try
+    from the wheelhouse, whose failure only means the cache is cold)."""
+    done = subprocess.run([sys.executable, *PIP, *args], env=env, check=False, capture_output=hush)
+    return done.returncode == 0
 
 
-def _locked(lock: Path, wheels: Path, *extra: str, online: bool) -> bool:
+def _locked(lock: Path, wheels: Path, *extra: str, online: bool, hush: bool = False) -> bool:
     hashed = ["--require-hashes", "--no-deps", "--only-binary", ":all:", "-r", str(lock)]
     if online:  # the index (PyPI, or PIP_INDEX_URL), into the wheelhouse; hashes checked
         return _pip("download", "--dest", str(wheels), *hashed)
-    return _pip("install", "--no-index", "--find-links", str(wheels), *extra, *hashed)
+    return _pip("install", NO_COMPILE, "--no-index", "--find-links", str(wheels), *extra, *hashed)
 
 
-def install_lock(lock: Path, wheels: Path, *extra: str) -> None:
-    """Install a lock from the wheelhouse; download what it lacks first (a cold cache)."""
+def install_lock(lock: Path, wheels: Path, *extra: str, fetch: Path | None = None) -> None:
+    """Install a lock from the wheelhouse; on a miss (a cold cache) download ``fetch`` (the
+    lock itself unless said otherwise) into the wheelhouse first."""
     wheels.mkdir(parents=True, exist_ok=True)
-    if _locked(lock, wheels, *extra, online=False):
+    if _locked(lock, wheels, *extra, online=False, hush=True):
         return
-    print(f"zuke action: {lock.name}: fetching the wheels the cache lacks", flush=True)
-    if not _locked(lock, wheels, *extra, online=True):
-        raise InstallError(f"{lock.name}: the download failed or a hash did not match")
+    fetch = fetch or lock
+    print(f"zuke action: {fetch.name}: fetching the wheels the cache lacks", flush=True)
+    if not _locked(fetch, wheels, online=True):
+        raise InstallError(f"{fetch.name}: the download failed or a hash did not match")
     if not _locked(lock, wheels, *extra, online=False):
         raise InstallError(f"{lock.name}: a wheel did not match its hash")
 
 
-def zuke_wheel(checkout: Path, wheels: Path) -> Path:
-    """zuke's wheel for this checkout: from the wheelhouse, or built now with the locked
-    hatchling (never one fetched from an index), and kept there for the next job."""
-    built = wheels / f"zuke-src-{source_hash(checkout)}"
-    found = sorted(built.glob("zuke-*.whl"))
-    if found:
-        return found[0]
-    for stale in wheels.glob("zuke-src-*"):  # one zuke build kept: the cache stays small
-        shutil.rmtree(stale)
-    with tempfile.TemporaryDirectory(prefix="zuke-backend-") as backend:
-        install_lock(BUILD_LOCK, wheels, "--target", backend)
-        env = {**os.environ, "PYTHONPATH": backend}
-        building = tempfile.mkdtemp(prefix="zuke-wheel-", dir=wheels)
-        args = ["wheel", "--no-deps", "--no-build-isolation", "--no-index", "-w", building]
-        if not _pip(*args, str(checkout), env=env):
-            raise InstallError(f"building zuke from {checkout} failed")
-        Path(building).rename(built)
-    return next(built.glob("zuke-*.whl"))
+def build_zuke(checkout: Path, into: Path) -> Path:
+    """zuke's wheel, built from the checkout by the locked hatchling (never a backend fetched
+    from an index). Built in every job, never taken from the cache: the cache holds only what
+    the locks' hashes check again on each install, and the build costs about two seconds of
+    CPU (docs/benchmarks.md)."""
+    backend = into / "backend"
+    install_lock(BUILD_LOCK, wheelhouse(), "--target", str(backend))
+    env = {**os.environ, "PYTHONPATH": str(backend)}
+    args = ["wheel", "--no-deps", "--no-build-isolation", "--no-index", "-w", str(into)]
+    if not _pip(*args, str(checkout), env=env):
+        raise InstallError(f"building zuke from {checkout} failed")
+    return next(into.glob("zuke-*.whl"))
 
 
 def install(spec: str) -> None:
+    """The runtime lock, then zuke; for a checkout, both in one pip call, zuke's wheel with
+    the hash of the wheel just built (hash-checking mode covers a whole call)."""
     wheels = wheelhouse()
-    install_lock(RUNTIME_LOCK, wheels)
     checkout = checkout_of(spec)
-    target = str(zuke_wheel(checkout, wheels)) if checkout else spec
-    if not _pip("install", "--no-deps", *(["--no-index"] if checkout else []), target):
-        raise InstallError(f"installing zuke ({spec}) failed")
+    if checkout is None:
+        install_lock(RUNTIME_LOCK, wheels)
+        if not _pip("install", NO_COMPILE, "--no-deps", spec):
+            raise InstallError(f"installing zuke ({spec}) failed")
+        return
+    with tempfile.TemporaryDirectory(prefix="zuke-build-") as tmp:
+        wheel = build_zuke(checkout, Path(tmp))
+        digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+        both = Path(tmp) / "requirements.txt"
+        both.write_text(f"-r {RUNTIME_LOCK}\n{wheel} --hash=sha256:{digest}\n")
+        install_lock(both, wheels, fetch=RUNTIME_LOCK)  # zuke's own wheel is no download
+
+
+def _cpu() -> float:
+    """CPU seconds of this process and the pips it ran (the benchmark reads the line)."""
+    times = os.times()
+    return times.user + times.system + times.children_user + times.children_system
 
 
 def main(argv: list[str]) -> int:
     spec = requested_spec()
+    started, cpu = time.perf_counter(), _cpu()
     try:
         if argv == ["key"]:
-            key, prefix = cache_key(spec)
             with open(os.environ["GITHUB_OUTPUT"], "a", encoding="utf-8") as out:
-                out.write(f"key={key}\nrestore-key={prefix}\n")
+                out.write(f"key={cache_key()}\n")
         elif argv == ["install"]:
             install(spec)
+            print(
+                f"zuke action: installed in {time.perf_counter() - started:.1f}s"
+                f" ({_cpu() - cpu:.1f}s of CPU)",
+                flush=True,
+            )
         else:
             raise InstallError(f"usage: install.py key|install (got {' '.join(argv)!r})")
     except InstallError as error:
-        print(f"::error::zuke action: {error}", flush=True)
+        shown = " ".join(str(error).split())  # one line: a spec's newline starts no command
+        print(f"::error::zuke action: {shown}", flush=True)
         return 1
     return 0
 
