@@ -88,7 +88,8 @@ def test_the_runtime_lock_holds_every_dependency_of_what_it_pins():
     """The action installs the lock with --no-deps: a dependency missing from it would be
     missing on the runner. Read from the installed packages' metadata (the next test checks
     that they are the locked versions), for this Python, extras left out."""
-    environment = {**default_environment(), "extra": ""}
+    environment = {key: str(value) for key, value in default_environment().items()}
+    environment["extra"] = ""
     for name in RUNTIME:
         for text in requires(name) or []:
             requirement = Requirement(text)
