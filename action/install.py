@@ -135,7 +135,7 @@ def build_zuke(checkout: Path, into: Path) -> Path:
     backend = into / "backend"
     install_lock(BUILD_LOCK, wheelhouse(), "--target", str(backend))
     env = {**os.environ, "PYTHONPATH": str(backend)}
-    built = into / "wheel"
+    built = into / "dist"
     built.mkdir()
     done = subprocess.run(
         [sys.executable, "-c", _BUILD, str(built)], cwd=checkout, env=env, check=False
