@@ -148,8 +148,8 @@ _BUILD = (
 def build_zuke(checkout: Path, into: Path) -> Path:
     """zuke's wheel, built from the checkout by the locked hatchling (never a backend fetched
     from an index). Built in every job, never taken from the cache: the cache holds only what
-    the locks' hashes check again on each install, and the build costs about half a second
-    of CPU (docs/benchmarks.md)."""
+    the locks' hashes check again on each install, and the build costs about a second of CPU,
+    the backend's install included (docs/benchmarks.md)."""
     backend = into / "backend"
     install_lock(BUILD_LOCK, wheelhouse(), "--target", str(backend))
     env = {**os.environ, "PYTHONPATH": str(backend)}
