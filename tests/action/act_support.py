@@ -68,8 +68,8 @@ def _pin(path: Path, repo: str) -> str:
 
 
 def local_repositories(staging: Path) -> dict[str, Path]:
-    """act's ``--local-repository`` map: setup-python → its stand-in, the zuke action as the
-    examples pin it → a copy of ``action/`` under ``staging`` (act reads
+    """act's ``--local-repository`` map: setup-python and actions/cache → their stand-ins, the
+    zuke action as the examples pin it → a copy of ``action/`` under ``staging`` (act reads
     ``action/action.yml`` there; handing it the whole checkout would have it read the lot)."""
     zuke_repo = staging / "zuke-repository"
     if not zuke_repo.exists():
@@ -78,6 +78,7 @@ def local_repositories(staging: Path) -> dict[str, Path]:
         )
     return {
         _pin(ACTION_DIR / "action.yml", "actions/setup-python"): STANDINS / "setup-python",
+        _pin(ACTION_DIR / "action.yml", "actions/cache"): STANDINS / "cache",
         zuke_action_pin(): zuke_repo,
     }
 

@@ -20,7 +20,12 @@ from tests.action.act_support import EXAMPLES, ROOT, STANDINS, pinned_uses
 
 ACTION = ROOT / "action" / "action.yml"
 WORKFLOWS = sorted(EXAMPLES.glob("*.yml"))
-ACTIONS = [ACTION, STANDINS / "setup-python" / "action.yml"]
+ACTIONS = [
+    ACTION,
+    STANDINS / "setup-python" / "action.yml",
+    STANDINS / "cache" / "restore" / "action.yml",
+    STANDINS / "cache" / "save" / "action.yml",
+]
 
 
 def _tool(name: str) -> str:
@@ -261,3 +266,27 @@ def test_the_recipes_pass_their_inputs_through_env_and_never_read_a_run_id_as_an
     assert cancel["run"] == 'python -m zuke cancel -- "$RUN_ID"'
     status = _load(EXAMPLES / "status.yml")["jobs"]["status"]
     assert status["permissions"] == {"contents": "read"}
+
+
+def test_zuke_and_its_dependencies_are_installed_by_hash_from_one_cached_wheelhouse():
+    """issue 28 §4: the install goes through install.py (the hashed locks, zuke built with the
+    locked backend); the wheelhouse is restored and saved under one key and one path, and
+    saved only when the restore missed (a cache entry is immutable)."""
+    steps = {step.get("name"): step for step in _load(ACTION)["runs"]["steps"]}
+    assert steps["Install zuke"]["run"] == 'python "$GITHUB_ACTION_PATH/install.py" install'
+    assert steps["Key the install cache"]["run"] == 'python "$GITHUB_ACTION_PATH/install.py" key'
+    restore, save = steps["Restore the wheels"], steps["Save the wheels"]
+    assert restore["uses"].startswith("actions/cache/restore@")
+    assert save["uses"].startswith("actions/cache/save@")
+    assert restore["uses"].split("@")[1] == save["uses"].split("@")[1]
+    wheels = "${{ runner.temp }}/zuke-action-wheels"  # install.py's wheelhouse()
+    assert restore["with"]["path"] == save["with"]["path"] == wheels
+    assert restore["with"]["key"] == save["with"]["key"] == "${{ steps.install-key.outputs.key }}"
+    assert "steps.wheels.outputs.cache-hit != 'true'" in save["if"]
+    # only the build's own requirements are installed by a bare pip call
+    pips = [name for name, step in steps.items() if "pip install" in step.get("run", "")]
+    assert pips == ["Install the build's requirements"]
+    install = (ROOT / "action" / "install.py").read_text()
+    assert '"--require-hashes", "--no-deps", "--only-binary", ":all:"' in install
+    # zuke is built by the locked backend's PEP 517 hook, never by a pip that could fetch one
+    assert ".build_wheel(sys.argv[1])" in install and '"wheel"' not in install

@@ -9,6 +9,8 @@ it names, how the inputs become arguments, and that nothing in them is evaluated
 
 from __future__ import annotations
 
+import hashlib
+import importlib.util
 import json
 import os
 import queue
@@ -16,6 +18,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -160,21 +163,69 @@ def test_a_failing_sweep_still_writes_the_outputs_and_then_fails_the_step(tmp_pa
     assert "### zuke sweep" in (tmp_path / "summary").read_text()
 
 
+def _install_module() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("zuke_action_install", ROOT / "action/install.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 @pytest.mark.parametrize(
     ("inputs", "env", "spec"),
     [
         ({"zuke-version": "zuke==9.9"}, {"ZUKE_INSTALL_SPEC": "zuke==1.0"}, "zuke==9.9"),
         ({}, {"ZUKE_INSTALL_SPEC": "zuke==1.0"}, "zuke==1.0"),
-        ({}, {}, str(ROOT / "action") + "/.."),
+        ({}, {}, str(ROOT)),
     ],
     ids=["the input", "the job's ZUKE_INSTALL_SPEC", "the action's own checkout"],
 )
 def test_zuke_is_installed_from_the_input_else_the_jobs_spec_else_the_actions_checkout(
-    tmp_path, inputs, env, spec
+    monkeypatch, inputs, env, spec
 ):
-    status, [call] = _step(tmp_path, inputs, INSTALL, **env)
-    assert status == 0
-    assert call["argv"][-1] == spec and call["argv"][0] == "install"
+    assert INSTALL["env"] == {"ZUKE_SPEC": "${{ inputs.zuke-version }}"}
+    assert INSTALL["run"] == 'python "$GITHUB_ACTION_PATH/install.py" install'
+    install = _install_module()
+    monkeypatch.delenv("ZUKE_INSTALL_SPEC", raising=False)
+    values = {"ZUKE_SPEC": inputs.get("zuke-version", ""), **env}
+    for name, value in values.items():
+        monkeypatch.setenv(name, value)
+    assert install.requested_spec() == spec
+
+
+def test_a_spec_is_installed_without_its_dependencies_after_the_hashed_lock(monkeypatch):
+    install = _install_module()
+    calls: list[tuple[str, ...]] = []
+    monkeypatch.setattr(install, "installed", lambda lock: False)
+    monkeypatch.setattr(
+        install, "install_lock", lambda lock, *a, **k: calls.append(("lock", lock.name))
+    )
+
+    def pip(*args: str, **kw: object) -> bool:
+        calls.append(args)
+        return True
+
+    monkeypatch.setattr(install, "_pip", pip)
+    pinned = "git+https://github.com/zuke-build/zuke@" + "0" * 40
+    install.install(pinned)
+    assert calls[0] == ("lock", "requirements.lock")
+    assert calls[1:] == [("install", "--no-compile", "--no-deps", pinned)]
+
+
+def test_a_checkout_is_built_and_installed_with_the_lock_in_one_hash_checked_call(
+    monkeypatch, tmp_path
+):
+    install = _install_module()
+    wheel = tmp_path / "zuke-0.1.0-py3-none-any.whl"
+    wheel.write_bytes(b"a wheel")
+    seen: list[str] = []
+    monkeypatch.setattr(install, "build_zuke", lambda checkout, into: wheel)
+    monkeypatch.setattr(
+        install, "install_lock", lambda lock, wheels, **kw: seen.append(lock.read_text())
+    )
+    install.install(str(ROOT))
+    digest = hashlib.sha256(b"a wheel").hexdigest()
+    assert seen == [f"-r {install.RUNTIME_LOCK}\n{wheel} --hash=sha256:{digest}\n"]
 
 
 @pytest.mark.parametrize(

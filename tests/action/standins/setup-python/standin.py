@@ -1,4 +1,8 @@
-"""The setup-python stand-in's body: check the version, layer a venv, put it on PATH."""
+"""The setup-python stand-in's body: check the version, layer a venv, put it on PATH.
+
+With ``STANDIN_BARE=1`` the venv is not layered: it has its own pip and nothing else, as a
+fresh runner's Python has (the install benchmark and the lock's hash test need that).
+"""
 
 import os
 import subprocess
@@ -13,10 +17,14 @@ if requested and not (present == requested or present.startswith(requested + "."
     print(f"::error::setup-python stand-in: asked for {requested}, this machine has {present}")
     sys.exit(1)
 root = Path(tempfile.mkdtemp(prefix="standin-python-", dir=os.environ.get("RUNNER_TEMP")))
-subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True)
+bare = os.environ.get("STANDIN_BARE") == "1"
+subprocess.run(
+    [sys.executable, "-m", "venv", *([] if bare else ["--without-pip"]), str(root)], check=True
+)
 layered = Path(sysconfig.get_paths(vars={"base": str(root), "platbase": str(root)})["purelib"])
-overlay = sysconfig.get_paths()["purelib"]
-(layered / "_standin_overlay.pth").write_text(f"import site; site.addsitedir({overlay!r})\n")
+overlay = "nothing (bare)" if bare else sysconfig.get_paths()["purelib"]
+if not bare:
+    (layered / "_standin_overlay.pth").write_text(f"import site; site.addsitedir({overlay!r})\n")
 bin_dir = root / "bin"
 with open(os.environ["GITHUB_PATH"], "a", encoding="utf-8") as out:
     out.write(f"{bin_dir}\n")
