@@ -8,13 +8,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.child import LEAN_PLUGINS
+
 ROOT = Path(__file__).resolve().parents[2]
 INNER = "not e2e and not act and not sim"
 
 
 def collect(*args: str) -> str:
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *args],
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", *LEAN_PLUGINS, *args],
         cwd=ROOT, capture_output=True, text=True, check=False, timeout=300,
     )  # fmt: skip
     return done.stdout + done.stderr

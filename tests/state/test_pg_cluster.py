@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.child import LEAN_PLUGINS
 from tests.pg_support import BINDIR_ENV, REQUIRE_ENV, PgCluster, connected
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,7 +28,7 @@ def _child_pytest(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     """This module's first test in a child pytest, with no Postgres binaries to find."""
     test = f"{Path(__file__).relative_to(ROOT)}::test_the_session_cluster_answers_on_loopback"
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", test],
+        [sys.executable, "-m", "pytest", "-q", "-rs", *LEAN_PLUGINS, test],
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT), BINDIR_ENV: "/nonexistent", **env},
         capture_output=True,
