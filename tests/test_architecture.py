@@ -35,6 +35,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -91,9 +92,19 @@ def _type_checking_lines(tree: ast.Module) -> set[int]:
     return lines
 
 
-def imports_of(path: Path, *, module: str | None = None, runtime_only: bool = False) -> set[str]:
+@cache
+def parsed(path: Path) -> ast.Module:
+    """``path``'s syntax tree, parsed once a session: a dozen tests here walk every module
+    (about 210 files), and parsing them again for each was most of these tests' time."""
+    return ast.parse(path.read_text(), filename=str(path))
+
+
+@cache
+def imports_of(
+    path: Path, *, module: str | None = None, runtime_only: bool = False
+) -> frozenset[str]:
     """Every module ``path`` (the module ``module``) imports, relative imports resolved."""
-    tree = ast.parse(path.read_text(), filename=str(path))
+    tree = parsed(path)
     skip = _type_checking_lines(tree) if runtime_only else set()
     package = (module or module_name(path)).split(".")
     if path.name != "__init__.py":
@@ -110,7 +121,7 @@ def imports_of(path: Path, *, module: str | None = None, runtime_only: bool = Fa
                 found.add(".".join([*base, *([node.module] if node.module else [])]))
             elif node.module:
                 found.add(node.module)
-    return found
+    return frozenset(found)
 
 
 def modules_importing(package: str, prefix: str) -> list[str]:
@@ -179,7 +190,7 @@ def module_graph(
     modules = {name.removesuffix(".__init__"): path for name, path in paths.items()}
     graph: dict[str, set[str]] = {}
     for name, path in modules.items():
-        tree = ast.parse(path.read_text(), filename=str(path))
+        tree = parsed(path)
         skip = set() if annotations else _type_checking_lines(tree)
         package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
         edges: set[str] = set()
