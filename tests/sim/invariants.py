@@ -63,9 +63,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tests.sim.runtime import Actor, Crash, current_actor
+from tests.sim.view import view_of
 from zuke._clock import parse_iso
 from zuke.state._protocol import lease_key
-from zuke.state.memory import MemoryStateStore
 from zuke.state.records import TERMINAL_STATUSES, RunRecord
 
 INVARIANTS = (
@@ -118,7 +118,8 @@ class Exec:
 
 @dataclass
 class Invariants:
-    store: MemoryStateStore
+    #: the store every actor shares (the inner one: no holds, no faults)
+    store: Any
     #: the signals the build's gates wait for
     signals: frozenset[str] = frozenset()
     #: a value no record may hold
@@ -130,6 +131,7 @@ class Invariants:
     step: int = 0
 
     def __post_init__(self) -> None:
+        self.view = view_of(self.store)
         self._mutex = threading.Lock()
         self._order = itertools.count()
         self.bodies: dict[tuple[str, str], list[Exec]] = {}
@@ -168,8 +170,7 @@ class Invariants:
             (self.ignored if invariant in self.ignore else self.violations).append(found)
 
     def record(self, run_id: str) -> RunRecord | None:
-        found = self.store.get_run(run_id)
-        return found.record if found is not None else None
+        return self.view.record(run_id)
 
     @staticmethod
     def actor() -> Actor:
@@ -221,7 +222,7 @@ class Invariants:
         actor = self.actor()
         if actor.faulted:
             return  # a stalled holder that wakes is fenced at its next act
-        claim = self.store._claims.get(key)
+        claim = self.view.claim(key)
         now = self.store.clock.now_ms()
         holder = claim.holder.run_id if claim is not None and claim.holder else None
         if claim is None or not claim.is_live(now) or holder != run_id:
@@ -254,7 +255,7 @@ class Invariants:
     def freeing(self, key: str, token: str | None, how: str, actor: Actor) -> None:
         """``actor`` releases (``token``) or breaks (``None``) the claim on ``key``: fine for
         its holder, or once the claim is past its TTL; never a live claim of another."""
-        state = self.store._claims.get(key)
+        state = self.view.claim(key)
         now = self.store.clock.now_ms()
         if state is None or state.token is None or not state.is_live(now):
             return
@@ -272,7 +273,7 @@ class Invariants:
         run_id = state.holder.run_id if state.holder is not None else None
         if run_id is None or (run_id, key) not in self.kept:
             return False
-        lease = self.store._claims.get(lease_key(run_id))
+        lease = self.view.claim(lease_key(run_id))
         return (
             lease is not None
             and lease.token is not None
@@ -359,7 +360,7 @@ class Invariants:
 
     def observe(self) -> None:
         """Check what the store holds now against what it held before."""
-        stored = dict(self.store._runs)  # the memory store's own map: id -> (JSON, version)
+        stored = self.view.runs()  # id -> (JSON, version)
         for run_id, (text, version) in sorted(stored.items()):
             if self._seen.get(run_id) == version:
                 continue
@@ -390,7 +391,7 @@ class Invariants:
                     self.fail("succeeded-final", f"run {run_id}: {name} was recorded succeeded, "
                               f"now {now}")  # fmt: skip
             succeeded.update(n for n, r in record.targets.items() if r.status == "succeeded")
-        for key, claim in sorted(self.store._claims.items()):
+        for key, claim in sorted(self.view.claims().items()):
             top = self._fences.get(key, 0)
             if claim.fence < top:
                 self.fail("fences-rise", f"the fence of {key} went from {top} to {claim.fence}")
@@ -431,7 +432,7 @@ class Invariants:
         now = self.store.clock.now_ms()
         if not any(a.faulted for a in self.actors.values()):
             for run_id, key in sorted(self.kept):
-                claim = self.store._claims.get(key)
+                claim = self.view.claim(key)
                 if (
                     self._status.get(run_id) in TERMINAL_STATUSES
                     and claim is not None

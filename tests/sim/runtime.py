@@ -130,6 +130,8 @@ class SimThread:
     alive: bool = True
     #: work handed to an idle SimExecutor worker
     item: Any = None
+    #: set with a grant: the call lands, then its caller gets this error (a lost answer)
+    lose: Callable[[], BaseException] | None = None
 
 
 current_actor: contextvars.ContextVar[Actor | None] = contextvars.ContextVar(
@@ -282,9 +284,13 @@ class Sim:
         park = Park("call", label=f"{st.actor.name}|{origin}|{label}")
         if self._park(st, park) == "die":
             raise Crash
+        lose, st.lose = st.lose, None
         if self.clock.now_ms() < st.actor.cut_until:
             raise StoreUnavailableError(f"state: {st.actor.name} is cut off from the store (sim)")
-        return fn()
+        result = fn()
+        if lose is not None:
+            raise lose()  # it landed; the answer is lost (tests.sim.faults)
+        return result
 
     def sleep(self, seconds: float, stop: Callable[[], bool] | None = None) -> bool:
         """Wait ``seconds`` of simulated time; True if woken early because ``stop()``."""

@@ -22,12 +22,12 @@ from functools import partial
 from typing import Any
 
 from tests.sim.actors import ActorSpec, body
+from tests.sim.faults import LostAnswers
 from tests.sim.invariants import Invariants
 from tests.sim.runtime import Actor, Sim, SimThread, current_actor
 from zuke._build import Build
 from zuke._clock import ManualClock
 from zuke.state._protocol import LockAcquired, LockHolder, RunQuery
-from zuke.state.memory import MemoryStateStore
 from zuke.state.records import TERMINAL_STATUSES, RunDelta, RunRecord
 
 #: fault weights, beside 1.0 for a grant
@@ -42,7 +42,7 @@ CALL_MS = 1_000
 class SimStore:
     """The store as actors see it: every call waits for the scheduler's grant."""
 
-    def __init__(self, sim: Sim, inner: MemoryStateStore, inv: Invariants) -> None:
+    def __init__(self, sim: Sim, inner: Any, inv: Invariants) -> None:
         self.sim = sim
         self.inner = inner
         self.inv = inv
@@ -54,6 +54,9 @@ class SimStore:
         return self.sim.call(f"get_run {run_id}", lambda: self.inner.get_run(run_id))
 
     def create_run(self, record: RunRecord) -> Any:
+        noted = getattr(self.inv.view, "noted", None)
+        if noted is not None:
+            noted(record.id)  # the view reads the runs actors asked for
         return self.sim.call(f"create_run {record.id}", lambda: self.inner.create_run(record))
 
     def put_run(self, record: RunRecord, *, expected_version: str) -> Any:
@@ -127,7 +130,7 @@ class World:
     seed: int
     sim: Sim
     clock: ManualClock
-    inner: MemoryStateStore
+    inner: Any
     store: SimStore
     inv: Invariants
     build: type[Build]
@@ -136,6 +139,8 @@ class World:
     #: sim ms a stall or a cut-off lasts, by how it is chosen
     fault_ms: tuple[int, ...]
     faults_left: int = 0
+    #: lost answers (tests.sim.faults), their own budget
+    losses: LostAnswers | None = None
     actors: dict[str, Actor] = field(default_factory=dict)
     #: which owner created which run (the record's first actor)
     owners: dict[str, str] = field(default_factory=dict)
@@ -149,11 +154,11 @@ class World:
 
     def all_ended(self) -> bool:
         """Whether every run in the store ended (a sweep has nothing left to do)."""
-        records = [self.inv.record(run_id) for run_id in list(self.inner._runs)]
+        records = [self.inv.record(run_id) for run_id in self.inv.view.runs()]
         return all(r is not None and r.status in TERMINAL_STATUSES for r in records)
 
     def note_runs(self) -> None:
-        for run_id in self.inner._runs:
+        for run_id in self.inv.view.runs():
             if run_id not in self.owners.values():
                 record = self.inv.record(run_id)
                 if record is not None:
@@ -195,6 +200,8 @@ class World:
             )
         if self.faults_left > 0:
             moves += self._faults(live, now)
+        if self.losses is not None:
+            moves += [Move(m.label, m.weight, m.act) for m in self.losses.moves(live)]
         return moves
 
     def _ready(self, spec: ActorSpec, now: int) -> bool:
