@@ -64,9 +64,13 @@ def _call_of(st: SimThread) -> tuple[str, str]:
 class LostAnswers:
     """The lost-answer faults of one seed, over ``inner`` (the store the actors share)."""
 
-    def __init__(self, sim: Sim, inner: Any, budget: int) -> None:
+    def __init__(
+        self, sim: Sim, inner: Any, budget: int, orphan: Callable[[str], None] = lambda key: None
+    ) -> None:
         self.sim = sim
         self.inner = inner
+        #: told the key of a claim taken by a lost acquire: its taker never got the token
+        self.orphan = orphan
         self.left = budget
         #: (actor, operation) of every answer lost, in order
         self.lost: list[tuple[str, str]] = []
@@ -90,14 +94,16 @@ class LostAnswers:
         return moves
 
     def _lose(self, st: SimThread, append_to: str | None) -> None:
-        op, _ = _call_of(st)
+        op, arg = _call_of(st)
         self.left -= 1
         self.lost.append((st.actor.name, op))
-        st.lose = partial(self._lost, op, append_to)
+        st.lose = partial(self._lost, op, arg, append_to)
         self.sim.grant(st)
 
-    def _lost(self, op: str, append_to: str | None) -> BaseException:
+    def _lost(self, op: str, arg: str, append_to: str | None) -> BaseException:
         """Called on the caller's thread right after its write landed: the error it sees."""
+        if op == "acquire_lock":
+            self.orphan(arg)
         if append_to is not None:
             self._append(append_to)
         return UnsureWriteError(f"state: the answer to {op} was lost (sim); it may have landed")

@@ -87,6 +87,11 @@ INVARIANTS = (
     "no-engine-error",
     "held-exclusive",
     "finished-holds-nothing",
+    # liveness, checked at the end of a seed (tests.sim.liveness)
+    "signal-consumed",
+    "gate-once",
+    "lease-live",
+    "stated-reason",
 )
 #: a resume credits the time parked up to when it looked, not when its write landed
 CREDIT_SLACK_MS = 30_000
@@ -114,6 +119,8 @@ class Exec:
     fence: int = 0
     acted: bool = False
     exited: bool = False
+    #: when the record first showed the target succeeded after this run of it
+    recorded: int | None = None
 
 
 @dataclass
@@ -139,7 +146,7 @@ class Invariants:
         self.entry_fence: dict[str, int] = {}
         self.intents: dict[tuple[str, str, str], set[tuple[str | None, int]]] = {}
         self.dispatches: dict[tuple[str, str], list[str]] = {}
-        self.compensations: dict[tuple[str, str], list[Actor]] = {}
+        self.compensations: dict[tuple[str, str], list[Exec]] = {}
         self.hooks: dict[tuple[str, str], list[Actor]] = {}
         self.attempts = itertools.count(1)
         self._seen: dict[str, str] = {}  # run id -> version observed
@@ -153,6 +160,8 @@ class Invariants:
         self.actors: dict[str, Actor] = {}
         #: which actor a claim's token was granted to
         self.token_owner: dict[str, str] = {}
+        #: tokens of claims taken by an acquire whose answer was lost (tests.sim.faults)
+        self.orphans: set[str] = set()
         self._first_deadline: dict[str, int | None] = {}
         self._parked: dict[str, int] = {}  # run id -> ms spent suspended so far
         self._suspended_at: dict[str, int] = {}
@@ -194,7 +203,7 @@ class Invariants:
             self.fail("body-once", f"{actor.name} ran {target} again after it was recorded "
                       "succeeded")  # fmt: skip
         earlier = self.bodies.setdefault((run_id, target), [])
-        healthy = [e.actor.name for e in earlier if not e.actor.faulted]
+        healthy = [e.actor.name for e in earlier if not _excused(e.actor, e.recorded)]
         if healthy:
             self.fail("body-once", f"{actor.name} ran {target} again after {healthy[0]} ran it, "
                       "with no fault to excuse it")  # fmt: skip
@@ -252,6 +261,13 @@ class Invariants:
     def granted(self, key: str, token: str, actor: Actor) -> None:
         self.token_owner[token] = actor.name
 
+    def orphaned(self, key: str) -> None:
+        """The claim on ``key`` was taken by an acquire whose answer was lost: its taker
+        never got the token, so nobody relies on it (freeing it takes nothing from anyone)."""
+        claim = self.view.claim(key)
+        if claim is not None and claim.token is not None:
+            self.orphans.add(claim.token)
+
     def freeing(self, key: str, token: str | None, how: str, actor: Actor) -> None:
         """``actor`` releases (``token``) or breaks (``None``) the claim on ``key``: fine for
         its holder, or once the claim is past its TTL; never a live claim of another."""
@@ -261,6 +277,8 @@ class Invariants:
             return
         if token is not None and token != state.token:
             return  # a stale token: the release changes nothing
+        if state.token in self.orphans:
+            return  # taken by a lost acquire: nobody holds it
         owner = self.token_owner.get(state.token, "?")
         if owner != actor.name and not self._holds_run(key, state, actor, now):
             left = (state.expires_at or now) - now
@@ -332,10 +350,23 @@ class Invariants:
             status = row.status if row is not None else "absent"
             self.fail("compensation-iff", f"{where}, which is recorded {status}")
         earlier = self.compensations.setdefault((run_id, target), [])
-        healthy = [a.name for a in earlier if not a.faulted]
+        healthy = [c.actor.name for c in earlier if not _excused(c.actor, c.recorded)]
         if healthy:
             self.fail("compensation-iff", f"{where} again after {healthy[0]} did")
-        earlier.append(actor)
+        earlier.append(Exec(run_id, target, actor, next(self._order)))
+
+    def compensated(self, run_id: str, target: str) -> None:
+        """The compensation's body returned: a fault of its actor after this excuses no
+        second one."""
+        actor = self.actor()
+        for run in self.compensations.get((run_id, target), []):
+            if run.actor is actor and run.recorded is None:
+                run.recorded = next(self._order)
+
+    def faulting(self, actor: Actor) -> None:
+        """``actor`` is crashed, stalled or cut off now (its first fault counts)."""
+        if actor.fault_order is None:
+            actor.fault_order = next(self._order)
 
     def hook(self, run_id: str, gate: str) -> None:
         actor = self.actor()
@@ -390,7 +421,12 @@ class Invariants:
                     now = row.status if row is not None else "absent"
                     self.fail("succeeded-final", f"run {run_id}: {name} was recorded succeeded, "
                               f"now {now}")  # fmt: skip
-            succeeded.update(n for n, r in record.targets.items() if r.status == "succeeded")
+            fresh = {n for n, r in record.targets.items() if r.status == "succeeded"} - succeeded
+            for name in sorted(fresh):  # the runs of it so far finished, by the record
+                for run in self.bodies.get((run_id, name), []):
+                    if run.recorded is None:
+                        run.recorded = next(self._order)
+            succeeded.update(fresh)
         for key, claim in sorted(self.view.claims().items()):
             top = self._fences.get(key, 0)
             if claim.fence < top:
@@ -455,6 +491,15 @@ class Invariants:
                 if succeeded and not self.compensations.get((run_id, target)):
                     self.fail("compensation-iff", f"run {run_id} ended cancelled, and {target} "
                               "succeeded, but its compensation never ran")  # fmt: skip
+
+
+def _excused(actor: Actor, finished: int | None) -> bool:
+    """Whether a fault of ``actor`` excuses doing its work again: only a fault before the
+    work finished (``finished``: when it did, in the ledger's order; ``None``: never) — an
+    actor crashed after its work was recorded left nothing to redo."""
+    if not actor.faulted:
+        return False
+    return finished is None or actor.fault_order is None or actor.fault_order < finished
 
 
 def _interrupted(record: RunRecord, target: str) -> bool:

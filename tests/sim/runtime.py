@@ -71,6 +71,9 @@ class Actor:
     #: its main thread returned: whatever of it is left is killed (the process exited)
     gone: bool = False
     faulted: bool = False
+    #: when it was first faulted, in the ledger's order (tests.sim.invariants): work it had
+    #: finished before that is not excused by the fault
+    fault_order: int | None = None
     #: what it passed to ``os._exit`` (the engine ended its process)
     exit_code: int | None = None
     result: Any = None

@@ -16,9 +16,10 @@ import random
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
+from tests.sim import liveness
 from tests.sim.actors import ActorSpec
 from tests.sim.builds import SECRET, Shape, sim_build
 from tests.sim.faults import LostAnswers
@@ -189,6 +190,8 @@ def make_scenario(seed: int) -> Scenario:
     fault_ms = (LEASE_TTL_MS + 10_000, lock_ms + 10_000)
     store = forced_store() or ("filesystem" if rng.random() < FILESYSTEM_SHARE else "memory")
     losses = rng.choice((0, 1, 1, 2))
+    actors = [replace(a, via=rng.choice(("cli", "execute"))) if a.kind == "owner" else a
+              for a in actors]  # fmt: skip
     return Scenario(family, shape, tuple(actors), faults, tuple(sorted(set(fault_ms))),
                     store, losses)  # fmt: skip
 
@@ -244,7 +247,7 @@ def _run(seed: int, scenario: Scenario, inner: Any, clock: ManualClock, chooser:
     shape = scenario.shape
     inv = Invariants(inner, signals=frozenset(shape.signals), secret=SECRET, ignore=ignore)
     shared = SimStore(sim, inner, inv)
-    losses = LostAnswers(sim, inner, scenario.losses)
+    losses = LostAnswers(sim, inner, scenario.losses, orphan=inv.orphaned)
     world = World(
         seed=seed, sim=sim, clock=clock, inner=inner, store=shared, inv=inv,
         build=sim_build(scenario.shape, shared, inv), specs=list(scenario.actors),
@@ -254,7 +257,7 @@ def _run(seed: int, scenario: Scenario, inner: Any, clock: ManualClock, chooser:
     inv.actors = world.actors
     digest = hashlib.sha256()
     moves: list[str] = []
-    steps, exhausted = 0, False
+    steps, exhausted, drained = 0, False, False
     with installed(sim):
         try:
             while True:
@@ -267,7 +270,16 @@ def _run(seed: int, scenario: Scenario, inner: Any, clock: ManualClock, chooser:
                 if inv.violations:
                     break
                 options = world.moves()
+                if not options and not drained:  # every actor finished: the drain
+                    runs = sorted(inv.view.runs())
+                    liveness.before_drain(inv, runs, faulted=world.faulted())
+                    if inv.violations:
+                        break
+                    world.begin_drain()
+                    drained = True
+                    continue
                 if not options:
+                    liveness.after_drain(inv, sorted(inv.view.runs()))
                     break
                 if steps >= MAX_STEPS or clock.now_ms() - world.start > MAX_SIM_MS:
                     exhausted = True

@@ -30,7 +30,7 @@ def test_a_lost_answer_is_a_store_failure_after_the_write_and_a_second_writer_la
     written = store.create_run(_record())
     assert isinstance(written, Written)
     losses = LostAnswers(Sim(clock), store, budget=1)
-    error = losses._lost("append_run", "run-1")
+    error = losses._lost("append_run", "run-1", "run-1")
     assert isinstance(error, StoreUnavailableError)
     assert "may have landed" in str(error)
     stored = store.get_run("run-1")

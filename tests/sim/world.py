@@ -24,6 +24,7 @@ from typing import Any
 from tests.sim.actors import ActorSpec, body
 from tests.sim.faults import LostAnswers
 from tests.sim.invariants import Invariants
+from tests.sim.liveness import settled
 from tests.sim.runtime import Actor, Sim, SimThread, current_actor
 from zuke._build import Build
 from zuke._clock import ManualClock
@@ -157,6 +158,26 @@ class World:
         records = [self.inv.record(run_id) for run_id in self.inv.view.runs()]
         return all(r is not None and r.status in TERMINAL_STATUSES for r in records)
 
+    def all_settled(self) -> bool:
+        """Whether a sweep has nothing left to do for any run (tests.sim.liveness)."""
+        records = [self.inv.record(run_id) for run_id in self.inv.view.runs()]
+        return all(r is not None and settled(r) for r in records)
+
+    def faulted(self) -> bool:
+        """Whether the seed had a fault: an actor crashed, stalled or cut off, an answer lost."""
+        lost = self.losses is not None and bool(self.losses.lost)
+        return lost or any(a.faulted for a in self.actors.values())
+
+    def begin_drain(self) -> None:
+        """Faults off; one more process sweeps until every run is settled."""
+        self.faults_left = 0
+        if self.losses is not None:
+            self.losses.left = 0
+        spec = ActorSpec("drain", "drainer", self.clock.now_ms() - self.start)
+        self.specs.append(spec)
+        self.spec_of[spec.name] = spec
+        self._spawn(spec)
+
     def note_runs(self) -> None:
         for run_id in self.inv.view.runs():
             if run_id not in self.owners.values():
@@ -233,13 +254,16 @@ class World:
         return moves
 
     def _crash(self, actor: Actor) -> None:
+        self.inv.faulting(actor)
         actor.dead = actor.faulted = True
         self.faults_left -= 1
 
     def _stall(self, actor: Actor, until: int) -> None:
+        self.inv.faulting(actor)
         actor.frozen_until, actor.faulted = until, True
         self.faults_left -= 1
 
     def _cut(self, actor: Actor, until: int) -> None:
+        self.inv.faulting(actor)
         actor.cut_until, actor.faulted = until, True
         self.faults_left -= 1
