@@ -65,9 +65,15 @@ class LostAnswers:
     """The lost-answer faults of one seed, over ``inner`` (the store the actors share)."""
 
     def __init__(
-        self, sim: Sim, inner: Any, budget: int, orphan: Callable[[str], None] = lambda key: None
+        self,
+        sim: Sim,
+        inner: Any,
+        budget: int,
+        orphan: Callable[[str], None] = lambda key: None,
+        weight: float = LOSS_WEIGHT,
     ) -> None:
         self.sim = sim
+        self.weight = weight
         self.inner = inner
         #: told the key of a claim taken by a lost acquire: its taker never got the token
         self.orphan = orphan
@@ -87,10 +93,10 @@ class LostAnswers:
                 continue
             assert st.park is not None
             label = st.park.label
-            moves.append(LossMove(f"lose {label}", LOSS_WEIGHT, partial(self._lose, st, None)))
+            moves.append(LossMove(f"lose {label}", self.weight, partial(self._lose, st, None)))
             if op in RUN_WRITES:
                 second = partial(self._lose, st, arg)
-                moves.append(LossMove(f"lose+append {label}", LOSS_WEIGHT, second))
+                moves.append(LossMove(f"lose+append {label}", self.weight, second))
         return moves
 
     def _lose(self, st: SimThread, append_to: str | None) -> None:

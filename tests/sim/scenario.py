@@ -22,11 +22,11 @@ from typing import Any, Protocol
 from tests.sim import liveness
 from tests.sim.actors import ActorSpec
 from tests.sim.builds import SECRET, Shape, sim_build
-from tests.sim.faults import LostAnswers
+from tests.sim.faults import LOSS_WEIGHT, LostAnswers
 from tests.sim.invariants import Invariants, Violation
 from tests.sim.patches import installed
 from tests.sim.runtime import Sim
-from tests.sim.world import SimStore, World
+from tests.sim.world import FAULT_WEIGHT, SimStore, World
 from zuke._clock import ManualClock
 from zuke._errors import ZukeError
 from zuke.state.filesystem import FileSystemStateStore
@@ -81,6 +81,8 @@ class Scenario:
     store: str = "memory"
     #: how many write answers the fault layer may lose (tests.sim.faults)
     losses: int = 0
+    #: the weight of each fault move beside 1.0 for a grant
+    fault_weight: float = FAULT_WEIGHT
 
 
 @dataclass
@@ -111,8 +113,12 @@ class SeedResult:
         return "\n".join(lines)
 
 
-def make_scenario(seed: int) -> Scenario:
-    """The build, actors and fault budget of ``seed`` (its family is ``seed % 5``)."""
+def make_scenario(seed: int, *, hot: bool = False) -> Scenario:
+    """The build, actors and fault budget of ``seed`` (its family is ``seed % 5``).
+
+    ``hot``: the same seed with more faults, made five times as likely (the planted-bug
+    hunt, :mod:`tests.sim.mutations`: a bug that needs two faults in one run shows sooner).
+    """
     rng = random.Random(f"scenario:{seed}")
     family = FAMILIES[seed % len(FAMILIES)]
 
@@ -192,8 +198,16 @@ def make_scenario(seed: int) -> Scenario:
     losses = rng.choice((0, 1, 1, 2))
     actors = [replace(a, via=rng.choice(("cli", "execute"))) if a.kind == "owner" else a
               for a in actors]  # fmt: skip
+    weight = FAULT_WEIGHT
+    if hot:  # more faults, likelier; sweeps that start together (a cron on every host)
+        faults, losses, weight = faults + 2, losses + 1, FAULT_WEIGHT * 5
+        if family == "workflow" and not shape.signals:  # a gate after ci: the run re-parks
+            shape = replace(shape, signals=("a",))
+            actors.append(resumer("a", 0, 40))
+        first = min((a.start_ms for a in actors if a.kind == "sweeper"), default=0)
+        actors = [replace(a, start_ms=first) if a.kind == "sweeper" else a for a in actors]
     return Scenario(family, shape, tuple(actors), faults, tuple(sorted(set(fault_ms))),
-                    store, losses)  # fmt: skip
+                    store, losses, weight)  # fmt: skip
 
 
 def forced_store() -> str | None:
@@ -230,11 +244,12 @@ def run_seed(
     keep_moves: bool = False,
     ignore: frozenset[str] = frozenset(),
     store: type[Any] | None = None,
+    hot: bool = False,
 ) -> SeedResult:
     """Simulate one seed to its end, or to its first violation (of an invariant not in
     ``ignore``: those are counted, and the seed goes on). ``store`` makes the store
     (default: the scenario's)."""
-    scenario = make_scenario(seed)
+    scenario = make_scenario(seed, hot=hot)
     clock = ManualClock()
     with opened(store or scenario.store, clock) as inner:
         return _run(seed, scenario, inner, clock, chooser or SeededChooser(seed), keep_moves,
@@ -247,12 +262,13 @@ def _run(seed: int, scenario: Scenario, inner: Any, clock: ManualClock, chooser:
     shape = scenario.shape
     inv = Invariants(inner, signals=frozenset(shape.signals), secret=SECRET, ignore=ignore)
     shared = SimStore(sim, inner, inv)
-    losses = LostAnswers(sim, inner, scenario.losses, orphan=inv.orphaned)
+    losses = LostAnswers(sim, inner, scenario.losses, orphan=inv.orphaned,
+                         weight=LOSS_WEIGHT * scenario.fault_weight / FAULT_WEIGHT)  # fmt: skip
     world = World(
         seed=seed, sim=sim, clock=clock, inner=inner, store=shared, inv=inv,
         build=sim_build(scenario.shape, shared, inv), specs=list(scenario.actors),
         env={"ZUKE_CANCEL_POLL": "10s", "TOKEN": SECRET}, fault_ms=scenario.fault_ms,
-        faults_left=scenario.faults, losses=losses,
+        faults_left=scenario.faults, losses=losses, fault_weight=scenario.fault_weight,
     )  # fmt: skip
     inv.actors = world.actors
     digest = hashlib.sha256()

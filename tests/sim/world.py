@@ -142,6 +142,7 @@ class World:
     faults_left: int = 0
     #: lost answers (tests.sim.faults), their own budget
     losses: LostAnswers | None = None
+    fault_weight: float = FAULT_WEIGHT
     actors: dict[str, Actor] = field(default_factory=dict)
     #: which owner created which run (the record's first actor)
     owners: dict[str, str] = field(default_factory=dict)
@@ -243,9 +244,10 @@ class World:
             if actor.gone or actor.faulted or not self.spec_of[actor.name].faultable:
                 continue
             if actor.name in calling:
-                moves.append(Move(f"crash {actor.name}", FAULT_WEIGHT, partial(self._crash, actor)))
+                crash = partial(self._crash, actor)
+                moves.append(Move(f"crash {actor.name}", self.fault_weight, crash))
             for ms in self.fault_ms:
-                weight = FAULT_WEIGHT / len(self.fault_ms)
+                weight = self.fault_weight / len(self.fault_ms)
                 stall = partial(self._stall, actor, now + ms)
                 moves.append(Move(f"stall {actor.name} {ms}ms", weight, stall))
                 moves.append(
