@@ -133,6 +133,8 @@ class SimThread:
     alive: bool = True
     #: work handed to an idle SimExecutor worker
     item: Any = None
+    #: the OS thread's ident (its stack, for a directed fault: tests.sim.world)
+    ident: int | None = None
     #: set with a grant: the call lands, then its caller gets this error (a lost answer)
     lose: Callable[[], BaseException] | None = None
 
@@ -189,6 +191,7 @@ class Sim:
 
         def run() -> None:
             self._local.me = st
+            st.ident = threading.get_ident()
             try:
                 context.run(body)
             except Crash:

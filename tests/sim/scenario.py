@@ -269,6 +269,7 @@ def _run(seed: int, scenario: Scenario, inner: Any, clock: ManualClock, chooser:
         build=sim_build(scenario.shape, shared, inv), specs=list(scenario.actors),
         env={"ZUKE_CANCEL_POLL": "10s", "TOKEN": SECRET}, fault_ms=scenario.fault_ms,
         faults_left=scenario.faults, losses=losses, fault_weight=scenario.fault_weight,
+        directed_left=int(scenario.fault_weight > FAULT_WEIGHT),
     )  # fmt: skip
     inv.actors = world.actors
     digest = hashlib.sha256()

@@ -81,3 +81,24 @@ def test_a_store_forced_by_name_must_be_known(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setenv("ZUKE_SIM_STORE", "papyrus")
     with pytest.raises(ValueError, match="expected one of memory, filesystem"):
         make_scenario(0)
+
+
+def test_a_directed_stall_finds_a_hold_write_on_the_stack() -> None:
+    """The hot scenarios' directed stall looks for ``update_run`` called by a hold's write."""
+    import sys
+
+    from tests.sim.world import _in_hold_write
+
+    def update_run(change: object) -> bool:  # the frame the stack is searched for
+        return _in_hold_write(sys._getframe())
+
+    class Hold:
+        def write(self) -> bool:
+            def guarded(fresh: object) -> None:
+                return None
+
+            return update_run(guarded)
+
+    assert Hold().write()
+    assert not update_run(lambda fresh: None)
+    assert not _in_hold_write(sys._getframe())

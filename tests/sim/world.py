@@ -16,9 +16,11 @@ A move is one of:
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
+from types import FrameType
 from typing import Any
 
 from tests.sim.actors import ActorSpec, body
@@ -38,6 +40,20 @@ ADVANCE_WEIGHT = 0.3
 #: the longest a healthy store keeps a call waiting: time jumps further only when no
 #: call is held (a longer wait is a fault: a stall or a cut-off, chosen as such)
 CALL_MS = 1_000
+
+
+#: the weight of a directed stall (hot scenarios: a holder paused at its Hold.write)
+DIRECTED_WEIGHT = 0.3
+
+
+def _in_hold_write(frame: FrameType | None) -> bool:
+    """Whether a thread's stack is ``update_run`` called by a ``Hold.write``."""
+    while frame is not None:
+        if frame.f_code.co_name == "update_run":
+            change = frame.f_locals.get("change")
+            return str(getattr(change, "__qualname__", "")).endswith("write.<locals>.guarded")
+        frame = frame.f_back
+    return False
 
 
 class SimStore:
@@ -143,6 +159,8 @@ class World:
     #: lost answers (tests.sim.faults), their own budget
     losses: LostAnswers | None = None
     fault_weight: float = FAULT_WEIGHT
+    #: directed stalls left (hot scenarios: one, besides the budget of faults)
+    directed_left: int = 0
     actors: dict[str, Actor] = field(default_factory=dict)
     #: which owner created which run (the record's first actor)
     owners: dict[str, str] = field(default_factory=dict)
@@ -171,7 +189,7 @@ class World:
 
     def begin_drain(self) -> None:
         """Faults off; one more process sweeps until every run is settled."""
-        self.faults_left = 0
+        self.faults_left = self.directed_left = 0
         if self.losses is not None:
             self.losses.left = 0
         spec = ActorSpec("drain", "drainer", self.clock.now_ms() - self.start)
@@ -222,6 +240,8 @@ class World:
             )
         if self.faults_left > 0:
             moves += self._faults(live, now)
+        if self.directed_left > 0:
+            moves += self._directed(live, now)
         if self.losses is not None:
             moves += [Move(m.label, m.weight, m.act) for m in self.losses.moves(live)]
         return moves
@@ -254,6 +274,30 @@ class World:
                     Move(f"cut {actor.name} {ms}ms", weight, partial(self._cut, actor, now + ms))
                 )
         return moves
+
+    def _directed(self, live: list[SimThread], now: int) -> list[Move]:
+        """Hot scenarios only: a stall, likely, of an actor whose held call is a lease
+        holder's compare-and-swap (``Hold.write``) — the window between a proof and its
+        write, where a paused holder must not land after a takeover — or a sweep's taking
+        of a run's lease (the window between what its checks read and what it writes)."""
+        moves: list[Move] = []
+        frames = sys._current_frames()
+        for st in live:
+            actor = st.actor
+            if actor.faulted or not self.spec_of[actor.name].faultable or st.ident is None:
+                continue
+            assert st.park is not None
+            taking = actor.name.startswith("sweeper") and "|acquire_lock zuke-run-" in st.park.label
+            if taking or _in_hold_write(frames.get(st.ident)):
+                stall = partial(self._directed_stall, actor, now + max(self.fault_ms))
+                where = "its lease" if taking else "Hold.write"
+                moves.append(Move(f"stall {actor.name} at {where}", DIRECTED_WEIGHT, stall))
+        return moves
+
+    def _directed_stall(self, actor: Actor, until: int) -> None:
+        self.directed_left -= 1
+        self.faults_left += 1  # not counted against the seed's other faults
+        self._stall(actor, until)
 
     def _crash(self, actor: Actor) -> None:
         self.inv.faulting(actor)
