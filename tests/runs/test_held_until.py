@@ -537,7 +537,11 @@ def test_a_lock_lost_between_its_targets_stops_the_run_before_promote() -> None:
     assert result.stop_reason is not None
     assert f'lock "{KEY}", which the run keeps from `deploy` until `promote`' in result.stop_reason
     found = store.get_run(result.run_id)
-    assert found is not None and found.record.held == {}
+    assert found is not None and found.record.held == {}  # the row left with the run's end
+    # the record says why the run failed, not only the console (issue 25 §7: stated-reason)
+    [stop] = [e for e in found.record.events if e.tool == "stop"]
+    assert stop.outcome == "error" and stop.detail is not None
+    assert f'lock "{KEY}", which the run keeps from `deploy` until `promote`' in stop.detail
 
 
 class PassLater(WaitTrigger):
