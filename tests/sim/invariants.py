@@ -1,4 +1,4 @@
-"""Every invariant the simulation checks, in one place.
+"""The safety invariants the simulation checks, in one place (liveness: tests.sim.liveness).
 
 Two kinds of check:
 
@@ -13,46 +13,8 @@ Two kinds of check:
 store at some point: work it started may legitimately be done again (at least
 once), work a healthy actor finished may not.
 
-========================  ==============================================================
-invariant                 what breaks it
-========================  ==============================================================
-signal-stored             a signal delivery that was not refused (late, or a run that
-                          ended) returned, and the record does not hold the signal
-body-once                 a body runs again after its target was recorded succeeded, or
-                          after a run of it by an actor that never faulted
-effect-once               an effect runs with no intent recorded, after it was recorded
-                          done, or twice for one recorded intent
-dispatch-once             a workflow is dispatched whose intent is not durable, or a
-                          second dispatch lands for one gate
-compensation-iff          a compensation runs for a target not recorded succeeded, twice
-                          (the first by a healthy actor), or a run ends ``cancelled``
-                          with a succeeded target's compensation never run (unless the
-                          record says it was interrupted: at most once, told to the
-                          operator)
-lock-exclusive            a body enters while another body holding the same key is
-                          inside and not stalled (a stalled one that wakes up and acts
-                          is *fenced*: its stale fence is refused, and counted)
-claims-respected          a live claim (lock or lease, not past its TTL) is released or
-                          broken by a process other than its holder
-fences-rise               a key's fence goes down (in the store, or at a body's entry)
-terminal-once             a run leaves a terminal status
-succeeded-final           a target recorded succeeded is recorded otherwise later
-finished-not-resumed      a body of a run runs after the run ended
-hook-once                 a gate's ``on_timeout`` hook is called twice (the first by a
-                          healthy actor)
-deadline-credit           a resumed run's ``deadlineAt`` is earlier than its first deadline
-                          plus the time it spent suspended (less :data:`CREDIT_SLACK_MS`),
-                          by a resumer that never faulted
-signal-known              the record holds a signal no gate of the build waits for
-secret-never-stored       a record holds the secret parameter's value
-no-engine-error           an actor dies of an exception that is not a ``ZukeError``
-held-exclusive            a run's ``promote`` runs while the key its ``deploy`` kept
-                          (``held_until``) is not its own, or after another run's
-                          ``deploy`` entered with that key since (by an actor that never
-                          faulted: a stalled one is fenced)
-finished-holds-nothing    a run that ended keeps a lock in its record (``heldLocks``), or,
-                          with no fault in the seed, in the store
-========================  ==============================================================
+The invariants, each with what breaks it, are tabled in ``docs/simulation.md``
+(the safety ones here, the liveness ones in :mod:`tests.sim.liveness`).
 """
 
 from __future__ import annotations
@@ -465,35 +427,10 @@ class Invariants:
                               f"{short} s short of the time it was parked")  # fmt: skip
 
     def settle(self, compensated_targets: dict[str, str]) -> None:
-        """At the end: a run that ended cancelled compensated every target it succeeded
-        (``compensated_targets``: target -> its compensation); with no fault in the seed, a
-        run that ended keeps no lock in the store."""
-        now = self.store.clock.now_ms()
-        if not any(a.faulted for a in self.actors.values()):
-            for run_id, key in sorted(self.kept):
-                claim = self.view.claim(key)
-                if (
-                    self._status.get(run_id) in TERMINAL_STATUSES
-                    and claim is not None
-                    and claim.is_live(now)
-                    and claim.holder is not None
-                    and claim.holder.run_id == run_id
-                ):
-                    status = self._status[run_id]
-                    self.fail("finished-holds-nothing", f"run {run_id} ended {status} and "
-                              f"still holds {key} in the store")  # fmt: skip
-        for run_id in sorted(self._status):
-            record = self.record(run_id)
-            if record is None or record.status != "cancelled":
-                continue
-            for target in sorted(compensated_targets):
-                row = record.targets.get(target)
-                succeeded = row is not None and row.status == "succeeded"
-                if succeeded and _interrupted(record, target):
-                    continue  # at most once: started by a walker that faulted, never re-run
-                if succeeded and not self.compensations.get((run_id, target)):
-                    self.fail("compensation-iff", f"run {run_id} ended cancelled, and {target} "
-                              "succeeded, but its compensation never ran")  # fmt: skip
+        """The end-of-seed safety checks (:func:`tests.sim.endings.settle`)."""
+        from tests.sim.endings import settle
+
+        settle(self, compensated_targets)
 
 
 def _excused(actor: Actor, finished: int | None) -> bool:
@@ -503,15 +440,3 @@ def _excused(actor: Actor, finished: int | None) -> bool:
     if not actor.faulted:
         return False
     return finished is None or actor.fault_order is None or actor.fault_order < finished
-
-
-def _interrupted(record: RunRecord, target: str) -> bool:
-    """The record says ``target``'s compensation was started by a walker that never recorded
-    its end (crashed, paused or cut off after its intent landed): at most once means it is
-    not run again, and the operator is told it may be partly done."""
-    return any(
-        e.tool == "compensate"
-        and e.args.get("target") == target
-        and "interrupted" in (e.detail or "")
-        for e in record.events
-    )
