@@ -1,12 +1,12 @@
 """Planted bugs: mutations of zuke's code the simulation must catch.
 
 Each :class:`Mutation` replaces attributes of zuke's modules (monkeypatch-style, undone
-afterwards) with a broken version (:mod:`tests.sim.broken`) — a check removed, a write skipped, a rule reverted —
-and names the invariant(s) it should break. :func:`hunt` runs seeds (from ``start``,
-``step`` apart: a family is ``seed % 5``) until one breaks an invariant, within a
-budget; ``test_mutations`` runs the whole catalogue and prints each mutation with the
-seed that caught it (docs/simulation.md keeps the table). A mutation that survives its
-budget fails the test: the simulation has gone blind to that bug.
+afterwards) with a broken version (:mod:`tests.sim.broken`) — a check removed, a write
+skipped, a rule reverted — and names the invariant(s) it should break. :func:`hunt` runs
+seeds (from ``start``, ``step`` apart: a family is ``seed % 5``) until one breaks an
+invariant, within a budget; ``test_mutations`` runs the whole catalogue and prints each
+mutation with the seed that caught it (docs/simulation.md keeps the table). A mutation
+that survives its budget fails the test: the simulation has gone blind to that bug.
 
 ``python -m tests.sim.mutations [NAME ...]`` runs the catalogue (or some of it) by hand.
 """
