@@ -341,6 +341,8 @@ class DurableRun:
         else:
             await self.held.release()
         self.writer.note_lock(self.lease.key, None)
+        if self.stopped_because is not None:  # the record says why, not only the console
+            self.writer.append_event("stop", outcome="error", detail=self.stopped_because)
         try:
             await self.writer.finish(verdict)
         finally:

@@ -154,7 +154,11 @@ async def settle_timeout(
         event, "timed-out", lambda fresh: still_expired(fresh, gate, now_ms),
     )  # fmt: skip
     check_rollback(loaded, record.id, settlement)
-    # The hook is user code: it runs under the hold, whose heartbeat renews the lease.
+    # The hook is user code: it runs under the hold, whose heartbeat renews the lease. It
+    # is an external call that no compare-and-swap guards, so the lease is proven first: a
+    # holder paused since it read the record must not call it after a takeover (the new
+    # holder calls it).
+    await hold.prove()
     hooked = await timeout_hook(loaded, record, gate, now_ms, actor=actor)
     if hooked is not None:  # the hook's failure is news, never a reason to skip the rest
         notes = [*notes, hooked]
