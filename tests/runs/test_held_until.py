@@ -620,3 +620,33 @@ def test_a_kept_lock_lost_keeps_its_row_until_the_runs_end_so_a_reaped_resume_fa
     assert stops and "the run stops" in stops[0]
     asyncio.run(locks.release())  # the run's end, in this process
     assert notes[-1] == ("held", KEY, None)
+
+
+def test_a_reaper_that_lost_the_runs_lease_never_revokes_the_kept_lock(
+    store: StateStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 25 §7 (the simulation's seed 1397): a reaper stalled past its lease's TTL after
+    taking a dead owner's run went on to hand the kept lock over — releasing the owner's
+    token — on a lease another process may hold by then. The hand-over is made only on a
+    lease proven now; a reaper that cannot prove it leaves the kept lock as it found it."""
+    from zuke.runs import reap
+    from zuke.state.records import RunDelta
+    from zuke.state.update import update_run
+
+    calls: list[Any] = []
+    h = harness(store, calls)
+    run_id = parked(h)
+    before = h.record(run_id)
+    update_run(store, run_id, lambda r: RunDelta(updated_at=r.updated_at, status="running"))
+    real_take = reap.take
+
+    async def take_then_lose(*args: Any, **kwargs: Any) -> Any:
+        hold = await real_take(*args, **kwargs)
+        hold.claim.lost.set()  # a renewal refused while the reaper was stalled
+        return hold
+
+    monkeypatch.setattr(reap, "take", take_then_lose)
+    h.sweep()
+    assert h.record(run_id).status == "running"  # left for a sweep that holds the lease
+    assert store.renew_lock(KEY, before.locks[KEY], 60_000) is True  # the token still works
+    assert holders(store) == {KEY: run_id}

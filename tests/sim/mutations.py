@@ -134,7 +134,7 @@ CATALOGUE: tuple[Mutation, ...] = (
     Mutation("sweep-writes-stale-gate-rows", "a sweep takes the lease and writes back the "
              "gate rows its checks read, not re-checking them against the record",
              ("succeeded-final", "dispatch-once"),
-             (("zuke.runs.sweep", "record_checks", stale_record_checks),
+             (("zuke.runs.sweep_run", "record_checks", stale_record_checks),
               ("zuke.runs.gate_checks", "_still_waiting", stale_still_waiting),
               ("zuke.runs.lifecycle", "LazyHold.get", lazy_no_recheck)),
              start=family("workflow"), step=5, hot=True),

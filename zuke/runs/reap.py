@@ -158,7 +158,11 @@ async def _return_to_suspended(hold: Hold, *, actor: str, now_ms: int) -> Reaped
     now = iso(now_ms)
     why = "returned to suspended: its lease had lapsed (its process is gone)"
 
-    # The run keeps its run-held locks (held_until), with a new token and fence each.
+    # The run keeps its run-held locks (held_until), with a new token and fence each. The
+    # hand-over revokes the gone owner's tokens: only on a lease proven now (a reaper that
+    # stalled past its TTL may have lost the run to another reaper meanwhile).
+    if hold.record.held:
+        await hold.prove()
     rekeyed = await asyncio.to_thread(rekey, hold.store, hold.record, now_ms, actor=actor)
     fresh = {k: v for k, v in rekeyed.items() if v is not None}
 
