@@ -39,22 +39,18 @@ import select
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol
 
 from zuke._clock import SYSTEM_CLOCK, Clock
 from zuke._errors import ZukeError
+from zuke.runs.sweep_loop import BuildSweepLoop, SweepLoop
 
 if TYPE_CHECKING:
-    import asyncio
-    from collections.abc import Coroutine
-
     from zuke._build import Build
     from zuke._engine.run import RunOptions
     from zuke.runs.continuation import ResumeOptions
     from zuke.runs.sweep_report import SweepReport
     from zuke.state._protocol import StateStore
-
-T = TypeVar("T")
 
 DEFAULT_EVERY_MS = 5 * 60_000
 #: the first wait after a failed sweep; it doubles, up to the interval
@@ -109,32 +105,6 @@ class PipeWaiter:
         for fd in (self._read, self._write):
             with contextlib.suppress(OSError):
                 os.close(fd)
-
-
-class SweepLoop:
-    """The watcher's one event loop, kept from sweep to sweep (an ``asyncio.Runner``).
-
-    A wake's sweep should not pay for a fresh loop: ``asyncio.run`` per sweep made
-    one, started the default executor's worker thread again for the sweep's first
-    store call, and joined it at the end. Kept, the loop and its executor's threads
-    serve every sweep; :meth:`close` (the watcher's end) shuts them down as
-    ``asyncio.run`` would have. A sweep leaves no task behind (the engine awaits what
-    it starts), so nothing of one sweep runs into the next."""
-
-    def __init__(self) -> None:
-        self._runner: asyncio.Runner | None = None
-
-    def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        if self._runner is None:
-            import asyncio
-
-            self._runner = asyncio.Runner()
-        return self._runner.run(coro)
-
-    def close(self) -> None:
-        if self._runner is not None:
-            self._runner.close()
-            self._runner = None
 
 
 class NotChecked(ZukeError):
@@ -385,7 +355,7 @@ def watch(
     Each sweep is ``resume_check_async`` on the watcher's one loop (:class:`SweepLoop`),
     of the runs a wake named when it named them; the store's ``listen`` is used when it
     has one."""
-    sweeps = _Sweeps(build_cls, store, resume, run)
+    sweeps = BuildSweepLoop(build_cls, store, resume, run)
     listen = getattr(store, "listen", None)
     return Watcher(
         sweeps,
@@ -396,25 +366,6 @@ def watch(
         listen=listen if callable(listen) else None,
         sweep_runs=sweeps.runs,
     )
-
-
-class _Sweeps(SweepLoop):
-    """:func:`watch`'s sweeps: every run, or the named ones, on one loop."""
-
-    def __init__(
-        self, build_cls: type[Build], store: StateStore, resume: ResumeOptions, run: RunOptions
-    ) -> None:
-        super().__init__()
-        self._build, self._store, self._resume, self._options = build_cls, store, resume, run
-
-    def __call__(self, stop: Callable[[], bool]) -> SweepReport:
-        return self.runs(stop, None)
-
-    def runs(self, stop: Callable[[], bool], named: frozenset[str] | None) -> SweepReport:
-        from zuke.runs.sweep import resume_check_async
-
-        return self.run(resume_check_async(self._build, self._store, resume=self._resume,
-                                           run=self._options, stop=stop, runs=named))  # fmt: skip
 
 
 __all__ = [
