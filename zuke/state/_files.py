@@ -266,18 +266,28 @@ def atomic_write(path: str, data: bytes, *, directory: str) -> int:
 
 
 def append_line(
-    path: str, line: bytes, *, truncate_to: int | None, directory: str, sync: bool
+    path: str,
+    line: bytes,
+    *,
+    truncate_to: int | None,
+    directory: str,
+    sync: bool,
+    fd: int | None = None,
 ) -> int:
     """Append one complete line to ``path`` (which must exist) with a single ``write()``.
 
     ``truncate_to`` first cuts off a torn tail left by a crashed appender, so
     the new line starts on a line boundary. ``sync`` fsyncs the file before
-    returning. Returns the bytes written.
+    returning. ``fd``, if given, is ``path`` already open with ``O_APPEND``
+    (the store's open journal, :mod:`zuke.state._fs_open`): it is written and
+    left open. Returns the bytes written.
     """
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND)
-    except OSError as exc:
-        raise os_failure("open for append", path, exc, directory=directory) from None
+    own = fd is None
+    if fd is None:
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+        except OSError as exc:
+            raise os_failure("open for append", path, exc, directory=directory) from None
     try:
         if truncate_to is not None:
             os.ftruncate(fd, truncate_to)
@@ -296,5 +306,6 @@ def append_line(
     except OSError as exc:
         raise os_failure("append to", path, exc, directory=directory) from None
     finally:
-        os.close(fd)
+        if own:
+            os.close(fd)
     return len(line)
