@@ -177,6 +177,14 @@ def _paired(zuke: Workload, peer: Workload) -> float:
     return statistics.median(z / p for z, p in zip(zuke.wall, peer.wall, strict=True))
 
 
+def _versus(zuke: Workload, peer: Workload) -> str:
+    """zuke / peer: wall medians, the per-round median (brackets), and CPU medians — the
+    figure load inflates least (Deno's CPU includes its compiler threads)."""
+    wall = statistics.median(zuke.wall) / statistics.median(peer.wall)
+    cpu = statistics.median(zuke.cpu) / statistics.median(peer.cpu)
+    return f"{wall:.2f}× ({_paired(zuke, peer):.2f}×), CPU {cpu:.2f}×"
+
+
 def render(loads: Sequence[Workload], before: str, after: str, runs: int) -> str:
     by = {w.key: w for w in loads}
     doit = by.get("doit")
@@ -188,7 +196,8 @@ def render(loads: Sequence[Workload], before: str, after: str, runs: int) -> str
         f"Machine: {m['nproc']} CPUs ({m['cpu']}), Python {m['python']}; load average "
         f"{before} before, {after} after. Paired rounds, median of {runs} fresh processes "
         "after a warm-up round; CPU = the child's user + system time; a ratio is the "
-        "ratio of the medians, then (in brackets) the median of the per-round ratios.",
+        "ratio of the medians, then (in brackets) the median of the per-round ratios, "
+        "then the ratio of the CPU medians.",
         "",
         "The original: "
         + ("measured in these rounds." if orig_run else "issue 19's figure (NOT re-measured)."),
@@ -205,7 +214,7 @@ def render(loads: Sequence[Workload], before: str, after: str, runs: int) -> str
         if w.key == "chain" and orig_run is not None:
             o = statistics.median(orig_run.wall)
             orig_cell = f"{o:.3f} s (CPU {statistics.median(orig_run.cpu):.3f})"
-            versus_orig = f"{med / o:.2f}× ({_paired(w, orig_run):.2f}×)"
+            versus_orig = _versus(w, orig_run)
         elif w.key in ORIGINAL_S and orig_run is None:
             o = ORIGINAL_S[w.key]
             orig_cell = f"{o:.3f} s (issue 19)"
@@ -214,7 +223,7 @@ def render(loads: Sequence[Workload], before: str, after: str, runs: int) -> str
         if w.key == "chain-fs" and doit is not None:
             d = statistics.median(doit.wall)
             doit_cell = f"{d:.3f} s (CPU {statistics.median(doit.cpu):.3f})"
-            versus_doit = f"{med / d:.2f}× ({_paired(w, doit):.2f}×)"
+            versus_doit = _versus(w, doit)
         lines.append(
             f"| {w.name} | {orig_cell} | {med:.3f} s | {min(w.wall):.3f} s | "
             f"{statistics.median(w.cpu):.3f} s | {doit_cell} | {versus_orig} | {versus_doit} |"
