@@ -18,6 +18,7 @@ import fcntl
 import os
 import uuid
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 
 from zuke._errors import StoreUnavailableError
 
@@ -47,11 +48,44 @@ def ensure_directory(path: str, *, directory: str) -> None:
         raise os_failure("create the directory", path, exc, directory=directory) from None
 
 
-@contextlib.contextmanager
-def mutex(path: str, timeout_s: float, *, directory: str) -> Iterator[None]:
+def mutex(path: str, timeout_s: float, *, directory: str) -> AbstractContextManager[None]:
     """Hold the cross-process mutex ``path`` for the block, waiting at most ``timeout_s``."""
-    with _held(path, timeout_s, directory=directory):
-        yield
+    return _Mutex(path, timeout_s, directory)
+
+
+class _Mutex:
+    """:func:`mutex` as a plain object: the uncontended ``flock`` (nearly every journal
+    append, one a transition) without two generator frames around it; a contended or
+    failing one goes through :func:`_held`, which waits and says what was wrong."""
+
+    __slots__ = ("_directory", "_fd", "_path", "_slow", "_timeout_s")
+
+    def __init__(self, path: str, timeout_s: float, directory: str) -> None:
+        self._path, self._timeout_s, self._directory = path, timeout_s, directory
+        self._fd: int | None = None
+        self._slow: AbstractContextManager[int | None] | None = None
+
+    def __enter__(self) -> None:
+        try:
+            self._fd = _try_flock(self._path)
+        except OSError:
+            self._fd = None  # _held tries again and raises what it should
+        if self._fd is None:
+            slow = _held(self._path, self._timeout_s, directory=self._directory)
+            slow.__enter__()
+            self._slow = slow
+
+    def __exit__(self, *exc: object) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            finally:
+                os.close(fd)
+            return
+        slow, self._slow = self._slow, None
+        if slow is not None:
+            slow.__exit__(None, None, None)
 
 
 @contextlib.contextmanager
