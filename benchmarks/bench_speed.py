@@ -14,8 +14,17 @@ Workloads (the issue's), each a fresh process, output to ``/dev/null``:
 - a fan-out of 300 items x 3 stages at concurrency 8 (``bench_fan_out.BUILD``),
   no store (``ZUKE_STATE=off``);
 - with ``--doit``: doit (0.37) running a 1000-task chain (each task's
-  ``task_dep`` the one before, a no-op Python action); doit writes its
-  dependency file once, at the end.
+  ``task_dep`` the one before, a no-op Python action), its default form:
+  ``.doit.db*`` removed before each run, bytecode written as usual; doit
+  writes its dependency file once, at the end;
+- when ``ZUKE_ORIG`` (or ``--orig``) names a checkout of the original
+  TypeScript Zuke (zuke-build/zuke) and Deno is found (``--deno``, ``ZUKE_DENO``
+  or ``deno`` on ``PATH``): the original running the same 1000-target chain
+  (``orig_chain``: a ``Build`` class whose targets each ``dependsOn`` the one
+  before, empty bodies), ``deno run -A --cached-only`` with
+  ``DENO_NO_UPDATE_CHECK=1`` (the update check alone waits seconds offline);
+  the untimed warm-up round fills Deno's module cache, so no run type-checks.
+  Without a checkout the original's figure is issue 19's, labelled as such.
 
 Paired runs: one round runs every workload once, then the next round (after
 one untimed warm-up round), so drifting load on a shared machine hits every
@@ -43,8 +52,20 @@ from _timing import clean_env, dump_json, machine, zuke_command
 from bench_engine import chain_build
 from bench_fan_out import BUILD as FAN_OUT_BUILD
 
-#: The original TypeScript Zuke on Deno 2.9, from issue 19 (not re-measured here).
+#: The original TypeScript Zuke on Deno 2.9, from issue 19: used only when the original is
+#: not run in the same paired rounds (no ``ZUKE_ORIG`` checkout), and labelled so.
 ORIGINAL_S = {"chain": 0.133, "chain-fs": 7.6, "fan-out": 0.161}
+
+
+def orig_chain(n: int, core: Path) -> str:
+    """The original's build file for the same chain: ``t0000 <- ... <- t{n-1}``, empty bodies."""
+    lines = [f'import {{ Build, run, target }} from "{core / "mod.ts"}";', "",
+             "class Chain extends Build {"]  # fmt: skip
+    for i in range(n):
+        dep = f".dependsOn(this.t{i - 1:04d})" if i else ""
+        lines.append(f"  t{i:04d} = target(){dep}.executes(() => {{}});")
+    lines += ["}", "", "await run(Chain);", ""]
+    return "\n".join(lines)
 
 
 def doit_chain(n: int) -> str:
@@ -99,7 +120,9 @@ class Workload:
         }
 
 
-def workloads(root: Path, doit: str | None, n: int) -> list[Workload]:
+def workloads(
+    root: Path, doit: str | None, n: int, orig: Path | None = None, deno: str | None = None
+) -> list[Workload]:
     env = clean_env()
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     env["PYTHONPYCACHEPREFIX"] = str(root / "pycache")
@@ -125,6 +148,14 @@ def workloads(root: Path, doit: str | None, n: int) -> list[Workload]:
             Workload("doit", f"doit 0.37, {n}-task chain", [doit, "-n", "1", f"t{n - 1:04d}"],
                      root / "doit", env, fresh=None)
         )  # fmt: skip
+    if orig is not None and deno is not None:
+        (root / "orig").mkdir()
+        (root / "orig" / "chain.ts").write_text(orig_chain(n, orig / "packages" / "core"))
+        out.append(
+            Workload("orig", f"the original (Deno), {n}-target chain",
+                     [deno, "run", "-A", "--cached-only", "chain.ts", f"t{n - 1:04d}"],
+                     root / "orig", {**env, "DENO_NO_UPDATE_CHECK": "1"})
+        )  # fmt: skip
     return out
 
 
@@ -141,38 +172,61 @@ def measure(loads: Sequence[Workload], runs: int) -> None:
                 w.cpu.append(cpu)
 
 
+def _paired(zuke: Workload, peer: Workload) -> float:
+    """The median of the per-round ratios zuke / peer: both ran in the same round."""
+    return statistics.median(z / p for z, p in zip(zuke.wall, peer.wall, strict=True))
+
+
+def _versus(zuke: Workload, peer: Workload) -> str:
+    """zuke / peer: wall medians, the per-round median (brackets), and CPU medians — the
+    figure load inflates least (Deno's CPU includes its compiler threads)."""
+    wall = statistics.median(zuke.wall) / statistics.median(peer.wall)
+    cpu = statistics.median(zuke.cpu) / statistics.median(peer.cpu)
+    return f"{wall:.2f}× ({_paired(zuke, peer):.2f}×), CPU {cpu:.2f}×"
+
+
 def render(loads: Sequence[Workload], before: str, after: str, runs: int) -> str:
     by = {w.key: w for w in loads}
     doit = by.get("doit")
+    orig_run = by.get("orig")
     m = machine()
     lines = [
-        "# Step 13 speed",
+        "# Step 18 speed",
         "",
         f"Machine: {m['nproc']} CPUs ({m['cpu']}), Python {m['python']}; load average "
         f"{before} before, {after} after. Paired rounds, median of {runs} fresh processes "
-        "after a warm-up round; CPU = the child's user + system time.",
+        "after a warm-up round; CPU = the child's user + system time; a ratio is the "
+        "ratio of the medians, then (in brackets) the median of the per-round ratios, "
+        "then the ratio of the CPU medians.",
+        "",
+        "The original: "
+        + ("measured in these rounds." if orig_run else "issue 19's figure (NOT re-measured)."),
         "",
         "| workload | original | zuke (median) | zuke (min) | zuke CPU | doit | "
         "zuke / original | zuke / doit |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for w in loads:
-        if w.key == "doit":
+        if w.key in ("doit", "orig"):
             continue
         med = statistics.median(w.wall)
-        orig = ORIGINAL_S.get(w.key)
-        versus_doit = "—"
-        doit_cell = "—"
+        orig_cell, versus_orig = "—", "—"
+        if w.key == "chain" and orig_run is not None:
+            o = statistics.median(orig_run.wall)
+            orig_cell = f"{o:.3f} s (CPU {statistics.median(orig_run.cpu):.3f})"
+            versus_orig = _versus(w, orig_run)
+        elif w.key in ORIGINAL_S and orig_run is None:
+            o = ORIGINAL_S[w.key]
+            orig_cell = f"{o:.3f} s (issue 19)"
+            versus_orig = f"{med / o:.2f}×"
+        versus_doit, doit_cell = "—", "—"
         if w.key == "chain-fs" and doit is not None:
             d = statistics.median(doit.wall)
             doit_cell = f"{d:.3f} s (CPU {statistics.median(doit.cpu):.3f})"
-            versus_doit = f"{med / d:.2f}×"
+            versus_doit = _versus(w, doit)
         lines.append(
-            f"| {w.name} | {orig:.3f} s | {med:.3f} s | {min(w.wall):.3f} s | "
-            f"{statistics.median(w.cpu):.3f} s | {doit_cell} | "
-            f"{med / orig:.2f}× | {versus_doit} |"
-            if orig is not None
-            else f"| {w.name} | — | {med:.3f} s | | | | | |"
+            f"| {w.name} | {orig_cell} | {med:.3f} s | {min(w.wall):.3f} s | "
+            f"{statistics.median(w.cpu):.3f} s | {doit_cell} | {versus_orig} | {versus_doit} |"
         )
     return "\n".join(lines)
 
@@ -182,16 +236,35 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=7, help="timed rounds (default 7)")
     parser.add_argument("--targets", type=int, default=1000, help="chain length (default 1000)")
     parser.add_argument("--doit", help="doit's executable (0.37), for the doit row")
+    parser.add_argument(
+        "--orig",
+        default=os.environ.get("ZUKE_ORIG"),
+        help="a checkout of the original Zuke (default: $ZUKE_ORIG)",
+    )
+    parser.add_argument(
+        "--deno",
+        default=os.environ.get("ZUKE_DENO") or shutil.which("deno"),
+        help="Deno's executable (default: $ZUKE_DENO, else deno on PATH)",
+    )
+    parser.add_argument("--only", help="comma-separated workload keys: chain,chain-fs,fan-out")
     parser.add_argument("--json", action="store_true", help="print JSON instead of markdown")
     args = parser.parse_args(argv)
+    orig = Path(args.orig) if args.orig else None
+    if orig is not None and not (orig / "packages" / "core" / "mod.ts").is_file():
+        parser.error(f"{orig} is not a checkout of the original Zuke (no packages/core/mod.ts)")
+    if orig is not None and args.deno is None:
+        parser.error("ZUKE_ORIG is set but Deno was not found: pass --deno or set ZUKE_DENO")
     before = f"{os.getloadavg()[0]:.2f}"
     with tempfile.TemporaryDirectory(prefix="zuke-bench-speed-") as tmp:
-        loads = workloads(Path(tmp), args.doit, args.targets)
+        loads = workloads(Path(tmp), args.doit, args.targets, orig, args.deno)
+        if args.only:
+            keep = {*args.only.split(","), "doit", "orig"}
+            loads = [w for w in loads if w.key in keep]
         measure(loads, args.runs)
     after = f"{os.getloadavg()[0]:.2f}"
     if args.json:
         print(dump_json({"machine": machine(), "load_before": before, "load_after": after,
-                         "original_s": ORIGINAL_S,
+                         "original_s": None if orig else ORIGINAL_S,
                          "workloads": [w.as_json() for w in loads]}))  # fmt: skip
     else:
         print(render(loads, before, after, args.runs))

@@ -18,12 +18,16 @@ import inspect
 import re
 import types
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from zuke._duration import Duration, parse_duration
 from zuke._errors import BuildDefinitionError
 from zuke._target_handle import Target as Target  # re-exported: the handle was born here
+
+if TYPE_CHECKING:
+    from dataclasses import dataclass
+else:  # frozen dataclasses without compiling six methods each at import (zuke.state._frozen)
+    from zuke.state._frozen import dataclass
 
 if TYPE_CHECKING:
     from zuke._fan_out import ForEachSettings

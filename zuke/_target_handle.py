@@ -6,7 +6,12 @@ Gate settings (:mod:`zuke._waits`) take a handle as a disposition and the target
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from dataclasses import dataclass
+else:  # frozen dataclasses without compiling six methods each at import (zuke.state._frozen)
+    from zuke.state._frozen import dataclass
 
 
 @dataclass(frozen=True)

@@ -638,7 +638,7 @@ def test_a_reaper_that_lost_the_runs_lease_never_revokes_the_kept_lock(
     run_id = parked(h)
     before = h.record(run_id)
     update_run(store, run_id, lambda r: RunDelta(updated_at=r.updated_at, status="running"))
-    real_take = reap.take
+    real_take = reap.take  # type: ignore[attr-defined]  # the name reap looks up
 
     async def take_then_lose(*args: Any, **kwargs: Any) -> Any:
         hold = await real_take(*args, **kwargs)

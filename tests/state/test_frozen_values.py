@@ -191,3 +191,32 @@ def test_a_class_keeps_its_own_methods_and_each_fields_options() -> None:
     changed = Mutable(1)
     changed.a = 2  # a plain @dataclass is dataclasses' own: mutable
     assert changed == Mutable(2)
+
+
+def test_the_cheap_replace_gives_what_dataclasses_replace_gives() -> None:
+    """``_frozen.replace`` (the writer's, twice a transition) copies the attributes instead
+    of calling ``__init__``: the same value, a new object, the original untouched."""
+    row = records.TargetRecord(status="running", meta={"a": 1})
+    for changes in ({}, {"status": "succeeded"}, {"meta": {}, "error": "x", "interrupted": True}):
+        fast = _frozen.replace(row, **changes)
+        assert fast == dataclasses.replace(row, **changes) and fast is not row
+        assert type(fast) is records.TargetRecord
+    assert row.status == "running" and row.meta == {"a": 1}
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        _frozen.replace(row, status="failed").status = "running"  # type: ignore[misc]
+    with pytest.raises(TypeError, match="nope"):
+        _frozen.replace(row, nope=1)  # a name that is no field: dataclasses' own error
+
+
+def test_the_cheap_replace_hands_other_dataclasses_to_dataclasses_replace() -> None:
+    @dataclasses.dataclass(frozen=True)
+    class Checked:
+        n: int
+
+        def __post_init__(self) -> None:
+            if self.n < 0:
+                raise ValueError("negative")
+
+    assert _frozen.replace(Checked(1), n=2) == Checked(2)
+    with pytest.raises(ValueError, match="negative"):
+        _frozen.replace(Checked(1), n=-1)  # its __post_init__ still runs

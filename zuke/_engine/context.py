@@ -13,8 +13,7 @@ import copy
 import json
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zuke._engine.result import Outcome
 from zuke._errors import ZukeError
@@ -22,6 +21,11 @@ from zuke._redact import Redactor
 from zuke._target import Target
 from zuke._text import check_text
 from zuke.state.records import ActorSource, Signal
+
+if TYPE_CHECKING:
+    from dataclasses import dataclass
+else:  # frozen dataclasses without compiling six methods each at import (zuke.state._frozen)
+    from zuke.state._frozen import dataclass
 
 
 def merge_patch(base: dict[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:
@@ -116,7 +120,9 @@ class RunState:
 
     def meta(self, target: str) -> dict[str, Any]:
         with self._lock:
-            return copy.deepcopy(self._meta.get(target, {}))
+            found = self._meta.get(target)
+            # most targets never set any: a fresh dict, without deepcopy's memo machinery
+            return copy.deepcopy(found) if found else {}
 
     def patch_meta(self, target: str, patch: Mapping[str, Any]) -> None:
         clean = clean_patch(patch, self.redactor)

@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from zuke._engine.context import Context
 from zuke._engine.plan import TargetSpec
 from zuke.state.records import WaitingFor
+
+if TYPE_CHECKING:
+    from dataclasses import dataclass
+else:  # frozen dataclasses without compiling six methods each at import (zuke.state._frozen)
+    from zuke.state._frozen import dataclass
 
 
 class Held(Protocol):

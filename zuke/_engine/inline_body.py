@@ -73,7 +73,7 @@ async def run_body_inline(
         attempt_ctx = ctx.for_attempt()
         try:
             result = _call_inline(spec.body, attempt_ctx)
-            if inspect.isawaitable(result):
+            if result is not None and inspect.isawaitable(result):  # most bodies return None
                 task = asyncio.ensure_future(counted_async(result, attempt_ctx))
                 register(task)
                 await settle(task)

@@ -14,10 +14,14 @@ may not fail silently.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from zuke.state.records import TargetStatus, WaitingFor
+
+if TYPE_CHECKING:
+    from dataclasses import dataclass
+else:  # frozen dataclasses without compiling six methods each at import (zuke.state._frozen)
+    from zuke.state._frozen import dataclass
 
 if TYPE_CHECKING:
     from zuke._engine.plan import Plan

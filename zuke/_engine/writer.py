@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import replace
 
 from zuke._clock import SYSTEM_CLOCK, Clock, iso
 from zuke._engine.context import RunState
@@ -53,6 +52,7 @@ from zuke._engine.observer import RecordWriter, Transition
 from zuke._engine.store_traits import CHECKPOINT_DEBOUNCE_S, checkpointed, describe_store, local
 from zuke._errors import StateError, ZukeError
 from zuke._redact import Redactor
+from zuke.state._frozen import replace
 from zuke.state._protocol import Conflict, StateStore, StoredRun
 from zuke.state.records import (
     EffectRecord,

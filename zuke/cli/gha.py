@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
@@ -34,6 +34,11 @@ from zuke._inert import (
     summary_text,
 )
 from zuke.cli.hints import resume_commands
+
+if TYPE_CHECKING:
+    from dataclasses import dataclass
+else:  # frozen dataclasses without compiling six methods each at import (zuke.state._frozen)
+    from zuke.state._frozen import dataclass
 
 if TYPE_CHECKING:
     from zuke._engine.result import RunResult

@@ -18,6 +18,7 @@ import fcntl
 import os
 import uuid
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 
 from zuke._errors import StoreUnavailableError
 
@@ -58,11 +59,44 @@ def remove(path: str, *, directory: str) -> None:
         raise os_failure("remove", path, exc, directory=directory) from None
 
 
-@contextlib.contextmanager
-def mutex(path: str, timeout_s: float, *, directory: str) -> Iterator[None]:
+def mutex(path: str, timeout_s: float, *, directory: str) -> AbstractContextManager[None]:
     """Hold the cross-process mutex ``path`` for the block, waiting at most ``timeout_s``."""
-    with _held(path, timeout_s, directory=directory):
-        yield
+    return _Mutex(path, timeout_s, directory)
+
+
+class _Mutex:
+    """:func:`mutex` as a plain object: the uncontended ``flock`` (nearly every journal
+    append, one a transition) without two generator frames around it; a contended or
+    failing one goes through :func:`_held`, which waits and says what was wrong."""
+
+    __slots__ = ("_directory", "_fd", "_path", "_slow", "_timeout_s")
+
+    def __init__(self, path: str, timeout_s: float, directory: str) -> None:
+        self._path, self._timeout_s, self._directory = path, timeout_s, directory
+        self._fd: int | None = None
+        self._slow: AbstractContextManager[int | None] | None = None
+
+    def __enter__(self) -> None:
+        try:
+            self._fd = _try_flock(self._path)
+        except OSError:
+            self._fd = None  # _held tries again and raises what it should
+        if self._fd is None:
+            slow = _held(self._path, self._timeout_s, directory=self._directory)
+            slow.__enter__()
+            self._slow = slow
+
+    def __exit__(self, *exc: object) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            finally:
+                os.close(fd)
+            return
+        slow, self._slow = self._slow, None
+        if slow is not None:
+            slow.__exit__(None, None, None)
 
 
 @contextlib.contextmanager
@@ -277,18 +311,28 @@ def atomic_write(path: str, data: bytes, *, directory: str) -> int:
 
 
 def append_line(
-    path: str, line: bytes, *, truncate_to: int | None, directory: str, sync: bool
+    path: str,
+    line: bytes,
+    *,
+    truncate_to: int | None,
+    directory: str,
+    sync: bool,
+    fd: int | None = None,
 ) -> int:
     """Append one complete line to ``path`` (which must exist) with a single ``write()``.
 
     ``truncate_to`` first cuts off a torn tail left by a crashed appender, so
     the new line starts on a line boundary. ``sync`` fsyncs the file before
-    returning. Returns the bytes written.
+    returning. ``fd``, if given, is ``path`` already open with ``O_APPEND``
+    (the store's open journal, :mod:`zuke.state._fs_open`): it is written and
+    left open. Returns the bytes written.
     """
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND)
-    except OSError as exc:
-        raise os_failure("open for append", path, exc, directory=directory) from None
+    own = fd is None
+    if fd is None:
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+        except OSError as exc:
+            raise os_failure("open for append", path, exc, directory=directory) from None
     try:
         if truncate_to is not None:
             os.ftruncate(fd, truncate_to)
@@ -307,5 +351,6 @@ def append_line(
     except OSError as exc:
         raise os_failure("append to", path, exc, directory=directory) from None
     finally:
-        os.close(fd)
+        if own:
+            os.close(fd)
     return len(line)

@@ -145,12 +145,12 @@ def probe(path: str, where: str) -> Probe | None:
     except FileNotFoundError:
         return None
     try:
-        return _probe_fd(fd, where)
+        return probe_fd(fd, where)
     finally:
         os.close(fd)
 
 
-def _probe_fd(fd: int, where: str, size: int | None = None) -> Probe:
+def probe_fd(fd: int, where: str, size: int | None = None) -> Probe:
     if size is None:
         size = os.fstat(fd).st_size
     first = os.pread(fd, _HEADER_MAX, 0)
@@ -232,7 +232,7 @@ def tail(path: str, where: str, *, since: int | None = None) -> Tail | None:
         return None
     try:
         st = os.fstat(fd)
-        found = _probe_fd(fd, where, st.st_size)
+        found = probe_fd(fd, where, st.st_size)
         records_end = found.header.length + found.header.base
         stat = {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
         known = since is not None and records_end <= since <= found.valid

@@ -38,6 +38,7 @@ from zuke.state._files import (
     remove,
 )
 from zuke.state._fs_locks import CLOCK_FILE, FsLocks
+from zuke.state._fs_open import OpenJournal, OpenJournals, records_intent
 from zuke.state._fs_runs import FsRunFiles
 from zuke.state._protocol import (
     RUN_LEASE_PREFIX,
@@ -56,15 +57,6 @@ if TYPE_CHECKING:  # imported on first use: SQLite is not needed to run a build 
 
 _LOG: Final = logging.getLogger("zuke.state")
 _EVERY_RUN: Final = RunQuery()
-
-
-def records_intent(delta: RunDelta) -> bool:
-    """Whether ``delta`` records an effect about to run (a ``pending`` effect row)."""
-    return any(
-        effect.status == "pending"
-        for row in delta.targets.values()
-        for effect in row.effects.values()
-    )
 
 
 class FileSystemStateStore(FsRunFiles):
@@ -107,6 +99,7 @@ class FileSystemStateStore(FsRunFiles):
         self.sync_appends: Final[bool] = sync_appends
         self._locks = FsLocks(self.directory, clock, mutex_timeout_s, self._count)
         self._index: RunIndex | None = None
+        self._journals = OpenJournals(self.directory)
 
     def __repr__(self) -> str:
         return f"FileSystemStateStore({self.directory!r})"
@@ -181,49 +174,55 @@ class FileSystemStateStore(FsRunFiles):
         path = self.path_of(run_id)
         line = _journal.delta_line(delta)
         with self._run_mutex(run_id):
-            current = self._probe(run_id)
-            if current is None or current.version != expected_version:
+            opened = self._journals.open(run_id, path, self.where(run_id))
+            if opened is None:
                 return Conflict()
-            listed = delta.status is not None or delta.actor is not None
-            if listed:  # a field the index lists changes: mark it first
-                self.index.mark(run_id)
-            # A torn tail can only be a dead appender's: live ones hold this mutex.
-            truncate_to = current.valid if current.torn else None
-            # Checkpoints are fsynced: status changes, and an effect's intent (it must
-            # survive a power cut before the effect's body runs).
-            sync = self.sync_appends or delta.status is not None or records_intent(delta)
-            self._count(
-                append_line(
-                    path, line, truncate_to=truncate_to, directory=self.directory, sync=sync
-                )
-            )
-            length = current.valid + len(line)
-            journal = current.journal_bytes + len(line)
-            written = Written(version=_journal.version_of(current.header.gen, length))
-            compact = journal > max(current.header.base, _journal.COMPACT_MIN_BYTES)
-            if compact:
-                # Rewriting costs about base + journal bytes and happens only after
-                # more than `base` bytes of deltas, so total bytes stay linear.
-                written = (
-                    self._compact(run_id, path) if after is None else self._write_whole(path, after)
-                )
-            if listed or compact:
-                gen = _journal.gen_of(written.version)
-                seen = self._seen(path, written.version)
-                self._after(
-                    "change",
-                    run_id,
-                    lambda index: index.update(
-                        run_id,
-                        gen=gen,
-                        seen=seen,
-                        updated_at=delta.updated_at,
-                        status=delta.status,
-                        actor=delta.actor,
-                        settle=listed,
-                    ),
-                )
+            try:
+                written = self._append_open(opened, path, line, delta, expected_version, after)
+            except BaseException:
+                opened.close()
+                raise
+            self._journals.keep(opened)  # closed already if a compaction replaced the file
             return written
+
+    def _append_open(self, opened: OpenJournal, path: str, line: bytes, delta: RunDelta,
+                     expected: str, after: RunRecord | None) -> Written | Conflict:  # fmt: skip
+        """:meth:`append_run_known` on the journal ``opened`` (under the run's mutex)."""
+        run_id, current = opened.run_id, opened.probe
+        if current.version != expected:
+            return Conflict()
+        listed = delta.status is not None or delta.actor is not None
+        if listed:  # a field the index lists changes: mark it first
+            self.index.mark(run_id)
+        # A torn tail can only be a dead appender's: live ones hold this mutex.
+        truncate_to = current.valid if current.torn else None
+        # Checkpoints are fsynced: status changes, and an effect's intent (it must
+        # survive a power cut before the effect's body runs).
+        sync = self.sync_appends or delta.status is not None or records_intent(delta)
+        self._count(append_line(path, line, truncate_to=truncate_to, directory=self.directory,
+                                sync=sync, fd=opened.fd))  # fmt: skip
+        length = current.valid + len(line)
+        written = Written(version=_journal.version_of(current.header.gen, length))
+        compact = current.journal_bytes + len(line) > max(
+            current.header.base, _journal.COMPACT_MIN_BYTES
+        )
+        if compact:
+            # Rewriting costs about base + journal bytes and happens only after
+            # more than `base` bytes of deltas, so total bytes stay linear.
+            opened.close()  # the journal is replaced: the next append opens the new one
+            written = (
+                self._compact(run_id, path) if after is None else self._write_whole(path, after)
+            )
+        else:
+            opened.appended(len(line))
+        if listed or compact:
+            gen = _journal.gen_of(written.version)
+            seen = self._seen(path, written.version)
+            self._after("change", run_id, lambda index: index.update(
+                run_id, gen=gen, seen=seen, updated_at=delta.updated_at,
+                status=delta.status, actor=delta.actor, settle=listed,
+            ))  # fmt: skip
+        return written
 
     def _write_indexed(self, path: str, record: RunRecord, change: str) -> Written:
         self.index.mark(record.id)

@@ -11,13 +11,15 @@ run linear in its number of transitions (see ``docs/state.md``).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import field, replace
+from dataclasses import field
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, get_args
 
 if TYPE_CHECKING:
     from dataclasses import dataclass
 else:  # the same frozen dataclasses, without compiling their methods at import (_frozen)
     from zuke.state._frozen import dataclass
+
+from zuke.state._frozen import replace
 
 RunStatus = Literal["running", "suspended", "cancelling", "succeeded", "failed", "cancelled"]
 TargetStatus = Literal["pending", "running", "succeeded", "failed", "skipped", "waiting"]
