@@ -237,7 +237,9 @@ class RunStateWriter(Observer):
         if self.run_state is None or not self._dirty_meta:
             return
         for name in sorted(self._dirty_meta):
-            self._set_row(name, replace(self._row(name), meta=self.run_state.meta(name)))
+            row = self._row(name)
+            url = self.run_state.environment_url(name) or row.environment_url
+            self._set_row(name, replace(row, meta=self.run_state.meta(name), environment_url=url))
         self._dirty_meta.clear()
 
     # -- observer -------------------------------------------------------------
@@ -247,10 +249,16 @@ class RunStateWriter(Observer):
         when = iso(t.at_ms)
         # One replace per transition (the metadata with it): a run makes thousands.
         meta = row.meta if self.run_state is None else self.run_state.meta(t.target)
+        if self.run_state is not None:
+            url = self.run_state.environment_url(t.target)
+            if url is not None and url != row.environment_url:
+                row = replace(row, environment_url=url)
         if t.status == "running":
             row = replace(
                 row, status="running", started_at=when, ended_at=None, error=None,
                 interrupted=False, meta=meta,
+                environment=t.environment or row.environment,
+                environment_url=t.environment_url or row.environment_url,
             )  # fmt: skip
         else:
             row = replace(
