@@ -171,6 +171,11 @@ class RunStateWriter(Observer):
     def _row(self, name: str) -> TargetRecord:
         return self._rows.get(name) or TargetRecord()
 
+    def view(self) -> RunRecord:
+        """The record as this writer knows it now: the last one written, with the rows it has
+        not written yet (what a reporter is shown)."""
+        return replace(self.record, targets={**self.record.targets, **self._rows})
+
     def row(self, name: str) -> TargetRecord:
         """The target's row as this writer last knows it (the adopted record's on resume)."""
         return self._row(name)

@@ -59,6 +59,7 @@ from zuke.runs.gate_checks import GateAnswer, check_gates, passed_rows, record_c
 from zuke.runs.gate_failures import settle_failed_gate
 from zuke.runs.lifecycle import LazyHold, check_settings, load_for, ownership_problem
 from zuke.runs.reap import reap_run
+from zuke.runs.reporting import report_run
 from zuke.runs.sweep_prefetch import prefetch_runs
 from zuke.runs.sweep_report import SweepEntry, SweepReport, check_detail, last_checked
 from zuke.runs.timeouts import settle_timeout
@@ -123,19 +124,20 @@ async def resume_check_async(
         done += 1
         if halt():
             break
-        entries.append(
-            await _check_one(
-                build_cls,
-                store,
-                summary,
-                resume,
-                run,
-                actor,
-                shared,
-                specs_names=None if specs is None else set(specs),
-                prefetched=loads.pop(summary, None),
-            )
+        entry = await _check_one(
+            build_cls,
+            store,
+            summary,
+            resume,
+            run,
+            actor,
+            shared,
+            specs_names=None if specs is None else set(specs),
+            prefetched=loads.pop(summary, None),
         )
+        entries.append(entry)
+        if entry.action in _REPORTED:  # a reporter whose last write failed catches up here
+            await report_run(build_cls, store, entry.run_id, "swept", run=run, actor=actor)
     tell(done, total)
     return SweepReport(entries)
 
@@ -176,6 +178,12 @@ def _failed(run_id: str, name: str, status: str, exc: ZukeError) -> SweepEntry:
     a store that failed is said so (the run is left as it was, for the next sweep)."""
     unreachable = isinstance(exc, StoreUnavailableError)
     return SweepEntry(run_id, name, "failed", status, detail=str(exc), store_failed=unreachable)
+
+
+#: a sweep's outcomes for a run of this build that its reporters are told of ("swept")
+_REPORTED = frozenset(
+    {"resumed", "still-waiting", "timed-out", "gate-failed", "deferred", "not-checked"}
+)
 
 
 def _runs(store: StateStore, build: str, status: str, run_id: str | None) -> list[str]:
