@@ -94,6 +94,11 @@ class ReportContext:
         show`` prints for it. Secrets are masked."""
         await self._remember(key, values, note)
 
+    def stored(self) -> RunRecord:
+        """The run record as stored now, with everything remembered so far (``report.record``
+        may be the running process's view, which a reporter's own appends reach later)."""
+        return self._recall()
+
     def recall(self, key: str, record: RunRecord | None = None) -> Mapping[str, str] | None:
         """What this reporter last remembered under ``key`` (in ``record``, else the record
         as stored now), or ``None``."""

@@ -74,12 +74,18 @@ class Teller:
         self.actor = actor
         self.warn = warn
         self.clock = clock
+        #: the record as last read or written here (``None``: read it again)
+        self.known: RunRecord | None = None
 
     def stored(self) -> RunRecord:
-        found = self.store.get_run(self.run_id)
-        if found is None:
-            raise RunNotFoundError(f'no run "{self.run_id}" in the store', run_id=self.run_id)
-        return found.record
+        """The record as stored: the one this teller last read or wrote, else read now."""
+        if self.known is None:
+            found = self.store.get_run(self.run_id)
+            if found is None:
+                raise RunNotFoundError(f'no run "{self.run_id}" in the store',
+                                       run_id=self.run_id)  # fmt: skip
+            self.known = found.record
+        return self.known
 
     def _append(self, tool: str, key: str, values: Mapping[str, str], note: str | None) -> None:
         text = self.redactor.text
@@ -94,7 +100,9 @@ class Teller:
             self.store, self.run_id, lambda r: RunDelta(updated_at=event.at, events=(event,))
         )
         if not hasattr(outcome, "delta"):  # every attempt conflicted: it was not kept
+            self.known = None
             raise RuntimeError(f"could not remember {key!r} in run {self.run_id}")
+        self.known = outcome.record
 
     def context(self, reporter: RunReporter) -> ReportContext:
         tool = f"report:{reporter.name}"
@@ -117,6 +125,7 @@ class Teller:
     ) -> int:
         """Report to each reporter in turn; the number that failed (each said in one line)."""
         report = RunReport(kind, view, target=target)
+        self.known = None  # the run may have moved since the last report: read it when asked
         failed = 0
         for reporter in self.reporters:
             try:

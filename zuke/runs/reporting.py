@@ -55,10 +55,10 @@ async def report_run(
     teller = Teller(reporters, store=store, run_id=run_id, redactor=loaded.redactor,
                     env=run.env, actor=actor, warn=run.on_warning,
                     clock=run.clock)  # fmt: skip
-    first = [record]
 
-    def view() -> RunRecord:  # the record read above, then fresh after any remember()
-        return first.pop() if first else teller.stored()
+    def view() -> RunRecord:  # the record read above: what ctx.stored() answers too, until
+        teller.known = teller.known or record  # a remember() writes a newer one
+        return record
 
     return await teller.tell(kind, view)
 
