@@ -10,7 +10,10 @@ The fake GitHub (``fixtures/fake_github``) serves from this process. A filesyste
 100 runs of one build, each deployed to ``staging`` and suspended at a signal gate before
 ``production`` — so each has two deployments on the fake (staging ``success``, production
 ``pending``), made by running the build 100 times in this process with
-``zuke_gh.github_deployments`` as its reporter. The store is copied afresh before every sweep.
+``zuke_gh.github_deployments`` as its reporter; a second store holds 100 such runs whose
+reports never reached GitHub (made without the reporter: as if every write had failed or been
+deferred), so its first sweep creates every deployment — the catch-up's cost. Each store is
+copied afresh before every sweep.
 
 Paired: each sample sweeps the same store twice, alternating, with the reporter (the build
 as written) and without it (``ZUKE_BENCH_NO_REPORTER=1``: ``reporters()`` returns none) — the
@@ -89,21 +92,26 @@ class Result:
         return statistics.median(self.samples)
 
 
-def make_template(root: Path, gh: FakeGitHub) -> Path:
-    """``RUNS`` runs suspended at ``approve``, each with its two deployments on the fake."""
-    store = root / "template"
+def make_template(root: Path, gh: FakeGitHub, *, shown: bool) -> Path:
+    """``RUNS`` runs suspended at ``approve``: each with its two deployments on the fake
+    (``shown``), or none yet (their reports all failed or were deferred: a sweep catches up)."""
+    store = root / f"template-{shown}"
     sha = gh.head(REPO, "main")
     env = clean_env({"ZUKE_STATE_DIR": str(store), "GITHUB_API_URL": gh.url,
                      "GH_TOKEN": gh.token, "GITHUB_SHA": sha or ""})  # fmt: skip
     os.environ.update({"GITHUB_API_URL": gh.url, "GH_TOKEN": gh.token})  # the reporter's client
+    if not shown:
+        os.environ["ZUKE_BENCH_NO_REPORTER"] = "1"
     build_cls = load_build_class(root / "build.py")
+    before = len(gh.deployments(REPO))
     for _ in range(RUNS):
         result = execute(build_cls, ["production"], env=env)
         if result.status != "suspended":
             raise BenchmarkError(f"a template run ended {result.status}, not suspended")
-    made = gh.deployments(REPO)
-    if len(made) != 2 * RUNS:
-        raise BenchmarkError(f"{len(made)} deployments made, not {2 * RUNS}")
+    os.environ.pop("ZUKE_BENCH_NO_REPORTER", None)
+    made = len(gh.deployments(REPO)) - before
+    if made != (2 * RUNS if shown else 0):
+        raise BenchmarkError(f"{made} deployments made for the template")
     return store
 
 
@@ -124,7 +132,8 @@ def sweep_once(root: Path, gh: FakeGitHub, template: Path, reporter: bool) -> Sa
     gh.reset_stats()
     extra = {} if reporter else {"ZUKE_BENCH_NO_REPORTER": "1"}
     env = clean_env({"ZUKE_STATE_DIR": str(store), "GITHUB_API_URL": gh.url,
-                     "GH_TOKEN": gh.token, **extra})  # fmt: skip
+                     "GH_TOKEN": gh.token, "GITHUB_SHA": gh.head(REPO, "main") or "",
+                     **extra})  # fmt: skip
     seconds = time_once([*zuke_command(), "resume", "--check"], cwd=root, env=env)
     return seconds, int(gh.stats()["requests"]), lines(store) - before
 
@@ -137,30 +146,37 @@ def bench(samples: int) -> list[Result]:
     ):
         root = Path(tmp)
         (root / "build.py").write_text(textwrap.dedent(BUILD))
-        template = make_template(root, gh)
-        cases = {True: "with github_deployments", False: "without a reporter (peer)"}
-        got: dict[bool, list[Sample]] = {True: [], False: []}
-        for reporter in cases:
-            sweep_once(root, gh, template, reporter)  # warm-up
-        for _ in range(samples):  # paired: alternating in one run
-            for reporter in cases:
-                got[reporter].append(sweep_once(root, gh, template, reporter))
+        templates = {
+            "nothing changed": make_template(root, gh, shown=True),
+            "catching up (no deployment shown yet)": make_template(root, gh, shown=False),
+        }
+        sides = {True: "with github_deployments", False: "without a reporter (peer)"}
         results = []
-        for reporter, name in cases.items():
-            requests = {r for _, r, _ in got[reporter]}
-            written = {w for _, _, w in got[reporter]}
-            if len(requests) != 1 or len(written) != 1:
-                raise BenchmarkError(f"{name}: the counts varied: {requests} {written}")
-            results.append(Result(name, requests.pop(), written.pop(),
-                                  tuple(s for s, _, _ in got[reporter])))  # fmt: skip
+        for case, template in templates.items():
+            got: dict[bool, list[Sample]] = {True: [], False: []}
+            for reporter in sides:
+                sweep_once(root, gh, template, reporter)  # warm-up
+            for _ in range(samples):  # paired: alternating in one run
+                for reporter in sides:
+                    got[reporter].append(sweep_once(root, gh, template, reporter))
+            for reporter, side in sides.items():
+                name = f"{case}: {side}"
+                requests = {r for _, r, _ in got[reporter]}
+                written = {w for _, _, w in got[reporter]}
+                if len(requests) != 1 or len(written) != 1:
+                    raise BenchmarkError(f"{name}: the counts varied: {requests} {written}")
+                results.append(Result(name, requests.pop(), written.pop(),
+                                      tuple(s for s, _, _ in got[reporter])))  # fmt: skip
     return results
 
 
 def markdown(results: list[Result]) -> str:
     out = [
-        f"{RUNS} suspended releases, each with two deployments (staging `success`, production "
-        f"`pending`), nothing changed since; one fresh `zuke resume --check` each, paired; "
-        f"median of {len(results[0].samples)}.",
+        f"{RUNS} suspended releases deploying to staging and production: either each shows "
+        f"its two deployments (staging `success`, production `pending`) and nothing changed, "
+        f"or none is shown yet (every report failed or was deferred); one fresh `zuke resume "
+        f"--check` each, paired with the same sweep without the reporter; median of "
+        f"{len(results[0].samples)}.",
         "",
         "| case | GitHub requests | journal lines written | median (s) | min | max |",
         "| --- | ---: | ---: | ---: | ---: | ---: |",
