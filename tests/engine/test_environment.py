@@ -203,3 +203,21 @@ def test_runs_show_and_the_graph_show_the_environment() -> None:
         "environment": "staging", "environmentUrl": "https://staging.example.com",
     }  # fmt: skip
     assert '["staging [env: staging]"]' in graph_text(graph, "mermaid")
+
+
+def test_mcp_shows_the_environment_in_the_run_and_the_graph() -> None:
+    """MCP's run tool answers ``shown_record_json`` and its build listing ``describe_targets``."""
+    from zuke._build import define_targets
+    from zuke._engine.plan import BuildGraph
+    from zuke.cli.listing import describe_targets
+    from zuke.state.wire import shown_record_json
+
+    store = MemoryStateStore()
+    cls = release(store)
+    go(cls, "staging")
+    shown = shown_record_json(only(store))
+    assert shown["targets"]["staging"]["environment"] == "staging"
+    assert shown["targets"]["staging"]["environmentUrl"] == "https://staging.example.com"
+    graph = BuildGraph.from_builders(define_targets(cls()))
+    assert {"name": "production", "description": "", "dependsOn": ["staging"],
+            "environment": "production"} in describe_targets(graph)  # fmt: skip
