@@ -12,7 +12,7 @@ target running                      ``in_progress``
 target succeeded                    ``success``
 target failed                       ``failure`` (``error`` if stopped mid-way)
 target skipped, or never reached    ``error`` ("not reached: …")
-run suspended, a gate before it     ``pending`` ("waiting for 2 approvals on #12 since …")
+run suspended, a gate before it     ``pending`` ("waiting at approve since … for …")
 otherwise (created, not started)    ``queued``
 ==================================  =====================================================
 
@@ -68,7 +68,7 @@ def _gate_line(name: str, row: TargetRecord) -> str:
     what = (why.detail if why and why.detail else None) or (f"{why.trigger}" if why else "a gate")
     what = what.removeprefix("waiting for ")
     since = f" since {row.started_at[:16].replace('T', ' ')} UTC" if row.started_at else ""
-    return f"waiting at {name} for {what}{since}"
+    return f"waiting at {name}{since} for {what}"  # "since" first: a long "what" is cut
 
 
 def _one(record: RunRecord, name: str, row: TargetRecord) -> tuple[str, str]:

@@ -93,14 +93,15 @@ def test_staging_then_production_through_e2e_and_two_approvals_across_processes(
         "staging": ["queued", "in_progress", "success"],
         "production": ["queued", "pending"],
     }
-    assert "waiting at e2e for the signal 'e2e-passed'" in last(gh, run_id, "production")[
-        "description"]  # fmt: skip
+    waiting = last(gh, run_id, "production")["description"]
+    assert waiting.startswith("waiting at e2e since ")
+    assert waiting.endswith(" UTC for the signal 'e2e-passed'")
 
     code, out = finish(spawn(["resume", run_id, "--signal", "e2e-passed"], tmp_path, env))
     assert code == 0, out
     assert shown(gh, run_id)["production"] == ["queued", "pending", "queued", "pending"]
     waiting = last(gh, run_id, "production")["description"]
-    assert waiting.startswith("waiting at approve for ") and "0 of 2 approvals" in waiting
+    assert waiting.startswith("waiting at approve since ") and "0 of 2 approvals" in waiting
     assert len(waiting) <= 140
 
     code, summary = sweep(tmp_path, env)  # nothing decided yet: nothing new on GitHub

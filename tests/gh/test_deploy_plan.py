@@ -36,7 +36,7 @@ def test_a_run_waiting_at_a_gate_shows_pending_with_what_the_gate_waits_for_and_
     assert shown["staging"][0] == "success"
     assert shown["production"] == (
         "pending",
-        "waiting at approve for 2 approvals on #12 since 2026-12-07 13:02 UTC",
+        "waiting at approve since 2026-12-07 13:02 UTC for 2 approvals on #12",
     )
 
 

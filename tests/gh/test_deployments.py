@@ -134,7 +134,8 @@ def test_staging_then_production_through_an_e2e_and_an_approval_gate(gh: FakeGit
         "production": ["queued", "pending"],
     }
     waiting = latest(gh, "production")
-    assert waiting["description"].startswith("waiting at e2e for the signal 'e2e-passed' since ")
+    assert waiting["description"].startswith("waiting at e2e since ")
+    assert waiting["description"].endswith(" UTC for the signal 'e2e-passed'")
     assert latest(gh, "staging")["environment_url"] == "https://staging.example.com"
     assert latest(gh, "staging")["log_url"] == "https://github.com/acme/app/actions/runs/77"
     (staging,) = [d for d in gh.deployments(REPO) if d["environment"] == "staging"]
@@ -144,7 +145,7 @@ def test_staging_then_production_through_an_e2e_and_an_approval_gate(gh: FakeGit
 
     h.resume(first.run_id, "e2e-passed")  # queued while it runs on, pending at the next gate
     assert shown(gh)["production"] == ["queued", "pending", "queued", "pending"]
-    assert "waiting at approve" in latest(gh, "production")["description"]
+    assert latest(gh, "production")["description"].startswith("waiting at approve since ")
 
     before = gh.stats()["requests"]
     h.sweep()  # nothing changed: not one request to GitHub
