@@ -21,7 +21,7 @@ from zuke._engine.record import ci_run_url
 from zuke._errors import BuildDefinitionError, RunNotFoundError
 from zuke._reporting import ReportContext, ReportKind, RunReport, RunReporter
 from zuke.state.records import RunDelta, RunEvent, RunRecord
-from zuke.state.update import update_run
+from zuke.state.update import Updated, update_run
 
 if TYPE_CHECKING:
     from zuke._build import Build
@@ -99,7 +99,7 @@ class Teller:
         outcome = update_run(
             self.store, self.run_id, lambda r: RunDelta(updated_at=event.at, events=(event,))
         )
-        if not hasattr(outcome, "delta"):  # every attempt conflicted: it was not kept
+        if not isinstance(outcome, Updated):  # every attempt conflicted: it was not kept
             self.known = None
             raise RuntimeError(f"could not remember {key!r} in run {self.run_id}")
         self.known = outcome.record
