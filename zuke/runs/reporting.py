@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from zuke._build import Build
 from zuke._engine.reporters import Teller, reporters_of
-from zuke._engine.run import RunOptions
+from zuke._engine.run import LoadedBuild, RunOptions
 from zuke._errors import ZukeError
 from zuke._reporting import ReportKind
 from zuke.runs.lifecycle import load_for
@@ -34,10 +34,12 @@ async def report_run(
     *,
     run: RunOptions,
     actor: str,
+    loaded: LoadedBuild | None = None,
 ) -> int:
     """Tell the build's reporters that ``run_id`` moved (``kind``), as it is stored now; the
     number of reporters that failed (each said through ``run.on_warning``). Never raises for
-    a reporter's sake: a run whose build will not load is said in one line and skipped."""
+    a reporter's sake: a run whose build will not load is said in one line and skipped.
+    ``loaded``: the build already loaded for this run (a sweep's prefetch), else loaded here."""
     if not reports(build_cls):
         return 0
     found = store.get_run(run_id)
@@ -45,7 +47,7 @@ async def report_run(
         return 0
     record: RunRecord = found.record
     try:
-        loaded = load_for(build_cls, record, run)
+        loaded = loaded or load_for(build_cls, record, run)
         reporters = reporters_of(loaded.build)
     except ZukeError as exc:
         run.on_warning(f"zuke: run {run_id} was not reported: {exc}")

@@ -124,6 +124,7 @@ async def resume_check_async(
         done += 1
         if halt():
             break
+        prefetched = loads.pop(summary, None)
         entry = await _check_one(
             build_cls,
             store,
@@ -133,11 +134,12 @@ async def resume_check_async(
             actor,
             shared,
             specs_names=None if specs is None else set(specs),
-            prefetched=loads.pop(summary, None),
+            prefetched=prefetched,
         )
         entries.append(entry)
         if entry.action in _REPORTED:  # a reporter whose last write failed catches up here
-            await report_run(build_cls, store, entry.run_id, "swept", run=run, actor=actor)
+            await report_run(build_cls, store, entry.run_id, "swept", run=run, actor=actor,
+                             loaded=prefetched[0] if prefetched else None)  # fmt: skip
     tell(done, total)
     return SweepReport(entries)
 
