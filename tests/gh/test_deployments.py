@@ -5,6 +5,7 @@ answer to the deployment POST creates no second deployment; a spent write budget
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -257,3 +258,50 @@ def test_a_spent_write_budget_defers_the_statuses_and_a_later_sweep_sends_them(
     h.sweep()
     assert shown(gh) == {"staging": ["success"], "production": ["pending"]}
     assert h.record(run_id).status == "suspended"
+
+
+def test_a_failed_status_write_never_fails_the_release_and_the_next_sweep_sends_it(
+    gh: FakeGitHub,
+) -> None:
+    h, _ = harness(gh)
+    gh.inject("/repos/*/deployments/*/statuses", status=502, method="POST", times=None)
+    result = h.start("production")
+    assert result.status == "suspended"  # the release went on
+    failures = [w for w in h.warnings if "reporter 'github-deployments' failed" in w]
+    assert failures and "the next sweep reports it again" in failures[0]
+    assert all(not d["statuses"] for d in gh.deployments(REPO))
+    gh.clear_faults()
+    h.sweep()
+    assert shown(gh) == {"staging": ["success"], "production": ["pending"]}
+
+
+def test_required_contexts_are_sent_and_a_failing_check_is_reported_not_raised(
+    gh: FakeGitHub,
+) -> None:
+    store, budget = MemoryStateStore(), Budget(gh)
+    _BUDGETS.append(budget)
+    sha = gh.set_commit_status(REPO, "main", "ci/build", "failure")
+    base = release(store, budget)
+    cls = type("Checked", (base,), {"reporters": lambda self: [github_deployments(
+        lambda d: d.repo(REPO).required_contexts("ci/build").client(budget))]})  # fmt: skip
+    h = Harness(cls, store, ManualClock(1_000_000), env={"GITHUB_SHA": sha})
+    assert h.start("production").status == "suspended"
+    assert gh.deployments(REPO) == []  # GitHub refused: the check failed
+    assert any("Commit status checks failed" in w for w in h.warnings)
+    posts = [r for r in gh.requests if r["method"] == "POST" and r["path"].endswith("/deployments")]
+    assert json.loads(posts[0]["body"])["required_contexts"] == ["ci/build"]
+
+
+@pytest.mark.parametrize(
+    ("configure", "says"),
+    [
+        (lambda d: d.repo("not a repo"), "github_deployments:"),
+        (lambda d: d.required_contexts(""), "required_contexts() takes check names"),
+        (lambda d: d.client("nope"), "client() takes a callable"),
+    ],
+)
+def test_bad_settings_are_definition_errors(configure: Any, says: str) -> None:
+    from zuke import BuildDefinitionError
+
+    with pytest.raises(BuildDefinitionError, match=says.replace("(", r"\(").replace(")", r"\)")):
+        github_deployments(configure)
