@@ -39,7 +39,7 @@ from zuke.cli.hints import resume_commands
 if TYPE_CHECKING:
     from zuke._engine.result import RunResult
     from zuke.runs.cancel import CancelResult
-    from zuke.runs.lifecycle import ResumeOutcome
+    from zuke.runs.outcome import ResumeOutcome
     from zuke.runs.sweep_report import SweepReport
     from zuke.state.records import WaitingFor
 

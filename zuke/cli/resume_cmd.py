@@ -363,7 +363,10 @@ def _resume(
         gha.publish(gha.sweep_report(report, run_id, redact), env, err, redact)
         store_failures(report, err)
         access_failures(report, err)
-        return 0 if report.ok else 1
+        from zuke.cli.after_sweep import run_hooks  # zuke_gh's dashboard, when configured
+
+        hooks = run_hooks(store, env, err if as_json else out, err)
+        return max(0 if report.ok else 1, hooks)
     try:
         outcome = asyncio.run(resume_run_async(build, store, run_id or "", resume, options))
     except RunNotFoundError as exc:

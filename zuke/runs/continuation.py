@@ -34,13 +34,13 @@ from zuke.runs.gate_checks import Taken, check_gates, passed_rows
 from zuke.runs.gate_failures import failed_gate, settle_failed_gate
 from zuke.runs.lifecycle import (
     Hold,
-    ResumeOutcome,
     graph_drift,
     lease_key,
     load_for,
     moved_by,
     take,
 )
+from zuke.runs.outcome import ResumeOutcome
 from zuke.runs.signals import SignalDelivery, due_signals
 from zuke.runs.timeouts import settle_timeout, unfinished_rollback
 from zuke.state._protocol import StateStore

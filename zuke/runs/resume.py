@@ -55,14 +55,14 @@ from zuke.runs.continuation import (
     pushed_deadline,
     resume_now,
 )
+from zuke.runs.deadlines import expired_gate, timeout_refusal
 from zuke.runs.lifecycle import (
-    ResumeAction,
-    ResumeOutcome,
     check_ownership,
     check_settings,
     load_for,
     moved_by,
 )
+from zuke.runs.outcome import ResumeAction, ResumeOutcome
 from zuke.runs.signals import (
     MAX_SIGNAL_BYTES,
     SignalDelivery,
@@ -71,7 +71,6 @@ from zuke.runs.signals import (
     store_signal,
     waited_signals,
 )
-from zuke.runs.timeouts import expired_gate, timeout_refusal
 from zuke.state._ids import check_id
 from zuke.state._protocol import StateStore
 from zuke.state.records import RunRecord
