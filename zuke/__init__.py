@@ -54,6 +54,7 @@ if TYPE_CHECKING:  # the lazy names, as type checkers and IDEs see them
     from zuke._lock_settings import LockSettings, lock_key
     from zuke._main import run
     from zuke._params import Parameter, parameter
+    from zuke._reporting import ReportContext, RunReport, RunReporter
     from zuke._target import Target, TargetBuilder, target
     from zuke._version import __version__
     from zuke._waits import (
@@ -99,6 +100,9 @@ _LAZY = {
     "run": "zuke._main",
     "Parameter": "zuke._params",
     "parameter": "zuke._params",
+    "ReportContext": "zuke._reporting",
+    "RunReport": "zuke._reporting",
+    "RunReporter": "zuke._reporting",
     "Target": "zuke._target",
     "TargetBuilder": "zuke._target",
     "target": "zuke._target",
@@ -166,11 +170,14 @@ __all__ = [
     "Outcome",
     "Parameter",
     "ParameterError",
+    "ReportContext",
     "ResumeOutcome",
     "RunError",
     "RunNotFoundError",
     "RunNotSuspendedError",
     "RunQuery",
+    "RunReport",
+    "RunReporter",
     "RunResult",
     "Satisfied",
     "Signal",

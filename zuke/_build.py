@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from zuke._errors import BuildDefinitionError
@@ -11,6 +11,7 @@ from zuke._params import Parameter, parameters_of
 from zuke._target import Target, TargetBuilder, definitions_of
 
 if TYPE_CHECKING:
+    from zuke._reporting import RunReporter
     from zuke.state._protocol import StateStore
 
 #: Commands of the command line; a target cannot take one of these names.
@@ -32,6 +33,11 @@ class Build:
     def state_store(self) -> StateStore | None:
         """The store for this build's runs, overriding the environment; ``None`` to not override."""
         return None
+
+    def reporters(self) -> Sequence[RunReporter]:
+        """Who is told of this build's runs as they move (``zuke_gh.github_deployments``, a
+        :class:`~zuke.RunReporter` of your own); none by default. See docs/authoring.md."""
+        return ()
 
     def extra_edges(self) -> list[tuple[Target, Target]]:
         """Ordering-only ``(before, after)`` edges, applied when both ends are in the run."""

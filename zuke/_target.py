@@ -55,6 +55,9 @@ class TargetBuilder:
         self._wait: Callable[[WaitSettings], Any] | None = None
         self._effects: list[tuple[str, Callable[..., Any]]] = []
         self._on_cancel: Target | TargetBuilder | None = None
+        #: ``environment(name, url)``: where this target deploys
+        self._environment: str | None = None
+        self._environment_url: str | Callable[[Any], Any] | None = None
         #: ``for_each(items, factory, configure)``: the fan-out, if this target is one
         self._for_each: (
             tuple[Callable[[], Any], Callable[[Any, int], Any], Callable[[ForEachSettings], Any]]
@@ -131,6 +134,26 @@ class TargetBuilder:
         if not callable(body):
             raise BuildDefinitionError(f"{self._label()}.effect({name!r}) needs a callable")
         self._effects.append((name, body))
+        return self
+
+    def environment(
+        self, name: str, *, url: str | Callable[[Any], Any] | None = None
+    ) -> TargetBuilder:
+        """This target deploys to the environment ``name`` (``"staging"``; a fan-out stage
+        names its item's, ``f"production-{region}"``), reached at ``url``: a string, or a
+        function of ``ctx`` called as the target starts. The body may also set
+        ``ctx.environment_url`` once it knows it. Recorded on the target's row and shown by
+        ``zuke runs show``, the graph, MCP and the web view; reporters (``zuke_gh``'s
+        deployments) mirror it (see docs/authoring.md)."""
+        from zuke._environment import name_problem, url_problem
+
+        problem = name_problem(name)
+        if problem is None and url is not None and not callable(url):
+            problem = url_problem(url)
+        if problem is not None:
+            raise BuildDefinitionError(f"{self._label()}.environment(): {problem}")
+        self._environment = name
+        self._environment_url = url
         return self
 
     def on_cancel(self, compensation: Target | TargetBuilder) -> TargetBuilder:

@@ -13,6 +13,10 @@
   ``/approve`` from users with a role; :func:`read_approval` reads the decision
   (``zuke_gh/approval.py``; ``docs/github.md``, "Approvals").
 
+* :func:`github_deployments` — a :class:`zuke.RunReporter` mirroring each run's environments
+  (``t.environment(...)``) to GitHub's Deployments (``zuke_gh/deployments.py``;
+  ``docs/github.md``, "Deployments").
+
 * :class:`GitHubBranchStateStore` — zuke's run records and locks as files on a
   branch of the repository (``ZUKE_STATE=github://OWNER/REPO?branch=zuke-state``;
   ``zuke_gh/branch_store.py``; ``docs/github-state.md``).
@@ -30,6 +34,7 @@ from zuke_gh.app_token import AppCredentials, AppTokenSource, InstallationToken
 from zuke_gh.approval import Approval, Approver, github_approval, read_approval
 from zuke_gh.branch_store import GitHubBranchStateStore
 from zuke_gh.client import GitHubClient
+from zuke_gh.deployments import DeploymentSettings, GitHubDeployments, github_deployments
 from zuke_gh.errors import GitHubAppKeyError, GitHubError, GitHubPathError
 from zuke_gh.workflow import (
     GitHubWorkflowTrigger,
@@ -45,9 +50,11 @@ __all__ = [
     "AppTokenSource",
     "Approval",
     "Approver",
+    "DeploymentSettings",
     "GitHubAppKeyError",
     "GitHubBranchStateStore",
     "GitHubClient",
+    "GitHubDeployments",
     "GitHubError",
     "GitHubPathError",
     "GitHubResponse",
@@ -61,6 +68,7 @@ __all__ = [
     "WorkflowSettings",
     "app_jwt",
     "github_approval",
+    "github_deployments",
     "github_workflow",
     "read_approval",
     "read_workflow_result",

@@ -119,10 +119,16 @@ def test_permissions_are_set_at_workflow_and_job_level_and_checkout_keeps_no_cre
     assert flow["permissions"] in ({}, {"contents": "read"})
     for job in flow["jobs"].values():
         granted = job["permissions"]
-        assert set(granted) <= {"contents", "actions", "issues"}
+        assert set(granted) <= {"contents", "actions", "issues", "deployments"}
         for step in job["steps"]:
             if str(step.get("uses", "")).startswith("actions/checkout@"):
                 assert step["with"]["persist-credentials"] is False
+
+
+def test_the_release_job_may_write_deployments_and_nothing_more():
+    # zuke_gh.github_deployments mirrors the run's environments (issue 26 §3)
+    job = _load(EXAMPLES / "release.yml")["jobs"]["release"]
+    assert job["permissions"] == {"contents": "write", "actions": "write", "deployments": "write"}
 
 
 def test_release_starts_queue_instead_of_a_third_cancelling_the_pending_second():
@@ -148,7 +154,9 @@ def test_the_sweep_runs_on_a_schedule_on_dispatch_when_e2e_completes_and_on_a_ne
         "group": "zuke-sweep-${{ github.event.issue.number || 'all' }}",
         "cancel-in-progress": False,
     }
-    assert job["permissions"] == {"contents": "write", "actions": "write", "issues": "write"}
+    assert job["permissions"] == {
+        "contents": "write", "actions": "write", "issues": "write", "deployments": "write",
+    }  # fmt: skip
 
 
 def test_a_comment_starts_the_sweep_job_only_on_an_issue_whose_body_has_zukes_marker():

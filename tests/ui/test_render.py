@@ -123,3 +123,16 @@ def test_links_come_from_known_fields_and_only_for_http() -> None:
     ]
     for bad in ("https://", "http://x y", "https://a\x00b", "//evil", 7, "https://" + "a" * 3000):
         assert safe_url(bad) is None
+
+
+def test_the_environment_and_its_url_come_from_the_rows_own_fields() -> None:
+    from zuke._serve.ui.gate_view import environment_of
+
+    row = TargetRecord(environment="staging", environment_url="https://staging.example.com")
+    assert environment_of(row) == "staging"
+    assert [(link.label, link.url) for link in target_links(row)] == [
+        ("environment", "https://staging.example.com"),
+    ]
+    assert target_links(TargetRecord(environment="x", environment_url="javascript:x")) == []
+    older = TargetRecord(meta={"environment": "production"})  # a record from before the field
+    assert environment_of(older) == "production"

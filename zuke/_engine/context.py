@@ -87,6 +87,8 @@ class RunState:
         self.signals: Mapping[str, Signal] = dict(signals or {})
         self._meta: dict[str, dict[str, Any]] = {k: dict(v) for k, v in (meta or {}).items()}
         self._outcomes: dict[str, Outcome] = dict(prior or {})
+        #: ``ctx.environment_url`` (or ``url=``'s callable) by target, checked and redacted
+        self._environment_urls: dict[str, str] = {}
         #: targets an earlier process of this run started but did not finish
         self.redriven = redriven
         self._lock = threading.Lock()
@@ -130,6 +132,26 @@ class RunState:
             self._meta[target] = merge_patch(self._meta.get(target, {}), clean)
         if self.on_meta_change is not None:
             self.on_meta_change(target)
+
+    def set_environment_url(self, target: str, url: object, *, recorded: bool = False) -> None:
+        """Set the URL of ``target``'s environment (refused in one line if it is not an
+        absolute http(s) URL); the state writer records it with the next write (unless it
+        is already ``recorded``: ``url=``'s string, on the ``running`` row)."""
+        from zuke._environment import url_problem
+        from zuke._errors import UsageError
+
+        problem = url_problem(url)
+        if problem is not None:
+            raise UsageError(f"zuke: target {target!r}: {problem}")
+        with self._lock:
+            self._environment_urls[target] = self.redactor.text(str(url))
+        if self.on_meta_change is not None and not recorded:
+            self.on_meta_change(target)
+
+    def environment_url(self, target: str) -> str | None:
+        """What :meth:`set_environment_url` set for ``target`` in this process."""
+        with self._lock:
+            return self._environment_urls.get(target)
 
     def settle(self, target: str, outcome: Outcome) -> None:
         with self._lock:
@@ -195,6 +217,17 @@ class Context:
         #: True when an earlier process of this run already started this target (it was
         #: killed, and the run resumed): the body may be repeating work
         self.redriven = target in run.redriven
+
+    @property
+    def environment_url(self) -> str | None:
+        """The URL of the environment this target deploys to, as set in this process."""
+        return self._run.environment_url(self.target)
+
+    @environment_url.setter
+    def environment_url(self, url: str) -> None:
+        """Set it once the body knows it (``ctx.environment_url = preview.url``): recorded on
+        the target's row, shown with the run, and on GitHub's deployment status."""
+        self._run.set_environment_url(self.target, url)
 
     def state_of(self, target: str | Target) -> StateHandle:
         """Another target's metadata (read what an earlier target recorded)."""

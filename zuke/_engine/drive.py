@@ -15,7 +15,7 @@ import queue
 import signal
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from zuke._engine import children
@@ -29,6 +29,7 @@ from zuke._engine.scheduler import Scheduler
 
 if TYPE_CHECKING:
     from zuke._engine.durable import DurableRun
+    from zuke._reporting import RunReporter
 
 
 def verdict_of(outcomes: Mapping[str, Any], plan: Plan, cancelled: bool) -> RunVerdict:
@@ -55,6 +56,7 @@ async def drive(
     earlier: Mapping[str, Outcome] | None = None,
     settle_as: RunVerdict | None = None,
     walk_plan: Plan | None = None,
+    reporters: Sequence[RunReporter] = (),
 ) -> RunResult:
     """Run ``plan`` (minus ``done``) and settle the run: its verdict, record and lease.
 
@@ -65,7 +67,15 @@ async def drive(
     the whole run).
     """
     writer = durable.writer if durable else None
-    observer = Observers(options.observers, writer=writer, warn=options.on_warning)
+    watchers = list(options.observers)
+    if reporters and durable is not None:  # a reporter remembers in the record: none without
+        from zuke._engine.reporters import ReporterObserver, Teller
+
+        teller = Teller(reporters, store=durable.store, run_id=state.run_id,
+                        redactor=state.redactor, env=durable.env, actor=state.resumed_by,
+                        warn=options.on_warning, clock=options.clock)  # fmt: skip
+        watchers.append(ReporterObserver(teller, durable.writer, resumed=done is not None))
+    observer = Observers(watchers, writer=writer, warn=options.on_warning)
     # Threads start lazily; the headroom keeps a few timed-out bodies (whose threads
     # cannot be stopped) from starving the targets after them. A fan-out runs up to its
     # concurrency of sync bodies at once beside the rest: a body must never wait for a

@@ -44,6 +44,9 @@ class Transition:
     waiting_for: WaitingFor | None = None
     #: a failure because the run was stopped while the body ran (its work may be partial)
     interrupted: bool = False
+    #: ``running``: the environment the target deploys to, and its URL when given as a string
+    environment: str | None = None
+    environment_url: str | None = None
 
 
 @dataclass(frozen=True)

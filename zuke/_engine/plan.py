@@ -45,6 +45,10 @@ class TargetSpec:
     compensation: TargetSpec | None = None
     #: ``for_each``: the items and stages this target fans out over
     fan_out: FanOutSpec | None = None
+    #: ``environment(name, url=)``: the environment it deploys to, and its URL (a string,
+    #: or a function of ``ctx`` the scheduler calls as the target starts)
+    environment: str | None = None
+    environment_url: str | Callable[[Any], Any] | None = None
 
 
 def _check_gate(builder: TargetBuilder, name: str) -> None:
@@ -117,6 +121,8 @@ def freeze(builder: TargetBuilder, name: str, *, stage: bool = False) -> TargetS
         on_cancel=on_cancel,
         compensation=compensation,
         fan_out=fan_out,
+        environment=builder._environment,
+        environment_url=builder._environment_url,
     )
 
 

@@ -28,6 +28,16 @@ def deadline_at(deadline: str | int | None, now_ms: int) -> str | None:
     return iso(now_ms + parse_duration(deadline, what="Build.deadline()"))
 
 
+def _row(plan: Plan, name: str) -> TargetRecord:
+    """A planned target's first row: its environment is known before it starts (a reporter
+    shows a deployment ``queued`` from the run's creation)."""
+    spec = plan.specs[name]
+    if spec.environment is None:
+        return TargetRecord()
+    url = spec.environment_url if isinstance(spec.environment_url, str) else None
+    return TargetRecord(environment=spec.environment, environment_url=url)
+
+
 def new_record(
     *,
     run_id: str,
@@ -54,6 +64,6 @@ def new_record(
         updated_at=stamp,
         graph=tuple(GraphNode(name, plan.hard[name]) for name in plan.order),
         params=dict(params),
-        targets={name: TargetRecord() for name in plan.order},
+        targets={name: _row(plan, name) for name in plan.order},
         deadline_at=deadline,
     )

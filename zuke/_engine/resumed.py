@@ -18,8 +18,10 @@ from zuke._engine.context import RunState
 from zuke._engine.drive import drive
 from zuke._engine.durable import DurableRun
 from zuke._engine.plan import Plan, make_plan
+from zuke._engine.reporters import reporters_of
 from zuke._engine.result import Outcome, RunResult, RunVerdict
 from zuke._engine.run import LoadedBuild, RunOptions, ordering_edges
+from zuke._reporting import RunReporter
 from zuke.state._protocol import LockAcquired, StateStore, StoredRun
 from zuke.state.records import RunRecord
 
@@ -122,4 +124,9 @@ async def execute_resumed(
         earlier=prior,
         settle_as=settle_as,
         walk_plan=walk_plan,
+        reporters=_reporters(loaded),
     )
+
+
+def _reporters(loaded: LoadedBuild) -> list[RunReporter]:
+    return reporters_of(loaded.build)

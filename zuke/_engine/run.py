@@ -34,6 +34,7 @@ from zuke._target import Target
 
 if TYPE_CHECKING:
     from zuke._engine.durable import DurableRun
+    from zuke._reporting import RunReporter
     from zuke.state._protocol import StateStore
 
 #: what names a store in the environment (:func:`zuke.state.resolve.configured_store`)
@@ -106,8 +107,13 @@ async def execute_async(build_cls: type[Build], options: RunOptions) -> RunResul
     )
     secret_names = {p.name for p in parameters(build_cls) if p.is_secret}
     durable: DurableRun | None = None
+    reporters: list[RunReporter] = []
     if not stateless(override, options.env, plan, required=options.state):
         from zuke._engine.durable_open import open_run  # the record, lease and locks: ~10 ms
+        from zuke._engine.reporters import reporters_of
+
+        with preflight(loaded.redactor):  # a bad reporter is refused before any record
+            reporters = reporters_of(loaded.build)
 
         durable = await open_run(
             build_name=build_cls.__name__,
@@ -127,4 +133,5 @@ async def execute_async(build_cls: type[Build], options: RunOptions) -> RunResul
             cwd=options.cwd,
             warn=options.on_warning,
         )
-    return await drive(plan, state=state, durable=durable, options=options, started=started)
+    return await drive(plan, state=state, durable=durable, options=options, started=started,
+                       reporters=reporters)  # fmt: skip

@@ -29,6 +29,7 @@ from zuke._engine.loop_thread import DRAIN_NOTICE_S, LoopThread, waiting_notice
 from zuke._engine.observer import Observer, Transition
 from zuke._engine.plan import Plan, TargetSpec
 from zuke._engine.result import Outcome
+from zuke._errors import ZukeError
 from zuke._fan_out import grouped
 from zuke.state.records import TargetStatus, WaitingFor
 
@@ -287,10 +288,30 @@ class Scheduler(LoopThread):
     async def _settle_skipped(self, name: str, reason: str) -> None:
         await self._settle(name, "skipped", reason=reason)
 
+    def _environment_url(self, spec: TargetSpec, ctx: Context) -> None:
+        """``url=``'s function of ``ctx``, called as the target starts: what it raises or
+        returns that is no URL fails the target, in one line."""
+        assert callable(spec.environment_url)
+        try:
+            value = spec.environment_url(ctx)
+        except Exception as exc:
+            raise BodyFailure(f"environment({spec.environment!r}) url: {exc!r}") from exc
+        if value is not None:
+            try:
+                self.state.set_environment_url(spec.name, value)
+            except ZukeError as exc:
+                raise BodyFailure(str(exc).removeprefix("zuke: ")) from exc
+
     async def _run_target(self, name: str, *, inline: bool = False) -> Outcome:
         spec = self.specs[name]
         started = time.perf_counter()
-        await self._transition(Transition(target=name, status="running", at_ms=self.clock.now_ms()))
+        url = spec.environment_url
+        await self._transition(
+            Transition(
+                target=name, status="running", at_ms=self.clock.now_ms(),
+                environment=spec.environment, environment_url=url if isinstance(url, str) else None,
+            )
+        )  # fmt: skip
         ctx = Context(self.state, name)
         held: Held | None = None
         started_body = False
@@ -299,6 +320,10 @@ class Scheduler(LoopThread):
             return (time.perf_counter() - started) * 1000
 
         try:
+            if callable(url):
+                self._environment_url(spec, ctx)
+            elif url is not None:  # checked at definition; what ``ctx.environment_url`` reads
+                self.state.set_environment_url(name, url, recorded=True)
             if self.guard is not None:
                 held = await self.guard(spec, ctx)
             if await self._stopping():

@@ -171,6 +171,11 @@ class RunStateWriter(RecordWriter):
     def _row(self, name: str) -> TargetRecord:
         return self._rows.get(name) or TargetRecord()
 
+    def view(self) -> RunRecord:
+        """The record as this writer knows it now: the last one written, with the rows it has
+        not written yet (what a reporter is shown)."""
+        return replace(self.record, targets={**self.record.targets, **self._rows})
+
     def row(self, name: str) -> TargetRecord:
         """The target's row as this writer last knows it (the adopted record's on resume)."""
         return self._row(name)
@@ -237,7 +242,9 @@ class RunStateWriter(RecordWriter):
         if self.run_state is None or not self._dirty_meta:
             return
         for name in sorted(self._dirty_meta):
-            self._set_row(name, replace(self._row(name), meta=self.run_state.meta(name)))
+            row = self._row(name)
+            url = self.run_state.environment_url(name) or row.environment_url
+            self._set_row(name, replace(row, meta=self.run_state.meta(name), environment_url=url))
         self._dirty_meta.clear()
 
     # -- observer -------------------------------------------------------------
@@ -247,10 +254,16 @@ class RunStateWriter(RecordWriter):
         when = iso(t.at_ms)
         # One replace per transition (the metadata with it): a run makes thousands.
         meta = row.meta if self.run_state is None else self.run_state.meta(t.target)
+        if self.run_state is not None:
+            url = self.run_state.environment_url(t.target)
+            if url is not None and url != row.environment_url:
+                row = replace(row, environment_url=url)
         if t.status == "running":
             row = replace(
                 row, status="running", started_at=when, ended_at=None, error=None,
                 interrupted=False, meta=meta,
+                environment=t.environment or row.environment,
+                environment_url=t.environment_url or row.environment_url,
             )  # fmt: skip
         else:
             row = replace(

@@ -45,15 +45,28 @@ def describe_targets(graph: BuildGraph) -> list[dict[str, Any]]:
             "description": s.description,
             "dependsOn": list(s.depends_on),
             **({"fanOut": True} if s.fan_out is not None else {}),
+            **_environment(s),
         }
         for s in graph.specs.values()
     ]
 
 
+def _environment(spec: TargetSpec) -> dict[str, str]:
+    """The environment a target deploys to, and its URL when it is known before it runs."""
+    if spec.environment is None:
+        return {}
+    url = spec.environment_url
+    return {
+        "environment": spec.environment,
+        **({"environmentUrl": url} if isinstance(url, str) else {}),
+    }
+
+
 def _label(spec: TargetSpec) -> str:
     """A target's name as the static views show it: a fan-out is annotated (its items are
-    known only when it runs)."""
-    return f"{spec.name} [fan-out]" if spec.fan_out is not None else spec.name
+    known only when it runs), and so is the environment a target deploys to."""
+    label = f"{spec.name} [fan-out]" if spec.fan_out is not None else spec.name
+    return f"{label} [env: {spec.environment}]" if spec.environment is not None else label
 
 
 def list_json(graph: BuildGraph, params: Sequence[Parameter[Any]]) -> str:

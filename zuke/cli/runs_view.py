@@ -160,6 +160,9 @@ def record_text(r: RunRecord, *, claims: Sequence[LockEntry] | None = None, now_
             tries = f", {fx.attempts} attempts" if fx.attempts > 1 else ""
             error = f": {fx.error}" if fx.error else ""
             lines.append(f"      effect {safe(effect)}: {safe(fx.status)}{tries}{safe(error)}")
+        if t.environment:
+            url = f"  {safe(t.environment_url)}" if t.environment_url else ""
+            lines.append(f"      environment {safe(t.environment)}{url}")
     waiting = {
         name: t.waiting_for
         for name, t in r.targets.items()

@@ -173,13 +173,16 @@ def cancel_run(
             try:
                 from zuke.runs.compensate import run_sync  # an engine: only with a walk
 
-                return run_sync(_settle_held(store, run_id, taken, actor=actor, clock=clock,
-                                             asked=owner, build=build, env=environ,
-                                             compensations=compensations,
-                                             since_ms=asked,
-                                             no_build_reason=no_build_reason))  # fmt: skip
+                settled = run_sync(_settle_held(store, run_id, taken, actor=actor, clock=clock,
+                                                asked=owner, build=build, env=environ,
+                                                compensations=compensations,
+                                                since_ms=asked,
+                                                no_build_reason=no_build_reason))  # fmt: skip
             finally:
                 store.release_lock(lease_key(run_id), taken.token)
+            if build is not None:  # the live owner reports its own cancel; this one, here
+                settled.warnings.extend(_report(build, store, run_id, actor=actor, env=environ))
+            return settled
         status = _mark_cancelling(store, run_id, owner=taken.holder.actor, actor=actor,
                                   clock=clock)  # fmt: skip
         if status == "cancelling" and owner is None:
@@ -195,6 +198,22 @@ def cancel_run(
                 run_id=run_id,
             )
         sleep(POLL_S)
+
+
+def _report(
+    build: type[Build], store: StateStore, run_id: str, *, actor: str, env: Mapping[str, str]
+) -> list[str]:
+    """Tell the build's reporters the run was cancelled here (GitHub's deployments go
+    ``inactive``); a reporter's failure is one of the cancel's warnings, never its error."""
+    from zuke._engine.run import RunOptions
+    from zuke.runs.compensate import run_sync
+    from zuke.runs.reporting import report_run, reports
+
+    said: list[str] = []
+    if reports(build):
+        options = RunOptions(env=dict(env), on_warning=said.append)
+        run_sync(report_run(build, store, run_id, "cancelled", run=options, actor=actor))
+    return said
 
 
 def _status(store: StateStore, run_id: str) -> RunStatus:

@@ -60,6 +60,7 @@ from zuke._provenance import build_origin, resolve_actor
 from zuke.runs.continuation import ResumeOptions
 from zuke.runs.lifecycle import check_settings, load_for, ownership_problem
 from zuke.runs.reap import reap_run
+from zuke.runs.reporting import report_run
 from zuke.runs.sweep_prefetch import prefetch_runs
 from zuke.runs.sweep_report import SweepEntry, SweepReport
 from zuke.runs.sweep_run import sweep_run
@@ -131,19 +132,22 @@ async def resume_check_async(
         done += 1
         if halt():
             break
-        entries.append(
-            await _check_one(
-                build_cls,
-                store,
-                summary,
-                resume,
-                run,
-                actor,
-                shared,
-                specs_names=None if specs is None else set(specs),
-                prefetched=loads.pop(summary, None),
-            )
+        prefetched = loads.pop(summary, None)
+        entry = await _check_one(
+            build_cls,
+            store,
+            summary,
+            resume,
+            run,
+            actor,
+            shared,
+            specs_names=None if specs is None else set(specs),
+            prefetched=prefetched,
         )
+        entries.append(entry)
+        if entry.action in _REPORTED:  # a reporter whose last write failed catches up here
+            await report_run(build_cls, store, entry.run_id, "swept", run=run, actor=actor,
+                             loaded=prefetched[0] if prefetched else None)  # fmt: skip
     tell(done, total)
     return SweepReport(entries)
 
@@ -201,6 +205,12 @@ def _named(store: StateStore, build: str, runs: Collection[str]) -> dict[str, St
         if stored is not None and stored.record.build == build:
             found[run_id] = stored
     return found
+
+
+#: a sweep's outcomes for a run of this build that its reporters are told of ("swept")
+_REPORTED = frozenset(
+    {"resumed", "still-waiting", "timed-out", "gate-failed", "deferred", "not-checked"}
+)
 
 
 def _runs(store: StateStore, build: str, status: str, run_id: str | None) -> list[str]:

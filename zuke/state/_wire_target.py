@@ -56,11 +56,24 @@ def target_to_json(t: TargetRecord) -> dict[str, Any]:
         out["effects"] = {name: _effect_to_json(e) for name, e in t.effects.items()}
     if t.interrupted:
         out["interrupted"] = True
+    optional(out, "environment", t.environment)
+    optional(out, "environmentUrl", t.environment_url)
     return out
 
 
 _TARGET_KEYS = frozenset(
-    {"status", "meta", "startedAt", "endedAt", "error", "waitingFor", "effects", "interrupted"}
+    {
+        "status",
+        "meta",
+        "startedAt",
+        "endedAt",
+        "error",
+        "waitingFor",
+        "effects",
+        "interrupted",
+        "environment",
+        "environmentUrl",
+    }
 )
 
 
@@ -152,5 +165,7 @@ def parse_target(raw: Any, where: str) -> TargetRecord:
         waiting_for=None if waiting is None else _parse_waiting_for(rd, waiting),
         effects={} if obj.get("effects") is None else _parse_effects(rd, obj["effects"]),
         interrupted=obj.get("interrupted") is True,
+        environment=rd.opt_string(obj, "environment"),
+        environment_url=rd.opt_string(obj, "environmentUrl"),
         extra={k: v for k, v in obj.items() if k not in _TARGET_KEYS},
     )

@@ -119,6 +119,11 @@ class TargetRecord:
     extra: Mapping[str, Any] = field(default_factory=dict)
     #: it was running when the run was stopped (cancelled): its work may be partly done
     interrupted: bool = False
+    #: the environment this target deploys to (``t.environment(...)``), set from the plan
+    environment: str | None = None
+    #: where that environment is reached: ``url=`` (a string, or a callable of ``ctx``
+    #: evaluated as the target starts) or ``ctx.environment_url`` set by the body
+    environment_url: str | None = None
 
 
 @dataclass(frozen=True)

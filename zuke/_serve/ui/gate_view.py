@@ -184,9 +184,12 @@ def _links_in(obj: Mapping[str, Any], prefix: str = "") -> Iterable[Link]:
 def target_links(target: TargetRecord) -> list[Link]:
     """Every http(s) link the target's record holds (its own fields first, then ``meta``),
     each URL once: an approval's issue, a workflow run, an environment and its deployment."""
-    if not target.extra and not target.meta:
-        return []
     found: list[Link] = []
+    own = safe_url(target.environment_url)
+    if own is not None:
+        found.append(Link("environment", own))
+    if not target.extra and not target.meta:
+        return found
     for source in (target.extra, target.meta):
         found += _links_in(source)
         for key in _NESTED:
@@ -204,7 +207,10 @@ def target_links(target: TargetRecord) -> list[Link]:
 
 
 def environment_of(target: TargetRecord) -> str | None:
-    """The environment a target deploys to, if its record names one (Step 16's field)."""
+    """The environment a target deploys to, if its record names one (Step 16's field;
+    a record from before it kept the field may carry it in ``meta``)."""
+    if target.environment:
+        return target.environment
     if not target.extra and not target.meta:
         return None
     for source in (target.extra, target.meta):
