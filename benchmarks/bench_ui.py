@@ -46,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _timing import BenchmarkError, dump_json, machine, machine_line, zuke_command
 
 from zuke._clock import SYSTEM_CLOCK, iso
-from zuke._serve.server import check_db, open_db
+from zuke._serve.db_choice import check_db, open_db
 from zuke.state.records import (
     GraphNode,
     RunDelta,

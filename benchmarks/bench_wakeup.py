@@ -208,12 +208,13 @@ class Zuke:
         return result.run_id
 
     def deliver(self, run_id: str) -> None:
-        """What ``zuke resume --signal go``'s delivery does: read the run, append the signal."""
+        """What ``zuke resume --signal go``'s delivery does: read the run, append the signal
+        (decided on that read: a compare-and-swap on its version)."""
         found = self.store.get_run(run_id)
         assert found is not None
         action, _ = asyncio.run(store_signal(self.store, found.record, SignalDelivery("go"),
                                              redactor=Redactor(), actor="bench",
-                                             clock=SYSTEM_CLOCK))  # fmt: skip
+                                             clock=SYSTEM_CLOCK, known=found))  # fmt: skip
         if action != "stored":
             raise BenchmarkError(f"the signal was {action}, not stored")
 

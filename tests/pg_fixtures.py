@@ -1,16 +1,21 @@
 """The Postgres fixtures (see ``pg_support``) and CI's rule about them; ``conftest`` loads them.
 
-``pg_cluster`` is one throwaway cluster for the session, ``pg_url`` a fresh
-database on it for one test, ``restartable`` a cluster of a test module's own
-for tests that restart it. Without Postgres it skips with a loud reason —
-unless ``ZUKE_REQUIRE_POSTGRES=1`` (``.ci/run``), where it fails, and where
-any other skip of a test that uses it fails too: CI must never pass with the
-Postgres tests silently skipped.
+``pg_cluster`` is one throwaway cluster for the session — under xdist, one for
+the whole run, shared by the workers and stopped by the controller at the end
+(``pg_support.shared_cluster``) — ``pg_url`` a fresh database on it for one
+test, ``restartable`` a cluster of a test module's own for tests that restart
+it. Without Postgres it skips with a loud reason — unless
+``ZUKE_REQUIRE_POSTGRES=1`` (``.ci/run``), where it fails, and where any other
+skip of a test that uses it fails too: CI must never pass with the Postgres
+tests silently skipped.
 """
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections.abc import Generator, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,19 +25,46 @@ from tests.pg_support import (
     LosingProxy,
     PgCluster,
     required,
+    shared_cluster,
     start_cluster,
+    stop_shared,
     unavailable,
 )
 
+#: the workers' input naming the shared cluster's directory and its owner (the controller)
+SHARED_DIR = "zuke_pg_shared_dir"
+SHARED_OWNER = "zuke_pg_shared_owner"
+_shared_dir = pytest.StashKey[Path]()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """xdist's controller, for each worker: where the run's one cluster is described."""
+    config: pytest.Config = node.config
+    if _shared_dir not in config.stash:
+        config.stash[_shared_dir] = Path(tempfile.mkdtemp(prefix="zuke-pg-shared-"))
+    node.workerinput[SHARED_DIR] = str(config.stash[_shared_dir])
+    node.workerinput[SHARED_OWNER] = os.getpid()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """The controller stops the shared cluster once every worker is done with it."""
+    if _shared_dir in config.stash:
+        stop_shared(config.stash[_shared_dir])
+
 
 @pytest.fixture(scope="session")
-def pg_cluster() -> Iterator[PgCluster]:
+def pg_cluster(request: pytest.FixtureRequest) -> Iterator[PgCluster]:
     reason = unavailable()
     if reason is not None:
         message = f"Postgres tests not run: {reason}"
         if required():
             pytest.fail(f"{message} ({REQUIRE_ENV}=1)", pytrace=False)
         pytest.skip(f"{message} (set {REQUIRE_ENV}=1 to make this an error)")
+    workerinput: dict[str, Any] = getattr(request.config, "workerinput", {})
+    if SHARED_DIR in workerinput:  # an xdist worker: the controller stops it
+        yield shared_cluster(Path(workerinput[SHARED_DIR]), workerinput[SHARED_OWNER])
+        return
     cluster = start_cluster()  # also stopped at exit (atexit), should this finaliser not run
     try:
         yield cluster

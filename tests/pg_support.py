@@ -23,6 +23,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import glob
+import json
 import os
 import shutil
 import socket
@@ -315,15 +316,19 @@ def reap_orphans(tmp: Path) -> None:
         PgCluster(root=root, port=0, bin=base).stop()
 
 
-def start_cluster() -> PgCluster:
-    """Start a cluster (see the module docstring); stopped at exit whatever happens."""
+def start_cluster(*, owner: int | None = None) -> PgCluster:
+    """Start a cluster (see the module docstring), owned by this process — stopped at its
+    exit whatever happens — or by the process ``owner``, which stops it (see
+    :func:`shared_cluster`); either way its directory names the owner for
+    :func:`reap_orphans`."""
     base = bindir()
     assert base is not None, "call unavailable() first"
     tmp = Path(tempfile.gettempdir())
     reap_orphans(tmp)
-    root = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-", dir=tmp))
+    root = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{owner or os.getpid()}-", dir=tmp))
     cluster = PgCluster(root=root, port=0, bin=base)
-    atexit.register(cluster.stop)
+    if owner is None:
+        atexit.register(cluster.stop)
     try:
         if os.geteuid() == 0:
             shutil.chown(root, user="postgres")
@@ -339,7 +344,7 @@ def start_cluster() -> PgCluster:
             cluster.port = _free_port()
             options = (
                 f"-p {cluster.port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off "
-                "-c max_connections=200"
+                "-c max_connections=400"  # one cluster for every xdist worker
             )
             started = cluster.pg_ctl(
                 "-o", options, "-l", str(root / "server.log"), "-w", "-t", "60", "start",
@@ -356,4 +361,50 @@ def start_cluster() -> PgCluster:
     raise AssertionError("unreachable")
 
 
-__all__ = ["LosingProxy", "Mode", "PgCluster", "required", "start_cluster", "unavailable"]
+#: where :func:`shared_cluster` writes the shared cluster's root, port and binaries
+SHARED_INFO = "cluster.json"
+
+
+def shared_cluster(directory: Path, owner: int) -> PgCluster:
+    """The one cluster the xdist workers of a run share, described in ``directory``: the
+    first worker to ask starts it (under a file lock), the others read where it is.
+
+    The run's controller (``owner``) stops it with :func:`stop_shared` when the run
+    ends: a worker may finish while the others still use it. One cluster for all
+    workers instead of one each saves an ``initdb`` and a server start and stop per
+    worker. Tests on it see other workers' databases, so a test that looks at the
+    whole cluster (``pg_stat_activity``) keeps to ``current_database()``.
+    """
+    from filelock import FileLock
+
+    info = directory / SHARED_INFO
+    with FileLock(str(directory / "cluster.lock")):
+        if info.exists():
+            shown = json.loads(info.read_text())
+            return PgCluster(root=Path(shown["root"]), port=shown["port"], bin=Path(shown["bin"]))
+        cluster = start_cluster(owner=owner)
+        shown = {"root": str(cluster.root), "port": cluster.port, "bin": str(cluster.bin)}
+        info.write_text(json.dumps(shown))
+        return cluster
+
+
+def stop_shared(directory: Path) -> None:
+    """Stop the cluster :func:`shared_cluster` started in ``directory``, if any, and remove
+    ``directory``."""
+    info = directory / SHARED_INFO
+    if info.exists():
+        shown = json.loads(info.read_text())
+        PgCluster(root=Path(shown["root"]), port=shown["port"], bin=Path(shown["bin"])).stop()
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+__all__ = [
+    "LosingProxy",
+    "Mode",
+    "PgCluster",
+    "required",
+    "shared_cluster",
+    "start_cluster",
+    "stop_shared",
+    "unavailable",
+]

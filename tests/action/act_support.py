@@ -144,6 +144,8 @@ def sweep_env(*, state_dir: Path | None = None, api_url: str | None = None) -> d
         env["ZUKE_STATE_DIR"] = str(state_dir)
     if api_url is not None:
         env["GITHUB_API_URL"] = api_url
+    else:  # offline: no GitHub to keep the dashboard issue on
+        env["ZUKE_DASHBOARD"] = "false"
     return env
 
 

@@ -13,6 +13,10 @@ has which role. Each step is a real Actions run of the example workflows:
    the release finishes, the issue gets its closing comment and is closed, and the job summary
    shows the run (table and mermaid graph).
 4. A scheduled sweep afterwards checks nothing and commits nothing.
+
+After each sweep the action's next step keeps the release dashboard issue (issue 26 §3): it
+lists the waiting release, pinned and labelled, then drops it when the release finishes, and
+the sweep that changed nothing leaves it as it is — all with the sweep job's permissions.
 5. Neither the token nor the secret parameter's value is in any log, issue, comment or record.
 
 Before each act run the job token gets exactly the permissions that workflow's job grants
@@ -140,6 +144,11 @@ def _said(gh: FakeGitHub, number: int, login: str) -> list[str]:
     return [c["body"] for c in gh.comments(SLUG, number) if c["user"] == login]
 
 
+def _dashboard(gh: FakeGitHub) -> dict[str, Any]:
+    [board] = [i for i in gh.issues(SLUG) if "<!-- zuke-dashboard repo=" in (i["body"] or "")]
+    return board
+
+
 def _status(gh: FakeGitHub, run_id: str) -> str:
     with branch_store(gh) as store:
         found = store.get_run(run_id)
@@ -194,6 +203,12 @@ def test_a_maintainer_approves_a_release_on_github_start_to_finish(
     assert "released" not in refused.log
     assert _status(gh, run_id) == "suspended"
     assert gh.issues(SLUG)[0]["state"] == "open"
+    # the sweep's next step kept the release dashboard, within the job's permissions
+    board = _dashboard(gh)
+    assert (board["user"], board["labels"], board["pinned"]) == (BOT, ["zuke"], True)
+    assert f"| `{run_id}` | `Release` → `release` | `qa` |" in board["body"]
+    assert f"/{SLUG}/issues/{number}>)" in board["body"]  # its approval issue, linked
+    assert "zuke: dashboard #2: created, 1 waiting, 2 writes; pinned" in refused.log
 
     # 3. a maintainer's /approve: this very job finishes the release and closes the issue
     approved = act("issue_comment", "sweep.yml", "maint",
@@ -203,7 +218,10 @@ def test_a_maintainer_approves_a_release_on_github_start_to_finish(
     assert approved.sweep_outputs() == {"checked": "1", "resumed": "1", "still-waiting": "0",
                                         "failed": "0", "deferred": "0"}  # fmt: skip
     assert _status(gh, run_id) == "succeeded"
-    [closed] = gh.issues(SLUG)
+    [closed] = [i for i in gh.issues(SLUG) if i["number"] == number]
+    board = _dashboard(gh)  # the release dropped off: listed as finished, in one edit
+    assert "Nothing is waiting." in board["body"] and f"| `{run_id}` |" in board["body"]
+    assert "zuke: dashboard #2: edited, 0 waiting, 1 writes" in approved.log
     assert (closed["state"], closed["state_reason"], closed["closed_by"]) == (
         "closed", "completed", BOT
     )  # fmt: skip
@@ -224,6 +242,7 @@ def test_a_maintainer_approves_a_release_on_github_start_to_finish(
     assert again.sweep_outputs()["checked"] == "0" and again.sweep_outputs()["resumed"] == "0"
     assert "released" not in again.log
     assert gh.stats()["commits"] == commits
+    assert "zuke: dashboard #2: unchanged, 0 waiting, 0 writes" in again.log  # no edit
     assert len(gh.comments(SLUG, number)) == 4  # two commands, one reply, the closing
 
     # 5. no token and no secret anywhere a person or a later process can read

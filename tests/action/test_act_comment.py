@@ -201,4 +201,7 @@ def test_on_the_branch_store_a_comment_sweep_of_a_waiting_run_costs_a_handful_of
         assert 't1["⏸ qa"]:::waiting' in result.summary()  # the graph, read from the branch
         requests, _, commits = cost.take()
         assert commits == 0
-        assert requests <= 12, requests  # measured: 6 for the sweep, 2 for the graph
+        # measured: 6 for the sweep, 2 for the graph, 9 for the dashboard step that follows
+        # (its first: who zuke writes as, looking for the issue, the waiting run's record,
+        # opening and pinning the issue — writes, but no commit)
+        assert requests <= 18, requests

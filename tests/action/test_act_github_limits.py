@@ -187,6 +187,7 @@ def _actions(result: ActResult) -> dict[str, str]:
     return {row["Run"].strip("`"): row["Action"] for row in result.summary_rows()}
 
 
+@pytest.mark.timeout(600)  # a dozen act jobs, each a container: a hang guard, not a timing
 def test_a_fresh_repository_under_githubs_limits_defers_and_finishes_every_release(
     tmp_path: Path, gh: FakeGitHub
 ) -> None:

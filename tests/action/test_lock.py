@@ -5,6 +5,7 @@ offline, so a drift fails there too; this says which package and what to do)."""
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 import tomllib
 from importlib.metadata import PackageNotFoundError, requires, version
@@ -106,6 +107,13 @@ def test_the_test_environment_has_the_locked_version(name):
         found = version(name)
     except PackageNotFoundError:
         found = "nothing"
+    if found != RUNTIME[name][0] and os.environ.get("ZUKE_REQUIRE_LOCK") != "1":
+        # The README's install resolves from the index, which moves on; the act tests then
+        # fetch the locked wheels instead of reusing these. CI installs the lock and asks.
+        pytest.skip(
+            f"{name}: {found} installed, {RUNTIME[name][0]} locked (ZUKE_REQUIRE_LOCK=1 "
+            "makes this a failure; pip install --no-deps -r action/requirements.lock)"
+        )
     assert found == RUNTIME[name][0], (
         f"{name}: {found} installed, {RUNTIME[name][0]} locked; "
         "pip install --no-deps -r action/requirements.lock (or regenerate the lock: "

@@ -187,6 +187,7 @@ def test_the_action_has_the_inputs_and_outputs_of_its_contract():
         "packages",
         "install-only",
         "graphs",
+        "dashboard",
     }
     # empty: an explicit token is told apart from the default (the token rule, README)
     assert action["inputs"]["token"]["default"] == ""
@@ -203,7 +204,10 @@ def test_the_action_has_the_inputs_and_outputs_of_its_contract():
     steps = action["runs"]["steps"]
     assert steps[0]["id"] == "event"  # a comment is looked at before anything is installed
     assert steps[1]["uses"].startswith("actions/setup-python@")
-    assert "resume --check --json" in steps[-1]["run"]
+    assert "resume --check --json" in steps[-2]["run"]
+    assert steps[-1]["id"] == "dashboard"  # after the sweep (issue 26 §3)
+    assert steps[-1]["run"].rstrip().endswith("python -m zuke_gh.dashboard")
+    assert action["inputs"]["dashboard"]["default"] == "true"
 
 
 @pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)

@@ -31,6 +31,7 @@ ACTION = YAML(typ="safe").load((ROOT / "action" / "action.yml").read_text())
 [SWEEP] = [s for s in ACTION["runs"]["steps"] if s.get("id") == "sweep"]
 [INSTALL] = [s for s in ACTION["runs"]["steps"] if s.get("name") == "Install zuke"]
 [REQUIREMENTS] = [s for s in ACTION["runs"]["steps"] if "requirements" in s.get("name", "")]
+[DASHBOARD] = [s for s in ACTION["runs"]["steps"] if s.get("id") == "dashboard"]
 DEFAULT_TOKEN = "ghs_github_token"  # what ${{ github.token }} stands for here
 REPORT = {"runs": [], "counts": {"checked": 0, "failed": 0}, "ok": True}
 
@@ -40,8 +41,9 @@ if sys.argv[1:3] == ["-m", "pip"]:
     with open({log!r}, "a") as log:
         log.write(json.dumps({{"argv": sys.argv[3:], "cwd": os.getcwd()}}) + "\\n")
     sys.exit(0)
-if sys.argv[1:3] == ["-m", "zuke"]:
-    names = ("ZUKE_STATE", "ZUKE_STATE_DIR", "GITHUB_TOKEN", "GH_TOKEN", "ZUKE_TOKEN_INPUT")
+if sys.argv[1:3] in (["-m", "zuke"], ["-m", "zuke_gh.dashboard"]):
+    names = ("ZUKE_STATE", "ZUKE_STATE_DIR", "GITHUB_TOKEN", "GH_TOKEN", "ZUKE_TOKEN_INPUT",
+             "ZUKE_DASHBOARD", "ZUKE_DEFAULT_TOKEN")
     seen = {{k: os.environ.get(k) for k in names}}
     with open({log!r}, "a") as log:
         log.write(json.dumps({{"argv": sys.argv[3:], "env": seen, "cwd": os.getcwd()}}) + "\\n")
@@ -389,3 +391,39 @@ def test_a_spec_and_a_lock_already_installed_at_their_versions_call_no_pip(monke
     assert calls == [("install", "--no-compile", "--no-deps", "zuke==0.0.0.dev0")]
     assert not install.satisfied("no-such-package-zuke==1.0")
     assert not install.satisfied("zuke>=0.1")
+
+
+# -- the dashboard step (issue 26 §3) ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(("inputs", "env", "store"), [
+    ({}, {}, "github://acme/app?branch=zuke-state"),
+    ({"state-branch": "release-state"}, {}, "github://acme/app?branch=release-state"),
+    ({}, {"ZUKE_STATE": "memory://x"}, "memory://x"),
+])  # fmt: skip
+def test_the_dashboard_step_keeps_the_issue_with_the_sweeps_token_and_store(
+    tmp_path, inputs, env, store
+):
+    status, [call] = _step(tmp_path, {"token": "ghp_chosen", **inputs}, DASHBOARD, **env)
+    assert status == 0 and call["argv"] == []  # python -m zuke_gh.dashboard, no arguments
+    seen = call["env"]
+    assert seen["ZUKE_STATE"] == store
+    assert seen["GH_TOKEN"] == seen["GITHUB_TOKEN"] == "ghp_chosen"
+    assert seen["ZUKE_TOKEN_INPUT"] is None and seen["ZUKE_DEFAULT_TOKEN"] is None
+    assert seen["ZUKE_DASHBOARD"] is None  # unless the job sets it: then the job's own
+
+
+def test_a_jobs_zuke_dashboard_reaches_the_dashboard_step(tmp_path):
+    _, [call] = _step(tmp_path, {}, DASHBOARD, ZUKE_DASHBOARD="false")
+    assert call["env"]["ZUKE_DASHBOARD"] == "false"  # which python -m zuke_gh.dashboard obeys
+
+
+def test_the_dashboard_step_runs_after_any_sweep_and_never_when_off_or_skipped():
+    steps = ACTION["runs"]["steps"]
+    assert steps.index(DASHBOARD) == steps.index(SWEEP) + 1
+    condition = " ".join(DASHBOARD["if"].split())
+    assert condition.startswith("!cancelled()")  # a failed sweep's runs are listed all the same
+    for part in ("inputs.install-only != 'true'", "steps.event.outputs.sweep != 'false'",
+                 "steps.sweep.outcome != 'skipped'", "inputs.dashboard != 'false'"):  # fmt: skip
+        assert part in condition
+    assert "ZUKE_DASHBOARD" not in DASHBOARD["env"]  # the job's own setting is not overridden

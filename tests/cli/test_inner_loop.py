@@ -8,13 +8,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.child import LEAN_PLUGINS
+
 ROOT = Path(__file__).resolve().parents[2]
 INNER = "not e2e and not act and not sim"
 
 
 def collect(*args: str) -> str:
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *args],
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", *LEAN_PLUGINS, *args],
         cwd=ROOT, capture_output=True, text=True, check=False, timeout=300,
     )  # fmt: skip
     return done.stdout + done.stderr
@@ -31,3 +33,15 @@ def test_the_readme_gives_both_commands() -> None:
     readme = (ROOT / "README.md").read_text()
     assert "pip install -e '.[test]' && pytest -q" in readme
     assert f'pytest -q -n 4 -m "{INNER}"' in readme
+
+
+def test_ci_runs_the_readmes_whole_suite_command() -> None:
+    """``.ci/run`` runs the README's whole-suite command (its workers included), only
+    without the cache: a contributor's run and CI's are the same run."""
+    readme = (ROOT / "README.md").read_text()
+    found = re.search(r"pip install -e '\.\[test\]' && (pytest [^\n`]*)", readme)
+    assert found is not None
+    ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
+    assert [line for line in ci if line.startswith("pytest")] == [
+        f"{found.group(1)} -p no:cacheprovider"
+    ]

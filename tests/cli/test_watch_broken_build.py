@@ -282,10 +282,15 @@ def test_a_build_that_loads_late_and_names_its_own_store_moves_the_sweeps_there(
     sweeps = BuildSweeps(environments, None, load=load, prepare=prepare)
     moved: list[object] = []
     sweeps.moved = moved.append
-    with pytest.raises(NotChecked) as broken:
-        sweeps(lambda: False)
-    assert [(e.run_id, e.action) for e in broken.value.report.entries] == [("r1", "not-checked")]
-    report = sweeps(lambda: False)
+    try:
+        with pytest.raises(NotChecked) as broken:
+            sweeps(lambda: False)
+        assert [(e.run_id, e.action) for e in broken.value.report.entries] == [
+            ("r1", "not-checked")
+        ]
+        report = sweeps(lambda: False)
+    finally:
+        sweeps.close()  # its loop, which a watcher closes when it stops
     assert report.entries == [] and sweeps.store is builds and moved == [builds]
     found = environments.get_run("r1")
     assert found is not None and found.record.status == "suspended"

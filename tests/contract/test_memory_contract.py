@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.child import LEAN_PLUGINS
 from zuke._clock import ManualClock
 from zuke.state.memory import MemoryStateStore
 from zuke.testing.store_contract import StateStoreContract
@@ -125,7 +126,7 @@ class TestListsReleasedLocks(StateStoreContract):
 def test_the_contract_suite_fails_stores_that_break_the_contract(tmp_path: Path) -> None:
     (tmp_path / "test_broken.py").write_text(_BROKEN_STORES)
     child = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-rf", "-p", "no:cacheprovider", "test_broken.py"],
+        [sys.executable, "-m", "pytest", "-q", "-rf", *LEAN_PLUGINS, "test_broken.py"],
         cwd=tmp_path,
         capture_output=True,
         text=True,

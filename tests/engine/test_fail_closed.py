@@ -24,8 +24,7 @@ from zuke import (
     target,
 )
 from zuke._engine import children
-from zuke._engine.claims import lease_key
-from zuke._engine.durable import lease_ttl_ms
+from zuke._engine.claims import lease_key, lease_ttl_ms
 from zuke._engine.executor import RunningBodies
 from zuke._engine.run import RunOptions, execute_async
 from zuke.state.memory import MemoryStateStore

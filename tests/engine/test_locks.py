@@ -212,6 +212,10 @@ class RenewalStore(MemoryStateStore):
         return super().renew_lock(key, token, ttl_ms)
 
 
+#: how long a body waits to be stopped before it finishes (and the test fails)
+STOP_BOUND_S = 30.0
+
+
 def renewal_build(store: RenewalStore, after_renewal: list[str]):
     async def body(ctx: Context) -> None:
         store.mode = store.mode or "refuse"
@@ -219,7 +223,10 @@ def renewal_build(store: RenewalStore, after_renewal: list[str]):
         while not store.renewed.is_set():
             assert asyncio.get_running_loop().time() < deadline
             await asyncio.sleep(0.01)
-        await asyncio.sleep(0.3)  # a beat later: stopped already if the renewal was refused
+        # Only the stop ends this in time: a refused renewal stops the target at once, a
+        # failing one by the TTL less its margin (under 1 s). A fixed beat (0.3 s) here
+        # raced the stop on a loaded machine; a body nobody stops finishes and is seen.
+        await asyncio.sleep(STOP_BOUND_S)
         after_renewal.append("body finished")
 
     class Renewing(Build):

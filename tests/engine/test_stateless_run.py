@@ -1,5 +1,5 @@
 """``run.stateless``: the run decides it has no store before importing the durable side —
-and decides exactly as ``DurableRun.open`` would (a run it calls stateless would have had no
+and decides exactly as ``open_run`` would (a run it calls stateless would have had no
 store; one that would have had a store is never run without)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 from zuke import Build, target
 from zuke._clock import SYSTEM_CLOCK
 from zuke._engine.context import RunState
-from zuke._engine.durable import DurableRun
+from zuke._engine.durable_open import open_run
 from zuke._engine.plan import Plan, make_plan
 from zuke._engine.run import load, stateless
 from zuke._errors import StateError
@@ -47,10 +47,10 @@ def _plan(build: type[Build]) -> Plan:
 
 async def _opened(plan: Plan, env: Mapping[str, str], override: object, required: bool,
                   cwd: Path) -> bool | None:  # fmt: skip
-    """Whether ``DurableRun.open`` gives the run a store (``None``: it refuses the run)."""
+    """Whether ``open_run`` gives the run a store (``None``: it refuses the run)."""
     state = RunState(run_id="r-1", actor="tester", redactor=Redactor())
     try:
-        durable = await DurableRun.open(
+        durable = await open_run(
             build_name="B", override=override, deadline=None, plan=plan,  # type: ignore[arg-type]
             roots=list(plan.order[-1:]), params={}, state=state, env=env,
             clock=SYSTEM_CLOCK, required=required,

@@ -11,7 +11,7 @@ import pytest
 from fixtures.fake_github import FakeGitHub
 from tests.gh.branch_support import BRANCH, REPO, Cost, branch_store
 from zuke._clock import ManualClock
-from zuke._engine.durable import lease_ttl_ms
+from zuke._engine.claims import lease_ttl_ms
 from zuke._errors import CorruptRecordError, StateError, StoreUnavailableError
 from zuke.state._protocol import Conflict, LockAcquired, LockHeld, RunQuery, Written
 from zuke.state.memory import MemoryStateStore

@@ -537,7 +537,11 @@ def test_a_lock_lost_between_its_targets_stops_the_run_before_promote() -> None:
     assert result.stop_reason is not None
     assert f'lock "{KEY}", which the run keeps from `deploy` until `promote`' in result.stop_reason
     found = store.get_run(result.run_id)
-    assert found is not None and found.record.held == {}
+    assert found is not None and found.record.held == {}  # the row left with the run's end
+    # the record says why the run failed, not only the console (issue 25 §7: stated-reason)
+    [stop] = [e for e in found.record.events if e.tool == "stop"]
+    assert stop.outcome == "error" and stop.detail is not None
+    assert f'lock "{KEY}", which the run keeps from `deploy` until `promote`' in stop.detail
 
 
 class PassLater(WaitTrigger):
@@ -585,3 +589,34 @@ def test_a_lock_held_until_a_gate_that_a_sweep_passes_is_given_back_before_what_
     assert h.record(result.run_id).status == "succeeded"
     assert seen == [{}]  # qa had finished: the run gave the lock back before promote ran
     assert holders(store) == {} and h.record(result.run_id).held == {}
+
+
+def test_a_kept_lock_lost_keeps_its_row_until_the_runs_end_so_a_reaped_resume_fails_closed() -> (
+    None
+):
+    """Issue 25 §7 (the simulation's seed 837): a stalled owner lost its kept lock, then
+    landed one more write that dropped the lock's row from ``heldLocks``; the run was reaped
+    and resumed with no kept lock, and ``promote`` ran unguarded. Lost, the lock's token
+    leaves the record at once (nobody renews it) but its row stays until the run's end lands
+    here — a resume that finds the row with no token fails the run."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from zuke._engine.held import Kept, RunHeldLocks
+    from zuke.state.records import HeldLock
+
+    notes: list[tuple[str, str, object]] = []
+    writer = SimpleNamespace(
+        note_lock=lambda key, token: notes.append(("lock", key, token)),
+        note_held=lambda key, row: notes.append(("held", key, row)),
+    )
+    stops: list[str] = []
+    locks = RunHeldLocks(None, writer, warn=lambda line: None, guards=lambda: None,  # type: ignore[arg-type,return-value]
+                         on_lost=stops.append)  # fmt: skip
+    claim = SimpleNamespace(key=KEY, lapsed="no renewal succeeded for 31 s")
+    locks.kept[KEY] = Kept(HeldLock("deploy", "promote", 30_000, 1), claim)  # type: ignore[arg-type]
+    locks._lost(claim)  # type: ignore[arg-type]
+    assert notes == [("lock", KEY, None)]  # the token goes; the row stays
+    assert stops and "the run stops" in stops[0]
+    asyncio.run(locks.release())  # the run's end, in this process
+    assert notes[-1] == ("held", KEY, None)

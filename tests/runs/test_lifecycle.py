@@ -22,7 +22,7 @@ from zuke.runs.cancel import cancel_run
 from zuke.runs.lifecycle import take
 from zuke.runs.resume import pushed_deadline
 from zuke.runs.signals import SignalDelivery
-from zuke.state._protocol import LockHolder, lease_key
+from zuke.state._protocol import LockAcquired, LockHolder, lease_key
 from zuke.state.memory import MemoryStateStore
 from zuke.state.records import RunDelta, RunEvent, RunRecord, WaitingFor
 from zuke.state.update import update_run
@@ -217,6 +217,40 @@ def test_an_on_timeout_hook_runs_under_a_renewed_lease_and_a_second_sweep_waits(
     [entry] = h.sweep().entries
     assert entry.action == "timed-out" and hooks == ["hook"]
     assert box["second"] == [("skipped-held", "suspended")]
+
+
+def test_a_holder_paused_since_it_read_the_run_calls_no_on_timeout_hook_after_a_takeover() -> None:
+    """Issue 25 §7 (the simulation's seed 899): a resumer took the lease, was paused past its
+    TTL, then timed the gate out and called the hook a second time after the sweep that took
+    the run over had. The hook is an external call no compare-and-swap guards: the lease is
+    proven before it, and the paused holder stops."""
+    from zuke.runs.lifecycle import load_for
+    from zuke.runs.timeouts import settle_timeout
+
+    hooks: list[str] = []
+
+    async def during() -> None:
+        hooks.append("hook")
+
+    def gate(build: Any, s: Any) -> Any:
+        return s.on(Hooked(during)).timeout("1h")
+
+    h, _, run_id = parked(gate=gate)
+    h.clock.advance(HOUR + 1)
+    hold = hold_of(h, run_id, actor="paused")
+    asyncio.run(hold.claim.halt())  # the process is paused: its heartbeat does not run,
+    assert hold.claim.since_ms is not None  # and its last proof (real time) is a TTL old
+    hold.claim.since_ms -= hold.ttl_ms
+    h.clock.advance(hold.ttl_ms + 1)  # paused past the lease's TTL ...
+    taken = h.store.acquire_lock(  # ... and another process took the run over
+        lease_key(run_id), LockHolder("sweep-2", run_id, iso(h.clock.now_ms())), 60_000
+    )
+    assert isinstance(taken, LockAcquired)
+    run = h.options()
+    loaded = load_for(h.build, hold.record, run)
+    with pytest.raises(LeaseLostError, match="taken over"):
+        asyncio.run(settle_timeout(loaded, hold, "approve", run, actor="paused", notes=[]))
+    assert hooks == []
 
 
 def test_a_sweep_finding_the_run_held_skips_it_naming_its_real_status() -> None:

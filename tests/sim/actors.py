@@ -12,10 +12,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from zuke._engine.run import RunOptions, execute_async
+from tests.sim.liveness import DRAIN_EVERY_MS, DRAIN_SWEEPS
+from zuke._engine.run import RunOptions
 from zuke._errors import AlreadyResumedError, RunNotSuspendedError, ZukeError
 from zuke.mcp.tools import BuildTools
 from zuke.runs.cancel import cancel_run
+from zuke.runs.owner import execute, run_owned
 from zuke.runs.resume import ResumeOptions, SignalDelivery, resume_run_async
 from zuke.runs.sweep import resume_check_async
 from zuke.state.records import TERMINAL_STATUSES
@@ -23,7 +25,8 @@ from zuke.state.records import TERMINAL_STATUSES
 if TYPE_CHECKING:
     from tests.sim.world import World
 
-KINDS = ("owner", "resumer", "sweeper", "canceller", "mcp-show", "mcp-cancel", "mcp-resume")
+KINDS = ("owner", "resumer", "sweeper", "canceller", "mcp-show", "mcp-cancel", "mcp-resume",
+         "drainer")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -42,6 +45,9 @@ class ActorSpec:
     #: a sweeper sweeps this many times, ``every_ms`` apart (a cron job)
     repeat: int = 1
     every_ms: int = 30_000
+    #: an owner runs the build as ``zuke run`` does ("cli": the run, then its continuation
+    #: if a signal came while it ran) or through the library call ``zuke.execute()``
+    via: str = "cli"
 
 
 def _options(world: World, name: str, **changes: Any) -> RunOptions:
@@ -73,8 +79,10 @@ def body(world: World, spec: ActorSpec) -> Callable[[], Any]:
     name = spec.name
 
     def owner() -> Any:
+        if spec.via == "execute":  # the library call: its own options, the build's store
+            return execute(world.build, ["release"], env=dict(world.env), actor=name)
         options = _options(world, name, targets=["release"])
-        return asyncio.run(execute_async(world.build, options))
+        return asyncio.run(run_owned(world.build, options))
 
     def run_id() -> str:
         found = world.run_of(spec.run_of)
@@ -108,6 +116,19 @@ def body(world: World, spec: ActorSpec) -> Callable[[], Any]:
             reports.append(asyncio.run(sweep))
         return reports
 
+    def drainer() -> Any:  # the end of a seed: cron's sweeps, no faults (tests.sim.liveness)
+        reports = []
+        for i in range(DRAIN_SWEEPS):
+            if i:
+                world.sim.sleep(DRAIN_EVERY_MS / 1000)
+            if world.all_settled():
+                break
+            run = _options(world, name)
+            sweep = resume_check_async(world.build, world.store, resume=ResumeOptions(actor=name),
+                                       run=run)  # fmt: skip
+            reports.append(asyncio.run(sweep))
+        return reports
+
     def canceller() -> Any:  # what `zuke cancel RUN` does, with the build file at hand
         return cancel_run(
             world.store, run_id(), actor=name, build_name=world.build.__name__,
@@ -136,5 +157,6 @@ def body(world: World, spec: ActorSpec) -> Callable[[], Any]:
     kinds: dict[str, Callable[[], Any]] = {
         "owner": owner, "resumer": resumer, "sweeper": sweeper, "canceller": canceller,
         "mcp-show": mcp_show, "mcp-cancel": mcp_cancel, "mcp-resume": mcp_resume,
+        "drainer": drainer,
     }  # fmt: skip
     return kinds[spec.kind]

@@ -125,6 +125,7 @@ def sim_build(shape: Shape, store: StateStore, inv: Invariants) -> type[Build]:
     async def undeploy_body(ctx: Any) -> None:
         inv.compensation(ctx.run_id, "deploy")
         await asyncio.sleep(2)
+        inv.compensated(ctx.run_id, "deploy")
 
     def gate_settings(trigger: WaitTrigger, build: Build) -> Callable[[WaitSettings], Any]:
         def configure(s: WaitSettings) -> Any:

@@ -116,10 +116,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ignore", default="", help="invariants that do not end a seed")
     parser.add_argument("--seed", type=int, help="run one seed and print its schedule")
     parser.add_argument("--workers", type=int, default=1, help="processes to run seeds in")
+    parser.add_argument(
+        "--hot",
+        action="store_true",
+        help="with --seed: the seed's hot scenario (the planted-bug hunt's)",
+    )
     args = parser.parse_args(argv)
     ignore = frozenset(filter(None, args.ignore.split(",")))
     if args.seed is not None:
-        result = run_seed(args.seed, keep_moves=True, ignore=ignore)
+        result = run_seed(args.seed, keep_moves=True, ignore=ignore, hot=args.hot)
         print("\n".join(result.moves))
         print(result.describe())
         return 1 if result.violations else 0

@@ -1,4 +1,4 @@
-"""Every invariant the simulation checks, in one place.
+"""The safety invariants the simulation checks, in one place (liveness: tests.sim.liveness).
 
 Two kinds of check:
 
@@ -13,46 +13,8 @@ Two kinds of check:
 store at some point: work it started may legitimately be done again (at least
 once), work a healthy actor finished may not.
 
-========================  ==============================================================
-invariant                 what breaks it
-========================  ==============================================================
-signal-stored             a signal delivery that was not refused (late, or a run that
-                          ended) returned, and the record does not hold the signal
-body-once                 a body runs again after its target was recorded succeeded, or
-                          after a run of it by an actor that never faulted
-effect-once               an effect runs with no intent recorded, after it was recorded
-                          done, or twice for one recorded intent
-dispatch-once             a workflow is dispatched whose intent is not durable, or a
-                          second dispatch lands for one gate
-compensation-iff          a compensation runs for a target not recorded succeeded, twice
-                          (the first by a healthy actor), or a run ends ``cancelled``
-                          with a succeeded target's compensation never run (unless the
-                          record says it was interrupted: at most once, told to the
-                          operator)
-lock-exclusive            a body enters while another body holding the same key is
-                          inside and not stalled (a stalled one that wakes up and acts
-                          is *fenced*: its stale fence is refused, and counted)
-claims-respected          a live claim (lock or lease, not past its TTL) is released or
-                          broken by a process other than its holder
-fences-rise               a key's fence goes down (in the store, or at a body's entry)
-terminal-once             a run leaves a terminal status
-succeeded-final           a target recorded succeeded is recorded otherwise later
-finished-not-resumed      a body of a run runs after the run ended
-hook-once                 a gate's ``on_timeout`` hook is called twice (the first by a
-                          healthy actor)
-deadline-credit           a resumed run's ``deadlineAt`` is earlier than its first deadline
-                          plus the time it spent suspended (less :data:`CREDIT_SLACK_MS`),
-                          by a resumer that never faulted
-signal-known              the record holds a signal no gate of the build waits for
-secret-never-stored       a record holds the secret parameter's value
-no-engine-error           an actor dies of an exception that is not a ``ZukeError``
-held-exclusive            a run's ``promote`` runs while the key its ``deploy`` kept
-                          (``held_until``) is not its own, or after another run's
-                          ``deploy`` entered with that key since (by an actor that never
-                          faulted: a stalled one is fenced)
-finished-holds-nothing    a run that ended keeps a lock in its record (``heldLocks``), or,
-                          with no fault in the seed, in the store
-========================  ==============================================================
+The invariants, each with what breaks it, are tabled in ``docs/simulation.md``
+(the safety ones here, the liveness ones in :mod:`tests.sim.liveness`).
 """
 
 from __future__ import annotations
@@ -63,9 +25,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tests.sim.runtime import Actor, Crash, current_actor
+from tests.sim.view import view_of
 from zuke._clock import parse_iso
 from zuke.state._protocol import lease_key
-from zuke.state.memory import MemoryStateStore
 from zuke.state.records import TERMINAL_STATUSES, RunRecord
 
 INVARIANTS = (
@@ -87,6 +49,11 @@ INVARIANTS = (
     "no-engine-error",
     "held-exclusive",
     "finished-holds-nothing",
+    # liveness, checked at the end of a seed (tests.sim.liveness)
+    "signal-consumed",
+    "gate-once",
+    "lease-live",
+    "stated-reason",
 )
 #: a resume credits the time parked up to when it looked, not when its write landed
 CREDIT_SLACK_MS = 30_000
@@ -114,11 +81,14 @@ class Exec:
     fence: int = 0
     acted: bool = False
     exited: bool = False
+    #: when the record first showed the target succeeded after this run of it
+    recorded: int | None = None
 
 
 @dataclass
 class Invariants:
-    store: MemoryStateStore
+    #: the store every actor shares (the inner one: no holds, no faults)
+    store: Any
     #: the signals the build's gates wait for
     signals: frozenset[str] = frozenset()
     #: a value no record may hold
@@ -130,6 +100,7 @@ class Invariants:
     step: int = 0
 
     def __post_init__(self) -> None:
+        self.view = view_of(self.store)
         self._mutex = threading.Lock()
         self._order = itertools.count()
         self.bodies: dict[tuple[str, str], list[Exec]] = {}
@@ -137,7 +108,7 @@ class Invariants:
         self.entry_fence: dict[str, int] = {}
         self.intents: dict[tuple[str, str, str], set[tuple[str | None, int]]] = {}
         self.dispatches: dict[tuple[str, str], list[str]] = {}
-        self.compensations: dict[tuple[str, str], list[Actor]] = {}
+        self.compensations: dict[tuple[str, str], list[Exec]] = {}
         self.hooks: dict[tuple[str, str], list[Actor]] = {}
         self.attempts = itertools.count(1)
         self._seen: dict[str, str] = {}  # run id -> version observed
@@ -151,6 +122,8 @@ class Invariants:
         self.actors: dict[str, Actor] = {}
         #: which actor a claim's token was granted to
         self.token_owner: dict[str, str] = {}
+        #: tokens of claims taken by an acquire whose answer was lost (tests.sim.faults)
+        self.orphans: set[str] = set()
         self._first_deadline: dict[str, int | None] = {}
         self._parked: dict[str, int] = {}  # run id -> ms spent suspended so far
         self._suspended_at: dict[str, int] = {}
@@ -168,8 +141,7 @@ class Invariants:
             (self.ignored if invariant in self.ignore else self.violations).append(found)
 
     def record(self, run_id: str) -> RunRecord | None:
-        found = self.store.get_run(run_id)
-        return found.record if found is not None else None
+        return self.view.record(run_id)
 
     @staticmethod
     def actor() -> Actor:
@@ -193,7 +165,7 @@ class Invariants:
             self.fail("body-once", f"{actor.name} ran {target} again after it was recorded "
                       "succeeded")  # fmt: skip
         earlier = self.bodies.setdefault((run_id, target), [])
-        healthy = [e.actor.name for e in earlier if not e.actor.faulted]
+        healthy = [e.actor.name for e in earlier if not _excused(e.actor, e.recorded)]
         if healthy:
             self.fail("body-once", f"{actor.name} ran {target} again after {healthy[0]} ran it, "
                       "with no fault to excuse it")  # fmt: skip
@@ -201,13 +173,16 @@ class Invariants:
         if lock is not None:
             run.key, run.fence = lock.key, lock.fence
             top = self.entry_fence.get(lock.key, 0)
-            if lock.fence <= top:
+            # A holder stalled between its acquire and its body wakes with a stale fence:
+            # the one more step it may take before it notices; its act is refused (fenced).
+            stale = actor.faulted and lock.fence < top
+            if lock.fence <= top and not stale:
                 self.fail("fences-rise", f"{actor.name} entered {target} holding {lock.key} "
                           f"with fence {lock.fence}, not above {top}")  # fmt: skip
             self.entry_fence[lock.key] = max(top, lock.fence)
             now = self.store.clock.now_ms()
             for other in self.holding.get(lock.key, []):
-                if not other.actor.frozen(now):
+                if not other.actor.frozen(now) and not stale:
                     self.fail("lock-exclusive", f"{actor.name} entered {target} with {lock.key} "
                               f"(fence {lock.fence}) while {other.actor.name} was still inside "
                               f"{other.target} with it (fence {other.fence})")  # fmt: skip
@@ -221,7 +196,7 @@ class Invariants:
         actor = self.actor()
         if actor.faulted:
             return  # a stalled holder that wakes is fenced at its next act
-        claim = self.store._claims.get(key)
+        claim = self.view.claim(key)
         now = self.store.clock.now_ms()
         holder = claim.holder.run_id if claim is not None and claim.holder else None
         if claim is None or not claim.is_live(now) or holder != run_id:
@@ -251,15 +226,24 @@ class Invariants:
     def granted(self, key: str, token: str, actor: Actor) -> None:
         self.token_owner[token] = actor.name
 
+    def orphaned(self, key: str) -> None:
+        """The claim on ``key`` was taken by an acquire whose answer was lost: its taker
+        never got the token, so nobody relies on it (freeing it takes nothing from anyone)."""
+        claim = self.view.claim(key)
+        if claim is not None and claim.token is not None:
+            self.orphans.add(claim.token)
+
     def freeing(self, key: str, token: str | None, how: str, actor: Actor) -> None:
         """``actor`` releases (``token``) or breaks (``None``) the claim on ``key``: fine for
         its holder, or once the claim is past its TTL; never a live claim of another."""
-        state = self.store._claims.get(key)
+        state = self.view.claim(key)
         now = self.store.clock.now_ms()
         if state is None or state.token is None or not state.is_live(now):
             return
         if token is not None and token != state.token:
             return  # a stale token: the release changes nothing
+        if state.token in self.orphans:
+            return  # taken by a lost acquire: nobody holds it
         owner = self.token_owner.get(state.token, "?")
         if owner != actor.name and not self._holds_run(key, state, actor, now):
             left = (state.expires_at or now) - now
@@ -272,7 +256,7 @@ class Invariants:
         run_id = state.holder.run_id if state.holder is not None else None
         if run_id is None or (run_id, key) not in self.kept:
             return False
-        lease = self.store._claims.get(lease_key(run_id))
+        lease = self.view.claim(lease_key(run_id))
         return (
             lease is not None
             and lease.token is not None
@@ -331,10 +315,23 @@ class Invariants:
             status = row.status if row is not None else "absent"
             self.fail("compensation-iff", f"{where}, which is recorded {status}")
         earlier = self.compensations.setdefault((run_id, target), [])
-        healthy = [a.name for a in earlier if not a.faulted]
+        healthy = [c.actor.name for c in earlier if not _excused(c.actor, c.recorded)]
         if healthy:
             self.fail("compensation-iff", f"{where} again after {healthy[0]} did")
-        earlier.append(actor)
+        earlier.append(Exec(run_id, target, actor, next(self._order)))
+
+    def compensated(self, run_id: str, target: str) -> None:
+        """The compensation's body returned: a fault of its actor after this excuses no
+        second one."""
+        actor = self.actor()
+        for run in self.compensations.get((run_id, target), []):
+            if run.actor is actor and run.recorded is None:
+                run.recorded = next(self._order)
+
+    def faulting(self, actor: Actor) -> None:
+        """``actor`` is crashed, stalled or cut off now (its first fault counts)."""
+        if actor.fault_order is None:
+            actor.fault_order = next(self._order)
 
     def hook(self, run_id: str, gate: str) -> None:
         actor = self.actor()
@@ -359,7 +356,7 @@ class Invariants:
 
     def observe(self) -> None:
         """Check what the store holds now against what it held before."""
-        stored = dict(self.store._runs)  # the memory store's own map: id -> (JSON, version)
+        stored = self.view.runs()  # id -> (JSON, version)
         for run_id, (text, version) in sorted(stored.items()):
             if self._seen.get(run_id) == version:
                 continue
@@ -389,8 +386,13 @@ class Invariants:
                     now = row.status if row is not None else "absent"
                     self.fail("succeeded-final", f"run {run_id}: {name} was recorded succeeded, "
                               f"now {now}")  # fmt: skip
-            succeeded.update(n for n, r in record.targets.items() if r.status == "succeeded")
-        for key, claim in sorted(self.store._claims.items()):
+            fresh = {n for n, r in record.targets.items() if r.status == "succeeded"} - succeeded
+            for name in sorted(fresh):  # the runs of it so far finished, by the record
+                for run in self.bodies.get((run_id, name), []):
+                    if run.recorded is None:
+                        run.recorded = next(self._order)
+            succeeded.update(fresh)
+        for key, claim in sorted(self.view.claims().items()):
             top = self._fences.get(key, 0)
             if claim.fence < top:
                 self.fail("fences-rise", f"the fence of {key} went from {top} to {claim.fence}")
@@ -425,44 +427,16 @@ class Invariants:
                               f"{short} s short of the time it was parked")  # fmt: skip
 
     def settle(self, compensated_targets: dict[str, str]) -> None:
-        """At the end: a run that ended cancelled compensated every target it succeeded
-        (``compensated_targets``: target -> its compensation); with no fault in the seed, a
-        run that ended keeps no lock in the store."""
-        now = self.store.clock.now_ms()
-        if not any(a.faulted for a in self.actors.values()):
-            for run_id, key in sorted(self.kept):
-                claim = self.store._claims.get(key)
-                if (
-                    self._status.get(run_id) in TERMINAL_STATUSES
-                    and claim is not None
-                    and claim.is_live(now)
-                    and claim.holder is not None
-                    and claim.holder.run_id == run_id
-                ):
-                    status = self._status[run_id]
-                    self.fail("finished-holds-nothing", f"run {run_id} ended {status} and "
-                              f"still holds {key} in the store")  # fmt: skip
-        for run_id in sorted(self._status):
-            record = self.record(run_id)
-            if record is None or record.status != "cancelled":
-                continue
-            for target in sorted(compensated_targets):
-                row = record.targets.get(target)
-                succeeded = row is not None and row.status == "succeeded"
-                if succeeded and _interrupted(record, target):
-                    continue  # at most once: started by a walker that faulted, never re-run
-                if succeeded and not self.compensations.get((run_id, target)):
-                    self.fail("compensation-iff", f"run {run_id} ended cancelled, and {target} "
-                              "succeeded, but its compensation never ran")  # fmt: skip
+        """The end-of-seed safety checks (:func:`tests.sim.endings.settle`)."""
+        from tests.sim.endings import settle
+
+        settle(self, compensated_targets)
 
 
-def _interrupted(record: RunRecord, target: str) -> bool:
-    """The record says ``target``'s compensation was started by a walker that never recorded
-    its end (crashed, paused or cut off after its intent landed): at most once means it is
-    not run again, and the operator is told it may be partly done."""
-    return any(
-        e.tool == "compensate"
-        and e.args.get("target") == target
-        and "interrupted" in (e.detail or "")
-        for e in record.events
-    )
+def _excused(actor: Actor, finished: int | None) -> bool:
+    """Whether a fault of ``actor`` excuses doing its work again: only a fault before the
+    work finished (``finished``: when it did, in the ledger's order; ``None``: never) — an
+    actor crashed after its work was recorded left nothing to redo."""
+    if not actor.faulted:
+        return False
+    return finished is None or actor.fault_order is None or actor.fault_order < finished

@@ -71,6 +71,9 @@ class Actor:
     #: its main thread returned: whatever of it is left is killed (the process exited)
     gone: bool = False
     faulted: bool = False
+    #: when it was first faulted, in the ledger's order (tests.sim.invariants): work it had
+    #: finished before that is not excused by the fault
+    fault_order: int | None = None
     #: what it passed to ``os._exit`` (the engine ended its process)
     exit_code: int | None = None
     result: Any = None
@@ -130,6 +133,10 @@ class SimThread:
     alive: bool = True
     #: work handed to an idle SimExecutor worker
     item: Any = None
+    #: the OS thread's ident (its stack, for a directed fault: tests.sim.world)
+    ident: int | None = None
+    #: set with a grant: the call lands, then its caller gets this error (a lost answer)
+    lose: Callable[[], BaseException] | None = None
 
 
 current_actor: contextvars.ContextVar[Actor | None] = contextvars.ContextVar(
@@ -184,6 +191,7 @@ class Sim:
 
         def run() -> None:
             self._local.me = st
+            st.ident = threading.get_ident()
             try:
                 context.run(body)
             except Crash:
@@ -282,9 +290,13 @@ class Sim:
         park = Park("call", label=f"{st.actor.name}|{origin}|{label}")
         if self._park(st, park) == "die":
             raise Crash
+        lose, st.lose = st.lose, None
         if self.clock.now_ms() < st.actor.cut_until:
             raise StoreUnavailableError(f"state: {st.actor.name} is cut off from the store (sim)")
-        return fn()
+        result = fn()
+        if lose is not None:
+            raise lose()  # it landed; the answer is lost (tests.sim.faults)
+        return result
 
     def sleep(self, seconds: float, stop: Callable[[], bool] | None = None) -> bool:
         """Wait ``seconds`` of simulated time; True if woken early because ``stop()``."""

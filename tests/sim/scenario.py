@@ -9,20 +9,27 @@ two seeds with one hash took the same interleaving.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import os
 import random
-from collections.abc import Callable
-from dataclasses import dataclass, field
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
+from tests.sim import liveness
 from tests.sim.actors import ActorSpec
 from tests.sim.builds import SECRET, Shape, sim_build
+from tests.sim.faults import LOSS_WEIGHT, LostAnswers
 from tests.sim.invariants import Invariants, Violation
 from tests.sim.patches import installed
 from tests.sim.runtime import Sim
-from tests.sim.world import SimStore, World
+from tests.sim.world import FAULT_WEIGHT, SimStore, World
 from zuke._clock import ManualClock
 from zuke._errors import ZukeError
+from zuke.state.filesystem import FileSystemStateStore
 from zuke.state.memory import MemoryStateStore
 
 __all__ = ["DrawChooser", "SeedResult", "SeededChooser", "make_scenario", "run_seed"]
@@ -31,6 +38,9 @@ MAX_STEPS = 6_000
 MAX_SIM_MS = 3 * 3_600_000
 LEASE_TTL_MS = 60_000
 FAMILIES = ("signals", "workflow", "locks", "cancel", "timeouts")
+STORES = ("memory", "filesystem")
+#: the share of seeds run over the filesystem store (the rest: memory)
+FILESYSTEM_SHARE = 0.25
 
 
 class Chooser(Protocol):
@@ -67,6 +77,12 @@ class Scenario:
     actors: tuple[ActorSpec, ...]
     faults: int
     fault_ms: tuple[int, ...]
+    #: "memory" or "filesystem": the store the actors share
+    store: str = "memory"
+    #: how many write answers the fault layer may lose (tests.sim.faults)
+    losses: int = 0
+    #: the weight of each fault move beside 1.0 for a grant
+    fault_weight: float = FAULT_WEIGHT
 
 
 @dataclass
@@ -79,10 +95,15 @@ class SeedResult:
     violations: list[Violation] = field(default_factory=list)
     exhausted: bool = False
     moves: list[str] = field(default_factory=list)
+    #: (actor, operation) of every write whose answer the fault layer lost
+    lost: list[tuple[str, str]] = field(default_factory=list)
+    #: events a second writer appended between a lost answer and its retry
+    appended: int = 0
 
     def describe(self) -> str:
         lines = [
-            f"seed {self.seed} ({self.scenario.family}): {self.steps} steps, "
+            f"seed {self.seed} ({self.scenario.family}, {self.scenario.store} store): "
+            f"{self.steps} steps, "
             f"{self.sim_ms / 1000:.1f} s simulated, schedule {self.schedule}",
             f"  shape: {self.scenario.shape}",
             "  actors: " + ", ".join(f"{a.name}@{a.start_ms}ms" for a in self.scenario.actors),
@@ -92,8 +113,12 @@ class SeedResult:
         return "\n".join(lines)
 
 
-def make_scenario(seed: int) -> Scenario:
-    """The build, actors and fault budget of ``seed`` (its family is ``seed % 5``)."""
+def make_scenario(seed: int, *, hot: bool = False) -> Scenario:
+    """The build, actors and fault budget of ``seed`` (its family is ``seed % 5``).
+
+    ``hot``: the same seed with more faults, made five times as likely (the planted-bug
+    hunt, :mod:`tests.sim.mutations`: a bug that needs two faults in one run shows sooner).
+    """
     rng = random.Random(f"scenario:{seed}")
     family = FAMILIES[seed % len(FAMILIES)]
 
@@ -169,7 +194,47 @@ def make_scenario(seed: int) -> Scenario:
             actors.append(ActorSpec("mcp-show", "mcp-show", at(20, 200)))
     faults = rng.choice((0, 1, 1, 2))
     fault_ms = (LEASE_TTL_MS + 10_000, lock_ms + 10_000)
-    return Scenario(family, shape, tuple(actors), faults, tuple(sorted(set(fault_ms))))
+    store = forced_store() or ("filesystem" if rng.random() < FILESYSTEM_SHARE else "memory")
+    losses = rng.choice((0, 1, 1, 2))
+    actors = [replace(a, via=rng.choice(("cli", "execute"))) if a.kind == "owner" else a
+              for a in actors]  # fmt: skip
+    weight = FAULT_WEIGHT
+    if hot:  # more faults, likelier; sweeps that start together (a cron on every host)
+        faults, losses, weight = faults + 2, losses + 1, FAULT_WEIGHT * 5
+        if family == "workflow" and not shape.signals:  # a gate after ci: the run re-parks
+            shape = replace(shape, signals=("a",))
+            actors.append(resumer("a", 0, 40))
+        first = min((a.start_ms for a in actors if a.kind == "sweeper"), default=0)
+        actors = [replace(a, start_ms=first) if a.kind == "sweeper" else a for a in actors]
+    return Scenario(family, shape, tuple(actors), faults, tuple(sorted(set(fault_ms))),
+                    store, losses, weight)  # fmt: skip
+
+
+def forced_store() -> str | None:
+    """``ZUKE_SIM_STORE``: run every seed over this store (``memory``, ``filesystem``)."""
+    chosen = os.environ.get("ZUKE_SIM_STORE") or None
+    if chosen is not None and chosen not in STORES:
+        raise ValueError(f"ZUKE_SIM_STORE={chosen!r}: expected one of {', '.join(STORES)}")
+    return chosen
+
+
+@contextlib.contextmanager
+def opened(kind: str | type[Any], clock: ManualClock) -> Iterator[Any]:
+    """The seed's store: in memory, or a filesystem store in a fresh temporary directory
+    (on tmpfs when there is one: its fsyncs cost nothing), removed after the seed."""
+    if not isinstance(kind, str):
+        yield kind(clock=clock)
+        return
+    if kind == "memory":
+        yield MemoryStateStore(clock=clock)
+        return
+    where = tempfile.mkdtemp(
+        prefix="zuke-sim-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None
+    )
+    try:
+        yield FileSystemStateStore(where, clock=clock)
+    finally:
+        shutil.rmtree(where, ignore_errors=True)
 
 
 def run_seed(
@@ -178,28 +243,38 @@ def run_seed(
     *,
     keep_moves: bool = False,
     ignore: frozenset[str] = frozenset(),
-    store: type[MemoryStateStore] = MemoryStateStore,
+    store: type[Any] | None = None,
+    hot: bool = False,
 ) -> SeedResult:
     """Simulate one seed to its end, or to its first violation (of an invariant not in
-    ``ignore``: those are counted, and the seed goes on). ``store`` makes the store."""
-    scenario = make_scenario(seed)
-    chooser = chooser or SeededChooser(seed)
+    ``ignore``: those are counted, and the seed goes on). ``store`` makes the store
+    (default: the scenario's)."""
+    scenario = make_scenario(seed, hot=hot)
     clock = ManualClock()
-    inner = store(clock=clock)
+    with opened(store or scenario.store, clock) as inner:
+        return _run(seed, scenario, inner, clock, chooser or SeededChooser(seed), keep_moves,
+                    ignore)  # fmt: skip
+
+
+def _run(seed: int, scenario: Scenario, inner: Any, clock: ManualClock, chooser: Chooser,
+         keep_moves: bool, ignore: frozenset[str]) -> SeedResult:  # fmt: skip
     sim = Sim(clock)
     shape = scenario.shape
     inv = Invariants(inner, signals=frozenset(shape.signals), secret=SECRET, ignore=ignore)
     shared = SimStore(sim, inner, inv)
+    losses = LostAnswers(sim, inner, scenario.losses, orphan=inv.orphaned,
+                         weight=LOSS_WEIGHT * scenario.fault_weight / FAULT_WEIGHT)  # fmt: skip
     world = World(
         seed=seed, sim=sim, clock=clock, inner=inner, store=shared, inv=inv,
         build=sim_build(scenario.shape, shared, inv), specs=list(scenario.actors),
         env={"ZUKE_CANCEL_POLL": "10s", "TOKEN": SECRET}, fault_ms=scenario.fault_ms,
-        faults_left=scenario.faults,
+        faults_left=scenario.faults, losses=losses, fault_weight=scenario.fault_weight,
+        directed_left=int(scenario.fault_weight > FAULT_WEIGHT),
     )  # fmt: skip
     inv.actors = world.actors
     digest = hashlib.sha256()
     moves: list[str] = []
-    steps, exhausted = 0, False
+    steps, exhausted, drained = 0, False, False
     with installed(sim):
         try:
             while True:
@@ -212,7 +287,16 @@ def run_seed(
                 if inv.violations:
                     break
                 options = world.moves()
+                if not options and not drained:  # every actor finished: the drain
+                    runs = sorted(inv.view.runs())
+                    liveness.before_drain(inv, runs, faulted=world.faulted())
+                    if inv.violations:
+                        break
+                    world.begin_drain()
+                    drained = True
+                    continue
                 if not options:
+                    liveness.after_drain(inv, sorted(inv.view.runs()))
                     break
                 if steps >= MAX_STEPS or clock.now_ms() - world.start > MAX_SIM_MS:
                     exhausted = True
@@ -228,7 +312,8 @@ def run_seed(
         finally:
             sim.close(list(world.actors.values()))
     return SeedResult(seed, scenario, steps, clock.now_ms() - world.start, digest.hexdigest()[:16],
-                      list(inv.violations), exhausted, moves)  # fmt: skip
+                      list(inv.violations), exhausted, moves, list(losses.lost),
+                      losses.appended)  # fmt: skip
 
 
 def _final_checks(world: World, scenario: Scenario) -> None:

@@ -226,3 +226,30 @@ def test_a_finished_run_that_keeps_a_lock_is_named_and_its_lease_holder_may_free
     inv.settle({})
     assert [v.invariant for v in inv.violations][-1] == "finished-holds-nothing"
     assert "still holds prod in the store" in inv.violations[-1].detail
+
+
+def test_a_fault_after_the_work_finished_excuses_no_second_run_of_it() -> None:
+    """body-once and compensation-iff excuse a repeat only when the first actor was faulted
+    before its work finished (the record said so), not whenever it was faulted."""
+    inv = Invariants(MemoryStateStore(clock=ManualClock()))
+    first, second, third = Actor("a"), Actor("b"), Actor("c")
+    for actor in (first, second, third):
+        inv.actors[actor.name] = actor
+
+    def compensate(actor: Actor, *, finish: bool) -> None:
+        context = contextvars.copy_context()
+        context.run(current_actor.set, actor)
+        context.run(inv.compensation, "run-1", "deploy")
+        if finish:
+            context.run(inv.compensated, "run-1", "deploy")
+
+    compensate(first, finish=False)
+    inv.faulting(first)  # crashed mid-compensation: a second one is excused
+    first.faulted = True
+    compensate(second, finish=True)
+    assert inv.violations == []
+    inv.faulting(second)  # crashed after it finished: no excuse
+    second.faulted = True
+    compensate(third, finish=True)
+    assert [v.invariant for v in inv.violations] == ["compensation-iff"]
+    assert "after b did" in inv.violations[0].detail

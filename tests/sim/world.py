@@ -16,18 +16,21 @@ A move is one of:
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
+from types import FrameType
 from typing import Any
 
 from tests.sim.actors import ActorSpec, body
+from tests.sim.faults import LostAnswers
 from tests.sim.invariants import Invariants
+from tests.sim.liveness import settled
 from tests.sim.runtime import Actor, Sim, SimThread, current_actor
 from zuke._build import Build
 from zuke._clock import ManualClock
 from zuke.state._protocol import LockAcquired, LockHolder, RunQuery
-from zuke.state.memory import MemoryStateStore
 from zuke.state.records import TERMINAL_STATUSES, RunDelta, RunRecord
 
 #: fault weights, beside 1.0 for a grant
@@ -39,10 +42,24 @@ ADVANCE_WEIGHT = 0.3
 CALL_MS = 1_000
 
 
+#: the weight of a directed stall (hot scenarios: a holder paused at its Hold.write)
+DIRECTED_WEIGHT = 0.3
+
+
+def _in_hold_write(frame: FrameType | None) -> bool:
+    """Whether a thread's stack is ``update_run`` called by a ``Hold.write``."""
+    while frame is not None:
+        if frame.f_code.co_name == "update_run":
+            change = frame.f_locals.get("change")
+            return str(getattr(change, "__qualname__", "")).endswith("write.<locals>.guarded")
+        frame = frame.f_back
+    return False
+
+
 class SimStore:
     """The store as actors see it: every call waits for the scheduler's grant."""
 
-    def __init__(self, sim: Sim, inner: MemoryStateStore, inv: Invariants) -> None:
+    def __init__(self, sim: Sim, inner: Any, inv: Invariants) -> None:
         self.sim = sim
         self.inner = inner
         self.inv = inv
@@ -54,6 +71,9 @@ class SimStore:
         return self.sim.call(f"get_run {run_id}", lambda: self.inner.get_run(run_id))
 
     def create_run(self, record: RunRecord) -> Any:
+        noted = getattr(self.inv.view, "noted", None)
+        if noted is not None:
+            noted(record.id)  # the view reads the runs actors asked for
         return self.sim.call(f"create_run {record.id}", lambda: self.inner.create_run(record))
 
     def put_run(self, record: RunRecord, *, expected_version: str) -> Any:
@@ -127,7 +147,7 @@ class World:
     seed: int
     sim: Sim
     clock: ManualClock
-    inner: MemoryStateStore
+    inner: Any
     store: SimStore
     inv: Invariants
     build: type[Build]
@@ -136,6 +156,11 @@ class World:
     #: sim ms a stall or a cut-off lasts, by how it is chosen
     fault_ms: tuple[int, ...]
     faults_left: int = 0
+    #: lost answers (tests.sim.faults), their own budget
+    losses: LostAnswers | None = None
+    fault_weight: float = FAULT_WEIGHT
+    #: directed stalls left (hot scenarios: one, besides the budget of faults)
+    directed_left: int = 0
     actors: dict[str, Actor] = field(default_factory=dict)
     #: which owner created which run (the record's first actor)
     owners: dict[str, str] = field(default_factory=dict)
@@ -149,11 +174,31 @@ class World:
 
     def all_ended(self) -> bool:
         """Whether every run in the store ended (a sweep has nothing left to do)."""
-        records = [self.inv.record(run_id) for run_id in list(self.inner._runs)]
+        records = [self.inv.record(run_id) for run_id in self.inv.view.runs()]
         return all(r is not None and r.status in TERMINAL_STATUSES for r in records)
 
+    def all_settled(self) -> bool:
+        """Whether a sweep has nothing left to do for any run (tests.sim.liveness)."""
+        records = [self.inv.record(run_id) for run_id in self.inv.view.runs()]
+        return all(r is not None and settled(r) for r in records)
+
+    def faulted(self) -> bool:
+        """Whether the seed had a fault: an actor crashed, stalled or cut off, an answer lost."""
+        lost = self.losses is not None and bool(self.losses.lost)
+        return lost or any(a.faulted for a in self.actors.values())
+
+    def begin_drain(self) -> None:
+        """Faults off; one more process sweeps until every run is settled."""
+        self.faults_left = self.directed_left = 0
+        if self.losses is not None:
+            self.losses.left = 0
+        spec = ActorSpec("drain", "drainer", self.clock.now_ms() - self.start)
+        self.specs.append(spec)
+        self.spec_of[spec.name] = spec
+        self._spawn(spec)
+
     def note_runs(self) -> None:
-        for run_id in self.inner._runs:
+        for run_id in self.inv.view.runs():
             if run_id not in self.owners.values():
                 record = self.inv.record(run_id)
                 if record is not None:
@@ -195,6 +240,10 @@ class World:
             )
         if self.faults_left > 0:
             moves += self._faults(live, now)
+        if self.directed_left > 0:
+            moves += self._directed(live, now)
+        if self.losses is not None:
+            moves += [Move(m.label, m.weight, m.act) for m in self.losses.moves(live)]
         return moves
 
     def _ready(self, spec: ActorSpec, now: int) -> bool:
@@ -215,9 +264,10 @@ class World:
             if actor.gone or actor.faulted or not self.spec_of[actor.name].faultable:
                 continue
             if actor.name in calling:
-                moves.append(Move(f"crash {actor.name}", FAULT_WEIGHT, partial(self._crash, actor)))
+                crash = partial(self._crash, actor)
+                moves.append(Move(f"crash {actor.name}", self.fault_weight, crash))
             for ms in self.fault_ms:
-                weight = FAULT_WEIGHT / len(self.fault_ms)
+                weight = self.fault_weight / len(self.fault_ms)
                 stall = partial(self._stall, actor, now + ms)
                 moves.append(Move(f"stall {actor.name} {ms}ms", weight, stall))
                 moves.append(
@@ -225,14 +275,41 @@ class World:
                 )
         return moves
 
+    def _directed(self, live: list[SimThread], now: int) -> list[Move]:
+        """Hot scenarios only: a stall, likely, of an actor whose held call is a lease
+        holder's compare-and-swap (``Hold.write``) — the window between a proof and its
+        write, where a paused holder must not land after a takeover — or a sweep's taking
+        of a run's lease (the window between what its checks read and what it writes)."""
+        moves: list[Move] = []
+        frames = sys._current_frames()
+        for st in live:
+            actor = st.actor
+            if actor.faulted or not self.spec_of[actor.name].faultable or st.ident is None:
+                continue
+            assert st.park is not None
+            taking = actor.name.startswith("sweeper") and "|acquire_lock zuke-run-" in st.park.label
+            if taking or _in_hold_write(frames.get(st.ident)):
+                stall = partial(self._directed_stall, actor, now + max(self.fault_ms))
+                where = "its lease" if taking else "Hold.write"
+                moves.append(Move(f"stall {actor.name} at {where}", DIRECTED_WEIGHT, stall))
+        return moves
+
+    def _directed_stall(self, actor: Actor, until: int) -> None:
+        self.directed_left -= 1
+        self.faults_left += 1  # not counted against the seed's other faults
+        self._stall(actor, until)
+
     def _crash(self, actor: Actor) -> None:
+        self.inv.faulting(actor)
         actor.dead = actor.faulted = True
         self.faults_left -= 1
 
     def _stall(self, actor: Actor, until: int) -> None:
+        self.inv.faulting(actor)
         actor.frozen_until, actor.faulted = until, True
         self.faults_left -= 1
 
     def _cut(self, actor: Actor, until: int) -> None:
+        self.inv.faulting(actor)
         actor.cut_until, actor.faulted = until, True
         self.faults_left -= 1

@@ -20,7 +20,7 @@ def listeners(store: PostgresStateStore) -> int:
     with store.database.connection() as conn:
         row = conn.execute(
             "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s"
-            " AND query LIKE 'LISTEN%%'",
+            " AND query LIKE 'LISTEN%%' AND datname = current_database()",  # a shared cluster
             (APPLICATION_NAME,),
         ).fetchone()
     return 0 if row is None else int(row[0])

@@ -40,7 +40,8 @@ def store(pg_url: str) -> Iterator[PostgresStateStore]:
 def _backends(url: str, marker: str) -> int:
     with connected(url) as conn:
         row = conn.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE query LIKE %s AND pid <> pg_backend_pid()",
+            "SELECT count(*) FROM pg_stat_activity WHERE query LIKE %s AND pid <> pg_backend_pid()"
+            " AND datname = current_database()",  # the cluster is shared with other workers
             (f"%{marker}%",),
         ).fetchone()
     return 0 if row is None else int(row[0])

@@ -226,7 +226,7 @@ def test_listen_wakes_on_a_parked_run_and_reconnects_after_its_connection_drops(
         with store.database.connection() as conn:
             conn.execute(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-                " WHERE application_name = %s",
+                " WHERE application_name = %s AND datname = current_database()",
                 (APPLICATION_NAME,),
             )
         wakes.wait_for("lost")
@@ -274,7 +274,7 @@ def _listen_backend(store: PostgresStateStore) -> int:
     with store.database.connection() as conn:
         row = conn.execute(
             "SELECT pid FROM pg_stat_activity WHERE application_name = %s"
-            " AND query LIKE 'LISTEN%%'",
+            " AND query LIKE 'LISTEN%%' AND datname = current_database()",
             (APPLICATION_NAME,),
         ).fetchone()
     assert row is not None

@@ -30,7 +30,7 @@ NOW = 1_800_000_000_000
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ServeDb]:
-    from zuke._serve.server import open_db
+    from zuke._serve.db_choice import open_db
 
     spec: Any = tmp_path / "state.db"
     if request.param == "postgres":

@@ -29,7 +29,7 @@ from zuke._engine.plan import TargetSpec
 from zuke._engine.result import Outcome
 
 if TYPE_CHECKING:
-    from zuke._engine.scheduler import Scheduler
+    from zuke._engine.fan_host import FanHost
 
 ItemEnd = Literal["succeeded", "failed", "waiting", "skipped"]
 #: how many failed items a fan-out's error names before it counts the rest
@@ -68,7 +68,7 @@ class Batch:
 
     def __init__(
         self,
-        scheduler: Scheduler,
+        scheduler: FanHost,
         spec: TargetSpec,
         items: list[Item],
         *,

@@ -35,15 +35,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
 from zuke._clock import SYSTEM_CLOCK, Clock
-from zuke._duration import format_duration
+from zuke._duration import format_duration, parse_duration
 from zuke._engine.executor import BODIES
 from zuke._errors import StateError, StoreRefusedError, StoreUnavailableError
-from zuke._lock_settings import safety_margin_ms
+from zuke._lock_settings import check_claim_ttl, safety_margin_ms
 from zuke.state._protocol import (
     LockAcquired,
     LockHeld,
@@ -54,6 +54,25 @@ from zuke.state._protocol import lease_key as lease_key  # its home; zuke cancel
 
 MIN_BEAT_S = 0.1
 LEASE_TTL_MS = 60_000
+
+
+def lease_ttl_ms(env: Mapping[str, str], store: StateStore | None = None) -> int:
+    """The run lease's TTL: ``ZUKE_RUN_LEASE_TTL``, else the store's own default, else 60 s.
+
+    A store whose every write is costly (the GitHub branch store: a renewal is
+    a commit) names its default in a positive int ``default_lease_ttl_ms``.
+    A value too short to renew safely is a :class:`~zuke.DurationError` (exit 2).
+    """
+    raw = env.get("ZUKE_RUN_LEASE_TTL", "")
+    if raw:
+        what = "ZUKE_RUN_LEASE_TTL"
+        return check_claim_ttl(parse_duration(raw, what=what), what)
+    default = getattr(store, "default_lease_ttl_ms", None)
+    if isinstance(default, int) and not isinstance(default, bool) and default > 0:
+        return default
+    return LEASE_TTL_MS
+
+
 LEASE_ACQUIRE_BACKOFF_S = (0.25, 0.5, 1.0, 2.0)
 #: The first retry after a failed renewal comes at most this soon (then doubles).
 RETRY_FIRST_MS = 1000

@@ -22,13 +22,13 @@ from zuke._engine import children
 from zuke._engine.body_threads import BodyThreads
 from zuke._engine.context import RunState
 from zuke._engine.observer import Observers
+from zuke._engine.options import RunOptions
 from zuke._engine.plan import Plan
 from zuke._engine.result import Outcome, RunResult, RunVerdict
 from zuke._engine.scheduler import Scheduler
 
 if TYPE_CHECKING:
     from zuke._engine.durable import DurableRun
-    from zuke._engine.run import RunOptions
 
 
 def verdict_of(outcomes: Mapping[str, Any], plan: Plan, cancelled: bool) -> RunVerdict:

@@ -23,15 +23,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
-from pathlib import Path
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from zuke._clock import SYSTEM_CLOCK, Clock, iso
-from zuke._duration import parse_duration
+from zuke._clock import Clock
 from zuke._engine import children
 from zuke._engine.cancel_watch import CancelWatch, poll_interval_s
-from zuke._engine.claims import LEASE_TTL_MS, Claim, acquire_lease, guarding, lease_key
+from zuke._engine.claims import Claim, guarding, lease_key, lease_ttl_ms
 from zuke._engine.context import Context, RunState
 from zuke._engine.executor import BODIES
 from zuke._engine.fan_out import SpecIndex
@@ -39,48 +37,16 @@ from zuke._engine.gate_cancel import GateHooks
 from zuke._engine.gates import EffectDriver, GateKeeper
 from zuke._engine.held import RunHeldLocks
 from zuke._engine.hooks import EffectRunner, GateCheck, Held
-from zuke._engine.plan import Plan, TargetSpec, requires_state
-from zuke._engine.record import ci_run_url, deadline_at, new_record
+from zuke._engine.plan import Plan, TargetSpec
 from zuke._engine.result import RunVerdict
 from zuke._engine.target_locks import TargetLocks
 from zuke._engine.walk import WalkResult, walk
 from zuke._engine.writer import RunStateWriter
-from zuke._errors import StateError
-from zuke._lock_settings import check_claim_ttl
-from zuke.state._protocol import LockAcquired, LockHeld, LockHolder, StateStore, StoredRun
+from zuke.state._protocol import LockAcquired, StateStore, StoredRun
 from zuke.state.records import RunStatus, WaitingFor
-from zuke.state.resolve import resolve_store
 
 if TYPE_CHECKING:
     from zuke._engine.scheduler import Scheduler
-
-
-def lease_ttl_ms(env: Mapping[str, str], store: StateStore | None = None) -> int:
-    """The run lease's TTL: ``ZUKE_RUN_LEASE_TTL``, else the store's own default, else 60 s.
-
-    A store whose every write is costly (the GitHub branch store: a renewal is
-    a commit) names its default in a positive int ``default_lease_ttl_ms``.
-    A value too short to renew safely is a :class:`~zuke.DurationError` (exit 2).
-    """
-    raw = env.get("ZUKE_RUN_LEASE_TTL", "")
-    if raw:
-        what = "ZUKE_RUN_LEASE_TTL"
-        return check_claim_ttl(parse_duration(raw, what=what), what)
-    default = getattr(store, "default_lease_ttl_ms", None)
-    if isinstance(default, int) and not isinstance(default, bool) and default > 0:
-        return default
-    return LEASE_TTL_MS
-
-
-def needs_state(plan: Plan) -> bool:
-    """Whether a feature of the plan needs a store even without ``--state``.
-
-    A fan-out does: its items may hold gates, locks or compensations that are
-    known only once it runs, and its per-item verdicts belong in the record.
-    (With ``ZUKE_STATE=off`` a fan-out still runs; one whose stages need a store
-    fails when its items are read, before any runs.)
-    """
-    return any(requires_state(spec) or spec.fan_out is not None for spec in plan.specs.values())
 
 
 @dataclass(frozen=True)
@@ -135,72 +101,6 @@ class DurableRun:
         )  # fmt: skip
 
     @classmethod
-    async def open(
-        cls,
-        *,
-        build_name: str,
-        override: StateStore | None,
-        deadline: str | int | None,
-        plan: Plan,
-        roots: list[str],
-        params: Mapping[str, str],
-        state: RunState,
-        env: Mapping[str, str],
-        clock: Clock,
-        required: bool,
-        cwd: Path | None,
-        warn: Callable[[str], None],
-    ) -> DurableRun | None:
-        """Take the lease, then write the first record; ``None`` for a stateless run."""
-        if env.get("ZUKE_STATE", "") == "off" and override is None:
-            if any(requires_state(spec) for spec in plan.specs.values()):
-                raise StateError(
-                    "this run needs a state store (a target uses .lock(), .waits_for(), "
-                    ".effect() or .on_cancel()), but ZUKE_STATE=off disables it; "
-                    "unset ZUKE_STATE to run it"
-                )
-            return None
-        store = resolve_store(
-            override=override, env=env, required=required or needs_state(plan), cwd=cwd
-        )
-        if store is None:
-            return None
-        now = clock.now_ms()
-        record = new_record(
-            run_id=state.run_id,
-            build=build_name,
-            plan=plan,
-            roots=roots,
-            params=params,
-            actor=state.actor,
-            actor_source=state.actor_source,
-            now_ms=now,
-            env=env,
-            deadline=deadline_at(deadline, now),
-        )
-        ttl = lease_ttl_ms(env, store)
-        poll_s = poll_interval_s(env)  # a bad value fails here, before the lease is taken
-        holder = LockHolder(state.resumed_by, state.run_id, iso(now), ci_run_url(env))
-        since = SYSTEM_CLOCK.now_ms()  # the store's expiry is at least this plus the TTL
-        taken = await acquire_lease(store, state.run_id, holder, ttl_ms=ttl)
-        if isinstance(taken, LockHeld):
-            raise StateError(f"run id {state.run_id} is already leased; the id was reused")
-        record = replace(record, locks={lease_key(state.run_id): taken.token})
-        writer = RunStateWriter(
-            store, record, version=None, run_state=state, clock=clock,
-            redactor=state.redactor, warn=warn,
-        )  # fmt: skip
-        run = cls._with_lease(store, writer, taken, ttl, state=state, env=env, clock=clock,
-                              warn=warn, since_ms=since)  # fmt: skip
-        try:
-            await writer.create()
-        except BaseException:
-            await run.lease.release()
-            raise
-        run._start(poll_s)
-        return run
-
-    @classmethod
     def adopt(
         cls,
         *,
@@ -226,14 +126,14 @@ class DurableRun:
             redactor=state.redactor, warn=warn,
         )  # fmt: skip
         writer.note_lock(lease_key(state.run_id), lease.token)  # the record lists the new lease
-        run = cls._with_lease(store, writer, lease, ttl, state=state, env=env, clock=clock,
+        run = cls.with_lease(store, writer, lease, ttl, state=state, env=env, clock=clock,
                               warn=warn, since_ms=since_ms)  # fmt: skip
         run.held.adopt(found.record)  # renewed with their tokens before any target runs
-        run._start(poll_interval_s(env))
+        run.start(poll_interval_s(env))
         return run
 
     @classmethod
-    def _with_lease(
+    def with_lease(
         cls,
         store: StateStore,
         writer: RunStateWriter,
@@ -262,7 +162,7 @@ class DurableRun:
         """A claim of this run lapsed while a body it guards runs: end the process."""
         children.end_process(line, self.existing)
 
-    def _start(self, poll_s: float) -> None:
+    def start(self, poll_s: float) -> None:
         """Start renewing the lease and watching for a cancel from another process."""
         self.writer.lease = (self.lease.key, self.lease.token)
         self.lease.start()
@@ -441,6 +341,8 @@ class DurableRun:
         else:
             await self.held.release()
         self.writer.note_lock(self.lease.key, None)
+        if self.stopped_because is not None:  # the record says why, not only the console
+            self.writer.append_event("stop", outcome="error", detail=self.stopped_because)
         try:
             await self.writer.finish(verdict)
         finally:

@@ -31,11 +31,11 @@ from zuke._errors import ZukeError
 from zuke._lock_settings import check_lock
 
 if TYPE_CHECKING:
+    from zuke._engine.fan_host import FanHost
     from zuke._engine.hooks import Held
-    from zuke._engine.scheduler import Scheduler
 
 
-async def run_fan_out(s: Scheduler, spec: TargetSpec, held: Held | None) -> GateVerdict:
+async def run_fan_out(s: FanHost, spec: TargetSpec, held: Held | None) -> GateVerdict:
     """Run the fan-out ``spec``; its verdict: passed, waiting (items parked) or failed."""
     try:
         items = await materialise(spec)
@@ -66,7 +66,7 @@ async def run_fan_out(s: Scheduler, spec: TargetSpec, held: Held | None) -> Gate
     return GateVerdict("passed")
 
 
-def _check_stages(s: Scheduler, spec: TargetSpec, items: list[Item]) -> None:
+def _check_stages(s: FanHost, spec: TargetSpec, items: list[Item]) -> None:
     """Before any item runs: every stage's lock settings are valid, and a run without a
     store (``ZUKE_STATE=off``) has no stage that needs one — a locked stage never runs
     unlocked."""
@@ -82,13 +82,13 @@ def _check_stages(s: Scheduler, spec: TargetSpec, items: list[Item]) -> None:
                 )
 
 
-def _register(s: Scheduler, items: list[Item]) -> None:
+def _register(s: FanHost, items: list[Item]) -> None:
     for item in items:
         for stage in item.stages:
             s.specs[stage.name] = stage
 
 
-async def _attempts(s: Scheduler, spec: TargetSpec, items: list[Item]) -> BatchResult:
+async def _attempts(s: FanHost, spec: TargetSpec, items: list[Item]) -> BatchResult:
     """Run the batch; with ``retry``, run its failed items again (from their failed stage)."""
     prior: dict[str, Outcome] = dict(s.earlier)
     todo = items
@@ -128,7 +128,7 @@ async def _attempts(s: Scheduler, spec: TargetSpec, items: list[Item]) -> BatchR
     return result
 
 
-def _arm_timeout(s: Scheduler, spec: TargetSpec, batch: Batch) -> asyncio.TimerHandle | None:
+def _arm_timeout(s: FanHost, spec: TargetSpec, batch: Batch) -> asyncio.TimerHandle | None:
     if spec.timeout_ms is None:
         return None
 
@@ -142,7 +142,7 @@ def _arm_timeout(s: Scheduler, spec: TargetSpec, batch: Batch) -> asyncio.TimerH
     return asyncio.get_running_loop().call_later(spec.timeout_ms / 1000, expire)
 
 
-async def _while_held(s: Scheduler, work: asyncio.Future[BatchResult], held: Held) -> None:
+async def _while_held(s: FanHost, work: asyncio.Future[BatchResult], held: Held) -> None:
     """Wait for the batch; if the fan-out's own claim is lost meanwhile, stop the run."""
     lost: asyncio.Future[object] = asyncio.ensure_future(held.lost.wait())
     waiting: list[asyncio.Future[object]] = [work, lost]  # type: ignore[list-item]

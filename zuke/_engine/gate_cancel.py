@@ -117,7 +117,7 @@ async def ask(record: RunRecord, gate: str, hooks: GateHooks, now_ms: int) -> To
 
 
 class Walker(Protocol):
-    """What :func:`tell` needs of the walk (:class:`zuke._engine.walk._Walk`)."""
+    """What :func:`tell` needs of the walk (:class:`zuke._engine.walker.Walker`)."""
 
     run_id: str
     lease: Claim

@@ -97,6 +97,8 @@ class RunHeldLocks:
         #: whether a target ran to its end (succeeded or failed) by the record
         self._finished = finished
         self.kept: dict[str, Kept] = {}
+        #: keys whose claim was lost while kept: their rows leave the record with the run's end
+        self.lost_keys: set[str] = set()
         self._proof: asyncio.Future[None] | None = None
         #: reaches a body on the loop's thread when a refusal stops the run (the
         #: scheduler's ``interrupt_from_thread``, set once the scheduler exists)
@@ -119,7 +121,10 @@ class RunHeldLocks:
         if kept is None:
             return
         self.writer.note_lock(claim.key, None)
-        self.writer.note_held(claim.key, None)
+        # The row stays until the run ends here (release): if this process's lease lapses
+        # too, the run's next holder finds the kept lock gone (no token) and fails the run
+        # rather than run `until` unguarded.
+        self.lost_keys.add(claim.key)
         why = claim.lapsed or "the store refused its renewal (it was broken or taken over)"
         self._on_lost(
             f'lock "{claim.key}", which the run keeps from `{kept.row.target}` until '
@@ -192,6 +197,10 @@ class RunHeldLocks:
 
     async def release(self, keys: list[str] | None = None) -> None:
         """Give back ``keys`` (default: all) and record that the run no longer keeps them."""
+        if keys is None:
+            for key in sorted(self.lost_keys):
+                self.writer.note_held(key, None)
+            self.lost_keys.clear()
         for key in list(self.kept) if keys is None else keys:
             kept = self.kept.pop(key, None)
             if kept is None:

@@ -22,7 +22,6 @@ from zuke.state.records import TargetStatus, WaitingFor
 if TYPE_CHECKING:
     from zuke._engine.plan import Plan
     from zuke._engine.result import RunResult
-    from zuke._engine.writer import RunStateWriter
 
 
 @dataclass(frozen=True)
@@ -74,13 +73,22 @@ class Observer:
         return None
 
 
+class RecordWriter(Observer):
+    """What :class:`Observers` needs of the run's state writer (``writer.RunStateWriter``):
+    an observer whose own failures are the record's, told through :meth:`failed` (named
+    here so that this module does not depend on the writer, which depends on it)."""
+
+    def failed(self, exc: BaseException) -> None:
+        raise NotImplementedError
+
+
 class Observers(Observer):
     """The run's state writer first, then each observer, in order.
 
     An observer that raises (a console whose pipe closed, a plugin's bug) is
     reported once through ``warn`` and skipped from then on: watching a run
     must never break it. The ``writer`` is never skipped: an error it does not
-    handle itself is a record failure (:meth:`RunStateWriter.failed`), and it
+    handle itself is a record failure (:meth:`RecordWriter.failed`), and it
     goes on seeing every transition.
     """
 
@@ -88,7 +96,7 @@ class Observers(Observer):
         self,
         observers: Sequence[Observer],
         *,
-        writer: RunStateWriter | None = None,
+        writer: RecordWriter | None = None,
         warn: Callable[[str], None] = lambda m: None,
     ) -> None:
         self._writer = writer

@@ -11,24 +11,19 @@ error, nothing has run); from scheduling on, failures are outcomes.
 
 from __future__ import annotations
 
-import asyncio
 import difflib
-import os
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from zuke._build import Build, parameters
-from zuke._clock import SYSTEM_CLOCK, Clock
 from zuke._duration import parse_duration
 from zuke._engine.context import RunState
 from zuke._engine.drive import drive
 from zuke._engine.loading import LoadedBuild as LoadedBuild  # callers import it from here
 from zuke._engine.loading import load as load
-from zuke._engine.observer import Observer
+from zuke._engine.options import RunOptions as RunOptions  # callers import it from here
 from zuke._engine.plan import BuildGraph, Plan, make_plan, requires_state
 from zuke._engine.preflight import preflight
 from zuke._engine.result import RunResult
@@ -45,46 +40,13 @@ if TYPE_CHECKING:
 _STORE_VARIABLES = ("ZUKE_STATE_URL", "ZUKE_STATE_DIR", "ZUKE_STATE")
 
 
-@dataclass
-class RunOptions:
-    """How to run a build (what the command line sets)."""
-
-    targets: Sequence[str] = ()
-    params: Mapping[str, Sequence[str]] = field(default_factory=dict)
-    env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
-    skip: Sequence[str] = ()
-    parallel: int = 1
-    #: ``--actor`` (its source ``local``), or an :class:`~zuke._provenance.Actor` already
-    #: resolved with its source (``zuke mcp``'s); ``None``: as the environment names it
-    actor: str | Actor | None = None
-    observers: Sequence[Observer] = ()
-    clock: Clock = SYSTEM_CLOCK
-    #: install SIGINT/SIGTERM handlers that cancel the run (the CLI does)
-    handle_signals: bool = False
-    #: called once with a message when the first signal arrives
-    on_interrupt: Callable[[str], None] | None = None
-    #: set it (from the loop) to cancel the run, as Ctrl-C does
-    cancel: asyncio.Event | None = None
-    #: record the run in a state store even if no feature needs one (``--state``)
-    state: bool = False
-    #: where a problem that does not stop the run is reported (a store that is briefly down)
-    on_warning: Callable[[str], None] = lambda message: None
-    #: the directory ``.zuke/runs`` is relative to
-    cwd: Path | None = None
-    #: the event loop runs nothing but this run (``asyncio.run`` of it: the CLI,
-    #: ``execute()``), so the run's only work may hold it: a plain sync body runs on the
-    #: loop's thread and a local store is written there (see docs/architecture.md, Rules).
-    #: Off for a loop shared with other work (``zuke mcp``'s server, a sweeper).
-    inline: bool = False
-
-
 def stateless(
     override: StateStore | None, env: Mapping[str, str], plan: Plan, *, required: bool
 ) -> bool:
     """Whether the run certainly has no store — decided before the durable side
     (:mod:`zuke._engine.durable`, its claims, writer and gates) is imported, which a run
     without a store never needs. ``False`` leaves the decision to
-    :meth:`~zuke._engine.durable.DurableRun.open` (which may still find no store, or
+    :func:`~zuke._engine.durable_open.open_run` (which may still find no store, or
     refuse a run that needs one under ``ZUKE_STATE=off``)."""
     if override is not None:
         return False
@@ -92,7 +54,7 @@ def stateless(
         return not any(requires_state(spec) for spec in plan.specs.values())
     if required or any(env.get(name, "") for name in _STORE_VARIABLES):
         return False
-    # ``durable.needs_state``: a fan-out keeps a record even without ``--state``.
+    # ``durable_open.needs_state``: a fan-out keeps a record even without ``--state``.
     return not any(requires_state(s) or s.fan_out is not None for s in plan.specs.values())
 
 
@@ -145,9 +107,9 @@ async def execute_async(build_cls: type[Build], options: RunOptions) -> RunResul
     secret_names = {p.name for p in parameters(build_cls) if p.is_secret}
     durable: DurableRun | None = None
     if not stateless(override, options.env, plan, required=options.state):
-        from zuke._engine.durable import DurableRun  # the record, lease and locks: ~10 ms
+        from zuke._engine.durable_open import open_run  # the record, lease and locks: ~10 ms
 
-        durable = await DurableRun.open(
+        durable = await open_run(
             build_name=build_cls.__name__,
             override=override,
             deadline=deadline,

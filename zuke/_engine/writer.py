@@ -49,7 +49,7 @@ from dataclasses import replace
 
 from zuke._clock import SYSTEM_CLOCK, Clock, iso
 from zuke._engine.context import RunState
-from zuke._engine.observer import Observer, Transition
+from zuke._engine.observer import RecordWriter, Transition
 from zuke._engine.store_traits import CHECKPOINT_DEBOUNCE_S, checkpointed, describe_store, local
 from zuke._errors import StateError, ZukeError
 from zuke._redact import Redactor
@@ -84,7 +84,7 @@ def _honest(status: RunStatus) -> RunStatus:
     return "failed" if status == "succeeded" else status
 
 
-class RunStateWriter(Observer):
+class RunStateWriter(RecordWriter):
     """Persists one run's transitions to a store."""
 
     def __init__(

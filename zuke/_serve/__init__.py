@@ -16,7 +16,7 @@ things live:
   runs and locks; :mod:`zuke._serve.builds` the build catalog;
   :mod:`zuke._serve.answers` the shared request/response vocabulary.
 - :mod:`zuke._serve.backend` — what the app asks of a database
-  (:class:`~zuke._serve.backend.ServeDb`); :func:`zuke._serve.server.open_db`
+  (:class:`~zuke._serve.backend.ServeDb`); :func:`zuke._serve.db_choice.open_db`
   picks one from ``--db``.
 - :mod:`zuke._serve.db` (runs), :mod:`zuke._serve.db_locks`,
   :mod:`zuke._serve.db_builds`, :mod:`zuke._serve.schema`,

@@ -16,7 +16,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from zuke.state._pg_conn import shown_url
+from zuke.state._pg_url import shown_url
 from zuke.state._protocol import LockAcquired, LockEntry, LockHeld
 from zuke.state.records import LockHolder, RunDelta, RunRecord
 

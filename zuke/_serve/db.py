@@ -41,6 +41,8 @@ from zuke._serve.db_locks import LockTable
 from zuke._serve.jsontext import dumps, from_sql, loads, sql_text
 from zuke._serve.schema import created_ms, prepare
 from zuke._serve.sqlite import DbClosedError, Pool, WouldWait
+from zuke.state._listing_sql import Position as Place
+from zuke.state._listing_sql import listing_sql, page
 from zuke.state.records import RunDelta, RunRecord, apply_deltas
 from zuke.state.wire import delta_to_json, parse_delta, parse_record, record_to_json
 
@@ -207,62 +209,17 @@ class StateDb:
         applies after ordering; ``before`` keeps the rows past that place in the
         order (keyset paging). Every filter is served by an index.
         """
-        filters = (status, target, build, since_ms)
-        if before is None or before[0] is None:
-            return self._list_runs(ns, *filters, limit=limit, before=before)
-        # Past a dated row come the older dated rows, then the undated ones (last).
-        rows = self._list_runs(ns, *filters, limit=limit, before=before)
-        if limit is None or len(rows) < limit:
-            rest = None if limit is None else limit - len(rows)
-            rows += self._list_runs(ns, *filters, limit=rest, before=(None, None))
-        return rows
 
-    def _list_runs(
-        self,
-        ns: str,
-        status: str | None,
-        target: str | None,
-        build: str | None,
-        since_ms: int | None,
-        *,
-        limit: int | None,
-        before: tuple[int | None, str | None] | None,
-    ) -> list[SummaryRow]:
-        sql = [
-            "SELECT id, build, root_target, status, actor, created_at, updated_at",
-            "FROM runs r WHERE r.ns = ?",
-        ]
-        args: list[str | int] = [ns]
-        for column, value in (("status", status), ("build", build)):
-            if value is not None:
-                sql.append(f"AND r.{column} = ?")
-                args.append(value)
-        if since_ms is not None:
-            sql.append("AND r.created_ms >= ?")
-            args.append(since_ms)
-        if target is not None:
-            sql.append(
-                "AND EXISTS (SELECT 1 FROM run_targets t"
-                " WHERE t.ns = r.ns AND t.run_id = r.id AND t.name = ?)"
-            )
-            args.append(target)
-        if before is not None:
-            at, after_id = before
-            if at is not None:
-                sql.append("AND (r.created_ms, r.id) < (?, ?)")
-                args += [at, after_id or ""]
-            else:
-                sql.append("AND r.created_ms IS NULL")
-                if after_id is not None:
-                    sql.append("AND r.id < ?")
-                    args.append(after_id)
-        sql.append("ORDER BY r.created_ms DESC, r.id DESC")
-        if limit is not None:
-            sql.append("LIMIT ?")
-            args.append(limit)
-        with self._pool.conn() as conn:
-            rows = conn.execute(" ".join(sql), args).fetchall()
-        return [(row[0], *(from_sql(v) for v in row[1:])) for row in rows]
+        def fetch(limit: int | None, before: Place | None) -> list[SummaryRow]:
+            sql, args = listing_sql(
+                runs="runs", targets="run_targets", mark="?", ns=ns, status=status, build=build,
+                since_ms=since_ms, target=target, before=before, limit=limit,
+            )  # fmt: skip
+            with self._pool.conn() as conn:
+                rows = conn.execute(sql, args).fetchall()
+            return [(row[0], *(from_sql(v) for v in row[1:])) for row in rows]
+
+        return page(fetch, limit=limit, before=before)
 
 
 def _columns(record: RunRecord) -> tuple[str | bytes | int | None, ...]:

@@ -41,9 +41,11 @@ from zuke._serve.backend import (
 from zuke._serve.jsontext import dumps
 from zuke._serve.sqlite import WouldWait
 from zuke.state import _pg_builds, _pg_locks, _pg_runs
+from zuke.state._listing_sql import Position as Place
+from zuke.state._listing_sql import page
 from zuke.state._pg_conn import PgDatabase
 from zuke.state._protocol import Conflict, LockAcquired, LockEntry, LockHeld, RunQuery, Written
-from zuke.state.records import LockHolder, RunDelta, RunRecord, RunStatus
+from zuke.state.records import LockHolder, RunDelta, RunRecord, RunStatus, RunSummary
 
 if TYPE_CHECKING:
     from zuke.state._pg_conn import Conn
@@ -236,13 +238,12 @@ class PgServeDb:
             status=_status(status), target=target, build=build,
             since=None if since_ms is None else iso(since_ms), limit=limit,
         )  # fmt: skip
-        rows = self._db.call(lambda conn: _pg_runs.listing(conn, ns, query, before=before))
-        if before is not None and before[0] is not None and (limit is None or len(rows) < limit):
-            # Past a dated row come the older dated rows, then the undated ones (NULLS LAST).
-            rest = replace(query, limit=None if limit is None else limit - len(rows))
-            rows += self._db.call(
-                lambda conn: _pg_runs.listing(conn, ns, rest, before=(None, None))
-            )
+
+        def fetch(limit: int | None, before: Place | None) -> list[RunSummary]:
+            asked = replace(query, limit=limit)
+            return self._db.call(lambda conn: _pg_runs.listing(conn, ns, asked, before=before))
+
+        rows = page(fetch, limit=limit, before=before)
         return [
             (r.id, r.build, r.root_target, r.status, r.actor, r.created_at, r.updated_at)
             for r in rows

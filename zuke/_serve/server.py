@@ -1,7 +1,8 @@
 """Running ``zuke serve``: uvicorn on a bound socket, on a thread, until stopped.
 
 This module owns the service's lifecycle. :class:`StateServer` opens the
-database (:func:`open_db`: a SQLite file, or Postgres for ``postgresql://``),
+database (:func:`~zuke._serve.db_choice.open_db`: a SQLite file, or Postgres for
+``postgresql://``),
 binds the listening socket itself (so the port is known, and a
 taken port fails before anything else starts, with the listen backlog
 configured), and runs uvicorn with :class:`~zuke._serve.protocol.StateProtocol`
@@ -29,7 +30,7 @@ import signal
 import socket
 import sys
 import threading
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Callable, Generator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,8 +43,8 @@ from zuke._clock import SYSTEM_CLOCK, Clock
 from zuke._errors import UsageError
 from zuke._serve.app import StateApp
 from zuke._serve.asgi import LineLog, StateAsgi
-from zuke._serve.backend import ServeDb, is_postgres, shown_db
-from zuke._serve.db import StateDb
+from zuke._serve.backend import ServeDb, shown_db
+from zuke._serve.db_choice import check_db, open_db, pg_connections
 from zuke._serve.protocol import ServeConfig, StateProtocol, line_logger
 from zuke.state._http_wire import is_loopback_host
 
@@ -57,44 +58,6 @@ READ_TOKEN_ENV = "ZUKE_SERVE_READ_TOKEN"
 START_TIMEOUT_S = 30.0
 #: Worker threads for the app (SQLite calls block; writers queue on one lock anyway).
 WORKERS = 8
-#: Worker threads (and pooled connections) on Postgres, whose calls wait on the network,
-#: unless ``ZUKE_PG_POOL_SIZE`` says otherwise.
-PG_WORKERS = 16
-
-
-def pg_connections(env: Mapping[str, str]) -> int:
-    """Connections (and worker threads) of a replica: ``ZUKE_PG_POOL_SIZE``, else 16."""
-    from zuke.state._pg_conn import POOL_SIZE_ENV
-    from zuke.state.postgres import pool_size
-
-    return pool_size(env) if env.get(POOL_SIZE_ENV, "").strip() else PG_WORKERS
-
-
-def check_db(spec: str | os.PathLike[str]) -> str | Path:
-    """``--db`` as :func:`open_db` takes it: a Postgres URL (a string), else a file's path.
-
-    Any other ``scheme://`` is a :class:`UsageError`: it is no file name anyone meant
-    (and as a path, ``//`` would fold into a directory named after the scheme).
-    """
-    if is_postgres(spec):
-        return str(spec)
-    text = os.fspath(spec)
-    if "://" in text:
-        scheme = "".join(c if c.isprintable() else "?" for c in text.split("://", 1)[0][:20])
-        raise UsageError(f"--db {scheme}://… is neither a SQLite file nor a postgresql:// URL")
-    return Path(text)
-
-
-def open_db(spec: str | Path, *, clock: Clock, wait_s: float, connections: int) -> ServeDb:
-    """The database :func:`check_db` accepted: Postgres for a URL, else a SQLite file.
-
-    On Postgres, up to ``connections``, and a request waits at most ``wait_s`` for one.
-    """
-    if isinstance(spec, str):
-        from zuke._serve.pg import PgServeDb  # psycopg2 only when Postgres is asked for
-
-        return PgServeDb(spec, connections=connections, wait_s=wait_s)
-    return StateDb(spec, clock=clock)
 
 
 @dataclass(frozen=True)
@@ -396,5 +359,7 @@ __all__ = [
     "ServeLimits",
     "StateServer",
     "check_auth_config",
+    "check_db",
+    "open_db",
     "serve",
 ]

@@ -140,12 +140,8 @@ class Pool:
         with self._write_lock, self.conn() as conn:
             conn.execute(f"PRAGMA synchronous={'FULL' if checkpoint else 'NORMAL'}")
             conn.execute("BEGIN IMMEDIATE")
-            try:
+            with _committed(conn):
                 yield conn
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
             self._prompt_writes = 0  # this commit checkpointed the WAL if it had grown
 
     @contextmanager
@@ -165,15 +161,23 @@ class Pool:
                 conn.execute("BEGIN IMMEDIATE")
             except sqlite3.OperationalError:
                 raise WouldWait from None
-            try:
+            with _committed(conn):
                 yield conn
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
             self._prompt_writes += 1
         finally:
             self._write_lock.release()
+
+
+@contextmanager
+def _committed(conn: sqlite3.Connection) -> Iterator[None]:
+    """The transaction begun on ``conn``: committed if the block ends, rolled back if it
+    raises (whatever it raises: a cancelled request's too)."""
+    try:
+        yield
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
 
 
 __all__ = ["PROMPT_WRITES_PER_WORKER", "DbClosedError", "Pool", "WouldWait"]

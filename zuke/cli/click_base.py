@@ -29,6 +29,9 @@ HELP_TEXT = "show this help"  # the words every zuke help uses for -h, --help
 
 
 class Command(click.Command):
+    """A zuke command: its parse errors name the command, ``-h`` and ``--help`` both show
+    its help, worded as every zuke help is (:class:`Group` inherits all three)."""
+
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         with _naming(ctx):
             return super().parse_args(ctx, args)
@@ -54,24 +57,15 @@ def _worded(option: click.Option | None) -> click.Option | None:
     return option
 
 
-class Group(click.Group):
-    """Lists its commands in the order they are defined; its commands are :class:`Command`."""
+class Group(Command, click.Group):
+    """Lists its commands in the order they are defined; its commands are :class:`Command`
+    (and it is one: the parsing and help rules are theirs)."""
 
     command_class = Command
     group_class = type  # subgroups are Group too
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return list(self.commands)
-
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        with _naming(ctx):
-            return super().parse_args(ctx, args)
-
-    def get_help_option_names(self, ctx: click.Context) -> list[str]:
-        return _names(self)
-
-    def get_help_option(self, ctx: click.Context) -> click.Option | None:
-        return _worded(super().get_help_option(ctx))
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """Each command with its whole first sentence, wrapped: click would cut a summary to

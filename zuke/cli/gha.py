@@ -21,7 +21,6 @@ list```), since GitHub drops a summary over 1 MiB whole.
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,7 +38,7 @@ from zuke.cli.hints import resume_commands
 if TYPE_CHECKING:
     from zuke._engine.result import RunResult
     from zuke.runs.cancel import CancelResult
-    from zuke.runs.lifecycle import ResumeOutcome
+    from zuke.runs.outcome import ResumeOutcome
     from zuke.runs.sweep_report import SweepReport
     from zuke.state.records import WaitingFor
 
@@ -72,6 +71,8 @@ def output_text(values: Mapping[str, str]) -> str:
     "workflow commands for GitHub Actions", Multiline strings)."""
     parts = []
     for name, value in values.items():
+        import uuid  # here: uuid loads platform, which no command needs off Actions
+
         delimiter = f"ghadelimiter_{uuid.uuid4()}"
         while delimiter in value or delimiter in name:  # pragma: no cover - a uuid4 collision
             delimiter = f"ghadelimiter_{uuid.uuid4()}"

@@ -178,6 +178,8 @@ Environment:
                              (GH_TOKEN first; an App's ZUKE_GH_APP_ID, … wins over both)
   GITHUB_API_URL             GitHub's API (default https://api.github.com; GHES:
                              https://HOST/api/v3)
+  ZUKE_GITHUB_DASHBOARD      OWNER/REPO: each `zuke resume --check` then keeps that
+                             repository's release dashboard issue (zuke_gh)
   NO_COLOR                   plain output on a terminal too
 
 Exit codes:

@@ -312,16 +312,8 @@ def _resume(
     from zuke.cli import gha
     from zuke.cli.console import ConsoleReporter
     from zuke.cli.progress import PauseOnRun, SweepProgress, on_terminal
-    from zuke.cli.sweep_output import (
-        access_failures,
-        check_without_build,
-        store_failures,
-        write_report,
-    )
     from zuke.runs.lifecycle import check_settings
-    from zuke.runs.resume import resume_run_async
     from zuke.runs.store import open_store
-    from zuke.runs.sweep import resume_check_async
 
     parsed = cli_args.parse(rest, parameters(build))
     run_id, resume = _request(parsed, values, switches)
@@ -344,7 +336,15 @@ def _resume(
     # A bad setting (ZUKE_RUN_LEASE_TTL=banana) is the operator's, said as itself; what is
     # raised past this point while loading is the build's.
     check_settings(env, store)
-    if check:
+    if check:  # the sweep's modules load only for a sweep: a resume's start-up is its latency
+        from zuke.cli.sweep_output import (
+            access_failures,
+            check_without_build,
+            store_failures,
+            write_report,
+        )
+        from zuke.runs.sweep import resume_check_async
+
         try:
             report = asyncio.run(
                 resume_check_async(build, store, run_id=run_id, resume=resume, run=options,
@@ -363,7 +363,12 @@ def _resume(
         gha.publish(gha.sweep_report(report, run_id, redact), env, err, redact)
         store_failures(report, err)
         access_failures(report, err)
-        return 0 if report.ok else 1
+        from zuke.cli.after_sweep import run_hooks  # zuke_gh's dashboard, when configured
+
+        hooks = run_hooks(store, env, err if as_json else out, err)
+        return max(0 if report.ok else 1, hooks)
+    from zuke.runs.resume import resume_run_async
+
     try:
         outcome = asyncio.run(resume_run_async(build, store, run_id or "", resume, options))
     except RunNotFoundError as exc:

@@ -31,6 +31,7 @@ from zuke.runs.watch import (
     DEFAULT_EVERY_MS,
     Listen,
     NotChecked,
+    SweepLoop,
     Waiter,
     Watcher,
     WatchObserver,
@@ -75,7 +76,7 @@ class Ready:
     options: RunOptions
 
 
-class BuildSweeps:
+class BuildSweeps(SweepLoop):
     """The watcher's sweep, for a build that a bad merge may break and a later one fix.
 
     While the build cannot be used — ``build.py`` does not load, its definitions
@@ -89,6 +90,9 @@ class BuildSweeps:
     ``store`` is the one the watcher started with; a build that first loads
     later and names its own (``state_store()``) moves the sweeps there, and
     ``moved`` is told so the watcher listens to it instead.
+
+    Every sweep runs on the watcher's one loop (:class:`~zuke.runs.watch.SweepLoop`);
+    :meth:`runs` sweeps only the runs a wake named.
     """
 
     def __init__(
@@ -100,6 +104,7 @@ class BuildSweeps:
         prepare: Callable[[type[Build]], Ready],
         command: str = "zuke resume --check --watch",
     ) -> None:
+        super().__init__()
         self.store = store
         self._ready = ready
         self._settled = ready is not None  # the store is the build's (or it has none)
@@ -107,8 +112,10 @@ class BuildSweeps:
         self.moved: Callable[[StateStore], None] = lambda store: None
 
     def __call__(self, stop: Callable[[], bool]) -> SweepReport:
-        import asyncio
+        return self.runs(stop, None)
 
+    def runs(self, stop: Callable[[], bool], named: frozenset[str] | None) -> SweepReport:
+        """A sweep of the ``named`` runs only (``None``: every run of the build)."""
         from zuke.runs.sweep import resume_check_async
 
         ready = self._ready or self._reload()
@@ -116,9 +123,8 @@ class BuildSweeps:
         # signal only stops the watcher, after the run in hand.
         run = replace(ready.options, handle_signals=False)
         try:
-            return asyncio.run(
-                resume_check_async(ready.build, self.store, resume=ready.resume, run=run, stop=stop)
-            )
+            return self.run(resume_check_async(ready.build, self.store, resume=ready.resume,
+                                               run=run, stop=stop, runs=named))  # fmt: skip
         except BuildDefinitionError as exc:  # its definitions raise: before anything moved
             self._ready = None
             raise self._not_checked(exc) from None
@@ -305,7 +311,7 @@ def run_watch(
         observer = Lines(out, err, redact, render, clock)
     settings = WatchSettings(every_ms=every_ms)
     watcher = Watcher(sweeps, settings=settings, clock=clock, waiter=waiter, observer=observer,
-                      listen=_listen_of(sweeps.store))  # fmt: skip
+                      listen=_listen_of(sweeps.store), sweep_runs=sweeps.runs)  # fmt: skip
 
     def moved(store: StateStore) -> None:
         watcher.listen_to(_listen_of(store))

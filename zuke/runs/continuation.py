@@ -34,13 +34,13 @@ from zuke.runs.gate_checks import Taken, check_gates, passed_rows
 from zuke.runs.gate_failures import failed_gate, settle_failed_gate
 from zuke.runs.lifecycle import (
     Hold,
-    ResumeOutcome,
     graph_drift,
     lease_key,
     load_for,
     moved_by,
     take,
 )
+from zuke.runs.outcome import ResumeOutcome
 from zuke.runs.signals import SignalDelivery, due_signals
 from zuke.runs.timeouts import settle_timeout, unfinished_rollback
 from zuke.state._protocol import StateStore
@@ -85,9 +85,14 @@ async def is_due(store: StateStore, run_id: str) -> bool:
     """Whether the run is parked with a gate whose signal is stored, or whose trigger's
     failure was recorded for its next holder (its ``on_failure`` disposition is due)."""
     found = await asyncio.to_thread(store.get_run, run_id)
-    if found is None or found.record.status != "suspended":
+    return found is not None and due(found.record)
+
+
+def due(record: RunRecord) -> bool:
+    """:func:`is_due` on a record the caller has just read."""
+    if record.status != "suspended":
         return False
-    return bool(due_signals(found.record)) or failed_gate(found.record) is not None
+    return bool(due_signals(record)) or failed_gate(record) is not None
 
 
 async def continue_due(

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from zuke._clock import iso
 from zuke._engine.run import LoadedBuild, RunOptions
-from zuke.runs.lifecycle import Hold, ResumeOutcome
+from zuke.runs.lifecycle import Hold
+from zuke.runs.outcome import ResumeOutcome
 from zuke.runs.timeouts import FAILED_EVENT, Settlement, apply_disposition, check_rollback
 from zuke.state.records import RunEvent, RunRecord
 

@@ -5,7 +5,7 @@ owner's run, reaping, a walk's takeover and MCP calls all change a run that
 no live process drives. Each does it the same way, through a :class:`Hold`:
 
 1. **take the run's lease** ``zuke-run-<id>`` (the store's TTL,
-   :func:`~zuke._engine.durable.lease_ttl_ms`) and start its heartbeat at
+   :func:`~zuke._engine.claims.lease_ttl_ms`) and start its heartbeat at
    once — a held lease means somebody else moves the run;
 2. **read the record** after the lease is ours, and decide on that read;
 3. **write with a compare-and-swap on the record's version**
@@ -44,15 +44,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from zuke._clock import SYSTEM_CLOCK, Clock, iso
 from zuke._engine.cancel_watch import poll_interval_s
-from zuke._engine.claims import Claim, acquire_lease, stop_at_ms
-from zuke._engine.durable import lease_ttl_ms
+from zuke._engine.claims import Claim, acquire_lease, lease_ttl_ms, stop_at_ms
 from zuke._engine.record import ci_run_url
-from zuke._engine.result import RunResult
 from zuke._engine.resumed import Adoption, graph_drift
 from zuke._engine.run import LoadedBuild, RunOptions, load
 from zuke._errors import (
@@ -62,6 +59,7 @@ from zuke._errors import (
     RunNotFoundError,
     ZukeError,
 )
+from zuke.runs.outcome import ResumeAction, ResumeOutcome
 from zuke.runs.ownership import check_ownership, ownership_problem
 from zuke.state._protocol import LockAcquired, LockHeld, LockHolder, StateStore, StoredRun
 from zuke.state._protocol import lease_key as lease_key
@@ -70,40 +68,6 @@ from zuke.state.update import MAX_ATTEMPTS, GaveUp, Updated, UpdateResult, updat
 
 if TYPE_CHECKING:
     from zuke._build import Build
-
-ResumeAction = Literal["resumed", "timed-out", "gate-failed", "already-delivered", "delivered"]
-
-
-@dataclass(frozen=True)
-class ResumeOutcome:
-    """What a resume did. ``result`` is the continued run's, when it ran.
-
-    ``delivered``: the signal is stored, and the run is someone else's to continue
-    (a live owner, another resumer, or the next sweep).
-    """
-
-    run_id: str
-    action: ResumeAction
-    status: str
-    result: RunResult | None = None
-    notes: list[str] = field(default_factory=list)
-    #: a gate that failed or timed out (``gate-failed``, ``timed-out``) was handled by its
-    #: declared disposition: ``"cancel-run"`` cancelled the run, or its rollback target
-    #: succeeded and the run was cancelled (``"fail"``, or a disposition that could not do
-    #: its job, is not handled)
-    handled: bool = False
-
-    @property
-    def ok(self) -> bool:
-        """The one rule for the exit code: a gate failure or timeout handled by its declared
-        disposition is ok (exit 0) whatever it came from; one with none (``"fail"``) is not."""
-        if self.action in ("already-delivered", "delivered"):
-            return True
-        if self.action in ("timed-out", "gate-failed"):
-            lost = self.result is not None and self.result.record_error is not None
-            return self.handled and not lost
-        return self.result is not None and (self.result.ok or self.result.handled)
-
 
 #: the events a process writes as it takes a run in hand (a resume, a timeout's or a failed
 #: gate's disposition, a cancel): their actor is the run's mover from then on
@@ -212,6 +176,10 @@ class Hold:
         proof is older than the lease's stop point is not made (a holder paused between
         its proof and its write must not land after a takeover)."""
         outcome: UpdateResult | None = None
+        # The first attempt is decided on the record this hold read or wrote last (read under
+        # the lease: a compare-and-swap on its version, so a run that moved since conflicts);
+        # a conflict's retry reads the record again.
+        known: StoredRun | None = self.found
         for _ in range(MAX_ATTEMPTS):
             await self.prove()
             stop_at = stop_at_ms(ttl_ms=self.ttl_ms, since_ms=self.since_ms)
@@ -226,8 +194,9 @@ class Hold:
                 return change(fresh)
 
             outcome = await asyncio.to_thread(
-                update_run, self.store, self.run_id, guarded, attempts=1
+                update_run, self.store, self.run_id, guarded, attempts=1, known=known
             )
+            known = None
             if isinstance(outcome, Updated):
                 self.found = StoredRun(outcome.record, outcome.version)
             if not isinstance(outcome, GaveUp):
@@ -403,6 +372,7 @@ __all__ = [
     "Hold",
     "LazyHold",
     "LeaseLostError",
+    "ResumeAction",
     "ResumeOutcome",
     "check_ownership",
     "check_settings",

@@ -41,8 +41,8 @@ def check_ownership(record: RunRecord, *, origin: str | None, build_name: str | 
 
 def run_lease_ttl_ms(env: Mapping[str, str], store: StateStore) -> int:
     """The run lease's TTL — one rule for the owner and every takeover (the store's own
-    default included): :func:`zuke._engine.durable.lease_ttl_ms`."""
-    from zuke._engine.durable import lease_ttl_ms
+    default included): :func:`zuke._engine.claims.lease_ttl_ms`."""
+    from zuke._engine.claims import lease_ttl_ms
 
     return lease_ttl_ms(env, store)
 

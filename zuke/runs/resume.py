@@ -51,18 +51,18 @@ from zuke.runs.continuation import (
     check_suspended,
     continue_due,
     continue_run,
-    is_due,
+    due,
     pushed_deadline,
     resume_now,
 )
+from zuke.runs.deadlines import expired_gate, timeout_refusal
 from zuke.runs.lifecycle import (
-    ResumeAction,
-    ResumeOutcome,
     check_ownership,
     check_settings,
     load_for,
     moved_by,
 )
+from zuke.runs.outcome import ResumeAction, ResumeOutcome
 from zuke.runs.signals import (
     MAX_SIGNAL_BYTES,
     SignalDelivery,
@@ -71,7 +71,6 @@ from zuke.runs.signals import (
     store_signal,
     waited_signals,
 )
-from zuke.runs.timeouts import expired_gate, timeout_refusal
 from zuke.state._ids import check_id
 from zuke.state._protocol import StateStore
 from zuke.state.records import RunRecord
@@ -110,9 +109,8 @@ async def resume_run_async(
             _refuse_ended(record, signal)
         if record.status == "suspended":  # refused before anything is stored, not after
             check_resumable(record, await plan_of(loaded, record), resume)
-    action, after = await store_signal(
-        store, record, signal, redactor=loaded.redactor, actor=actor, clock=run.clock
-    )
+    action, after = await store_signal(store, record, signal, redactor=loaded.redactor,
+                                       actor=actor, clock=run.clock, known=found)  # fmt: skip
     first = after.signals[signal.name]
     delivered = {
         "stored": f"signal {signal.name!r} delivered to run {run_id}",
@@ -188,7 +186,7 @@ async def _continue_if_free(
     suspends again, a sweep that found it still waiting), so a signal stored while the
     run was held is consumed by that holder. Held now: :class:`AlreadyResumedError`.
     """
-    found = await asyncio.to_thread(store.get_run, run_id)
+    found = await asyncio.to_thread(store.get_run, run_id)  # one read: running? due?
     if found is None or found.record.status == "running":
         if found is not None:
             by = moved_by(found.record)
@@ -199,7 +197,7 @@ async def _continue_if_free(
                 by=by,
             )
         return None
-    if not await is_due(store, run_id):
+    if not due(found.record):
         return None  # the signal is stored for a gate not reached (or already passed)
     return await continue_run(build_cls, store, run_id, resume, run, actor=actor)
 

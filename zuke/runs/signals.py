@@ -38,7 +38,7 @@ from zuke._errors import RunNotSuspendedError, SignalRefusedError, UnknownSignal
 from zuke._jsondepth import check_json_depth
 from zuke._redact import Redactor
 from zuke._text import check_text
-from zuke.state._protocol import StateStore
+from zuke.state._protocol import StateStore, StoredRun
 from zuke.state.records import TERMINAL_STATUSES, RunDelta, RunEvent, RunRecord, Signal
 from zuke.state.update import GaveUp, Unchanged, update_run
 
@@ -138,12 +138,15 @@ async def store_signal(
     redactor: Redactor,
     actor: str,
     clock: Clock,
+    known: StoredRun | None = None,
 ) -> tuple[DeliveryAction, RunRecord]:
     """Append the signal to the run (no lease needed: an append moves nothing).
 
     Returns whether it was stored now, was already there, or another delivery of the
     same name was stored first (the first one stands: a gate reads one value), and the
-    record after.
+    record after. ``known``: the run as the caller has just read it — the first attempt
+    is decided on it, not on a second read (a compare-and-swap on its version: if the run
+    moved meanwhile, the append conflicts and is decided again on a fresh read).
     """
     key = delivery.key(redactor)
     data = redact_data(delivery.data, redactor)
@@ -168,7 +171,7 @@ async def store_signal(
             events=(event,),
         )
 
-    outcome = await asyncio.to_thread(update_run, store, record.id, append)
+    outcome = await asyncio.to_thread(update_run, store, record.id, append, known=known)
     if isinstance(outcome, GaveUp):
         raise SignalRefusedError(
             f"resume: run {record.id} kept changing while the signal was stored; try again",

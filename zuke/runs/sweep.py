@@ -16,6 +16,11 @@ One sweep, in this order:
    with no gate waiting at all (a reaped run), is resumed in this process. A
    gate whose trigger failed takes its ``on_failure`` disposition.
 
+A sweep of some runs (``runs``: the runs a watcher's wakes named) reads each
+named run once instead of listing every run: a named run that is this build's
+and ``running`` or ``cancelling`` is reaped as in step 1, one ``suspended`` is
+checked as in steps 2 and 3; any other is not reported.
+
 Running late, twice, or beside another sweep is safe: asking a gate changes
 nothing, so it needs no lease; the run's lease is taken at the first change
 (:class:`~zuke.runs.lifecycle.LazyHold`: a trigger's ``persist()`` before its
@@ -26,6 +31,9 @@ someone else holds is skipped, with its real status. A sweep with nothing due
 costs reads only. One bad run never stops the sweep; it is reported and
 counted.
 
+What happens to one suspended run (steps 3's checks, and the resume, settlement, stamp
+or deferral that follows) is :mod:`zuke.runs.sweep_run`'s; this module picks the runs.
+
 A store whose writes are rationed (``reserve_writes``: the GitHub branch
 store) is asked before each change whether its budget affords it — a resume
 by :func:`~zuke._engine.store_traits.resume_writes`' estimate — and a run it
@@ -35,15 +43,11 @@ the next sweep takes it up. So no run is left half resumed for want of budget.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import replace
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from zuke._build import Build
-from zuke._clock import iso
-from zuke._engine import store_traits as traits
-from zuke._engine.plan import Plan, TargetSpec
-from zuke._engine.resumed import plan_of
+from zuke._engine.plan import TargetSpec
 from zuke._engine.run import LoadedBuild, RunOptions, load
 from zuke._errors import (
     AlreadyResumedError,
@@ -53,20 +57,14 @@ from zuke._errors import (
     ZukeError,
 )
 from zuke._provenance import build_origin, resolve_actor
-from zuke._waits import Satisfied, WaitFailed
-from zuke.runs.continuation import ResumeOptions, check_resumable, continue_due, resume_now
-from zuke.runs.gate_checks import GateAnswer, check_gates, passed_rows, record_checks
-from zuke.runs.gate_failures import settle_failed_gate
-from zuke.runs.lifecycle import LazyHold, check_settings, load_for, ownership_problem
+from zuke.runs.continuation import ResumeOptions
+from zuke.runs.lifecycle import check_settings, load_for, ownership_problem
 from zuke.runs.reap import reap_run
 from zuke.runs.sweep_prefetch import prefetch_runs
-from zuke.runs.sweep_report import SweepEntry, SweepReport, check_detail, last_checked
-from zuke.runs.timeouts import settle_timeout
+from zuke.runs.sweep_report import SweepEntry, SweepReport
+from zuke.runs.sweep_run import sweep_run
 from zuke.state._protocol import RunQuery, StateStore, StoredRun
-from zuke.state.records import RunDelta, RunEvent, RunRecord, RunStatus
-
-#: the audit trail's event of a gate a sweep passed (``detail``: what satisfied it)
-PASSED_EVENT = "gate-passed"
+from zuke.state.records import RunRecord, RunStatus
 
 
 async def resume_check_async(
@@ -78,9 +76,11 @@ async def resume_check_async(
     run: RunOptions,
     stop: Callable[[], bool] | None = None,
     progress: Callable[[int, int], None] | None = None,
+    runs: Collection[str] | None = None,
 ) -> SweepReport:
-    """One sweep over this build's runs (or one run); ``stop`` (the watcher's SIGTERM) is
-    asked between runs, never inside one: a run taken in hand is finished first.
+    """One sweep over this build's runs (or one run, or the named ``runs``); ``stop`` (the
+    watcher's SIGTERM) is asked between runs, never inside one: a run taken in hand is
+    finished first.
     ``progress(done, total)`` is told before each run and at the end (a terminal's live line);
     the total grows when the suspended runs are listed, after reaping."""
     halt = stop or (lambda: False)
@@ -99,7 +99,11 @@ async def resume_check_async(
         raise RunNotFoundError(f'resume --check: no run "{run_id}" in the store', run_id=run_id)
     entries: list[SweepEntry] = []
     unsettled: tuple[RunStatus, ...] = ("running", "cancelling")
-    reaping = [(s, status) for status in unsettled for s in _runs(store, name, status, run_id)]
+    named = None if runs is None else _named(store, name, runs)
+    if named is not None:
+        reaping = [(r, f.record.status) for r, f in named.items() if f.record.status in unsettled]
+    else:
+        reaping = [(s, status) for status in unsettled for s in _runs(store, name, status, run_id)]
     done, total = 0, len(reaping)
     for summary, status in reaping:
         tell(done, total)
@@ -111,12 +115,16 @@ async def resume_check_async(
         if entry is not None:
             entries.append(entry)
     shared: dict[str, Any] = {}
-    suspended = _runs(store, name, "suspended", run_id)
+    if named is not None:
+        suspended = [r for r, f in named.items() if f.record.status == "suspended"]
+    else:
+        suspended = _runs(store, name, "suspended", run_id)
 
     def ours(record: RunRecord, graph: Mapping[str, object] | None) -> bool:
         return _ours(record, name, graph, run.env)
 
-    loads = await prefetch_runs(build_cls, store, suspended, run, shared, actor=actor, ours=ours)
+    loads = await prefetch_runs(build_cls, store, suspended, run, shared, actor=actor, ours=ours,
+                                read=named)  # fmt: skip
     total += len(suspended)
     for summary in suspended:
         tell(done, total)
@@ -178,6 +186,23 @@ def _failed(run_id: str, name: str, status: str, exc: ZukeError) -> SweepEntry:
     return SweepEntry(run_id, name, "failed", status, detail=str(exc), store_failed=unreachable)
 
 
+def _named(store: StateStore, build: str, runs: Collection[str]) -> dict[str, StoredRun]:
+    """The named runs of this build (as a listing's ``build`` filter keeps them), one read
+    each, in a stable order; a run gone, or whose record does not parse, is left out: a wake
+    for it is no reason to fail the sweep."""
+    found: dict[str, StoredRun] = {}
+    for run_id in sorted(runs):
+        try:
+            stored = store.get_run(run_id)
+        except StoreUnavailableError:
+            raise  # the store, not the run: the watcher retries the sweep
+        except ZukeError:
+            continue  # an unreadable record: the interval's full sweep reports it
+        if stored is not None and stored.record.build == build:
+            found[run_id] = stored
+    return found
+
+
 def _runs(store: StateStore, build: str, status: str, run_id: str | None) -> list[str]:
     if run_id is not None:
         found = store.get_run(run_id)
@@ -232,190 +257,13 @@ async def _check_one(
             detail=f"a run of {record.build} ({record.build_id or 'no origin'})",
         )
     try:
-        return await _sweep_run(build_cls, store, found, resume, run, actor, shared, loaded)
+        return await sweep_run(build_cls, store, found, resume, run, actor, shared, loaded)
     except AlreadyResumedError as exc:
         now = store.get_run(run_id)
         status = now.record.status if now is not None else "gone"
         return SweepEntry(run_id, name, "skipped-held", status, detail=str(exc))
     except ZukeError as exc:
         return _failed(run_id, name, record.status, exc)
-
-
-async def _sweep_run(
-    build_cls: type[Build],
-    store: StateStore,
-    found: StoredRun,
-    resume: ResumeOptions,
-    run: RunOptions,
-    actor: str,
-    shared: dict[str, Any],
-    loaded: LoadedBuild | None = None,
-) -> SweepEntry:
-    record = found.record
-    loaded = loaded or load_for(build_cls, record, run)
-    plan = await plan_of(loaded, record)
-    check_resumable(record, plan, resume)
-    lazy = LazyHold(store, record, actor=actor, clock=run.clock, env=run.env,
-                    warn=run.on_warning)  # fmt: skip
-    try:
-        entry = await _sweep_checked(loaded, plan, lazy, resume, run, actor, shared)
-    finally:
-        held = await lazy.release()  # a no-op once a resume took the lease over
-    if entry.result != "suspended" or not held:
-        return entry
-    # Let go, then look again: a signal stored while this sweep held the run is due now,
-    # and its deliverer, finding the run held, left it to the holder.
-    again = await continue_due(build_cls, store, record.id, run, actor=actor)
-    if again is None:
-        return entry
-    notes = "; ".join(n for n in (entry.detail, *again.notes) if n) or None
-    return replace(entry, action="resumed", result=again.status, detail=notes)
-
-
-async def _sweep_checked(
-    loaded: LoadedBuild,
-    plan: Plan,
-    lazy: LazyHold,
-    resume: ResumeOptions,
-    run: RunOptions,
-    actor: str,
-    shared: dict[str, Any],
-) -> SweepEntry:
-    """Check one run's gates; every change is made under its lease, taken then."""
-    record = lazy.basis
-    name = type(loaded.build).__name__
-    now = run.clock.now_ms()
-    # Gates past their deadline first, each asked once more as of it: an answer given in
-    # time passes it however late this sweep runs; none (or a trigger that cannot say) times
-    # it out. Only then are the other gates asked.
-    final = await check_gates(loaded, lazy, now, shared, expired=True)
-    if (refused := _refused(record.id, name, final)) is not None:
-        return refused
-    for check in final:
-        if isinstance(check.result, WaitFailed):
-            return await _settle_failed(loaded, lazy, check, run, actor)
-        if not isinstance(check.result, Satisfied):
-            return await _settle_timeout(loaded, lazy, check, run, actor)
-    checks = [*final, *await check_gates(loaded, lazy, now, shared, expired=False)]
-    if (refused := _refused(record.id, name, checks)) is not None:
-        return refused
-    failed = next((c for c in checks if isinstance(c.result, WaitFailed)), None)
-    if failed is not None:
-        return await _settle_failed(loaded, lazy, failed, run, actor)
-    passed = [c for c in checks if isinstance(c.result, Satisfied)]
-    if passed or not checks:
-        gates = ", ".join(c.gate for c in passed) or None
-        writes = traits.resume_writes(loaded.graph.specs, record, {c.gate for c in passed})
-        if not traits.reserve_writes(lazy.store, writes):  # decided before anything is written
-            return _deferred(record.id, name, gates, writes)
-        hold = await lazy.get()
-        stamp = iso(now)
-        rows = passed_rows(loaded, passed, stamp)
-        outcome = await resume_now(
-            loaded,
-            plan,
-            hold,
-            resume,
-            run,
-            actor=actor,
-            delta_extra=RunDelta(
-                updated_at=stamp, targets=rows, events=_passed_events(loaded, passed, stamp, actor)
-            ),
-        )
-        lost = outcome.result.record_error if outcome.result is not None else None
-        return SweepEntry(
-            record.id,
-            name,
-            "failed" if lost else "resumed",  # a run whose end is not recorded is no success
-            outcome.status,
-            gate=gates,
-            detail=lost or "; ".join(outcome.notes) or None,
-        )
-    stamping = traits.SETTLE_WRITES + traits.STAMP_HEADROOM  # unaffordable: the next sweep asks
-    if traits.reserve_writes(lazy.store, stamping):
-        await record_checks(lazy, checks, now)
-    first = checks[0]
-    # A gate inside its interval was not asked: its last answer is not passed off as current.
-    detail = "; ".join(d for c in checks if (d := check_detail(c))) or None
-    idle = all(not c.due for c in checks)
-    return SweepEntry(
-        record.id,
-        name,
-        "still-waiting",
-        "suspended",
-        gate=first.gate,
-        detail=detail,
-        errored=any(c.errored for c in checks),
-        rechecked=not idle,
-        last_checked=last_checked(first) if idle else None,
-    )
-
-
-def _refused(run_id: str, build: str, checks: list[GateAnswer]) -> SweepEntry | None:
-    """A gate whose trigger's service refused this process's credentials: the sweep fails for
-    the run, left waiting as it was (nothing is settled or written on a check it could not
-    make); the entry says which credential to check."""
-    check = next((c for c in checks if c.refused), None)
-    if check is None:
-        return None
-    return SweepEntry(run_id, build, "failed", "suspended", gate=check.gate, detail=check.detail,
-                      errored=True, access_failed=True)  # fmt: skip
-
-
-def _passed_events(
-    loaded: LoadedBuild, passed: list[GateAnswer], stamp: str, actor: str
-) -> tuple[RunEvent, ...]:
-    """The audit trail's line for each gate this sweep passed, with what its trigger said of
-    who or what satisfied it (an approval's approvers), redacted."""
-    return tuple(
-        RunEvent(
-            at=stamp,
-            tool=PASSED_EVENT,
-            actor=actor,
-            args={"gate": c.gate},
-            detail=loaded.redactor.text(c.result.audit)
-            if isinstance(c.result, Satisfied) and c.result.audit
-            else None,
-        )
-        for c in passed
-    )
-
-
-async def _settle_failed(
-    loaded: LoadedBuild, lazy: LazyHold, check: GateAnswer, run: RunOptions, actor: str
-) -> SweepEntry:
-    """A gate whose trigger failed: its ``on_failure`` disposition, under the lease."""
-    record, name = lazy.basis, type(loaded.build).__name__
-    assert isinstance(check.result, WaitFailed)
-    reason = check.result.reason
-    if not traits.reserve_writes(lazy.store, traits.SETTLE_WRITES):
-        return _deferred(record.id, name, check.gate, traits.SETTLE_WRITES)
-    hold = await lazy.get()
-    settled = await settle_failed_gate(loaded, hold, check.gate, reason, run, actor=actor)
-    plain = settled.status == "failed" and settled.result is None  # "fail": the reason says it
-    detail = reason if plain or not settled.notes else "; ".join(settled.notes)
-    return SweepEntry(record.id, name, "gate-failed", settled.status, gate=check.gate,
-                      detail=detail, handled=settled.ok)  # fmt: skip
-
-
-async def _settle_timeout(
-    loaded: LoadedBuild, lazy: LazyHold, check: GateAnswer, run: RunOptions, actor: str
-) -> SweepEntry:
-    """A gate past its deadline whose final check did not pass it: its timeout disposition."""
-    record, name = lazy.basis, type(loaded.build).__name__
-    if not traits.reserve_writes(lazy.store, traits.SETTLE_WRITES):
-        return _deferred(record.id, name, check.gate, traits.SETTLE_WRITES)
-    hold = await lazy.get()
-    notes = [f"gate {check.gate!r}: its final check: {check.detail}"] if check.errored else []
-    outcome = await settle_timeout(loaded, hold, check.gate, run, actor=actor, notes=notes)
-    return SweepEntry(record.id, name, "timed-out", outcome.status, gate=check.gate,
-                      detail="; ".join(outcome.notes), handled=outcome.ok)  # fmt: skip
-
-
-def _deferred(run_id: str, build: str, gate: str | None, writes: int) -> SweepEntry:
-    detail = (f"the store's write budget does not afford it now (about {writes} writes): "
-              "left suspended for the next sweep")  # fmt: skip
-    return SweepEntry(run_id, build, "deferred", "suspended", gate=gate, detail=detail)
 
 
 def resume_check(

@@ -51,14 +51,16 @@ async def prefetch_runs(
     *,
     actor: str,
     ours: Ours,
+    read: Mapping[str, StoredRun] | None = None,
 ) -> dict[str, tuple[LoadedBuild, StoredRun]]:
     """Offer the listed runs' waiting gates to their triggers' batched reads, once; the record
     read and the build loaded for it, by run, for each run's check to start from. A run that
-    cannot be read or loaded, or is not ``ours``, is left to its check, which reports it."""
+    cannot be read or loaded, or is not ``ours``, is left to its check, which reports it.
+    ``read``: records the sweep has just read (a sweep of named runs), not read again."""
     loads: dict[str, tuple[LoadedBuild, StoredRun]] = {}
     for run_id in run_ids:
         try:
-            found = store.get_run(run_id)
+            found = read[run_id] if read is not None and run_id in read else store.get_run(run_id)
             if found is None or found.record.status != "suspended" or not ours(found.record, None):
                 continue
             loaded = load_for(build_cls, found.record, run)

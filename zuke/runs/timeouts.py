@@ -1,4 +1,7 @@
-"""A gate past its deadline: deciding that it timed out, and settling its disposition.
+"""A gate past its deadline, or whose trigger failed: settling its disposition.
+
+Whether a gate timed out is :mod:`zuke.runs.deadlines`' (a pure rule on the record); what
+follows, under the run's lease, is here.
 
 **An answer versus a timeout is decided by when it was given, not by who looks
 first.** Past its deadline a gate's trigger gets a final check as of the
@@ -6,7 +9,7 @@ deadline (``ctx.as_of_ms``; the sweep and a resume ask it): a signal
 *received* before the deadline, an ``/approve`` made in time, pass it even
 when the sweep or resume that sees them runs long after. A signal received
 after the deadline does not save the gate, and once a timeout is settled a
-late signal is refused with a message naming it (:func:`timeout_refusal`).
+late signal is refused with a message naming it (:func:`~zuke.runs.deadlines.timeout_refusal`).
 
 Dispositions (``s.on_timeout(...)``), each under the run's lease:
 
@@ -19,7 +22,7 @@ Dispositions (``s.on_timeout(...)``), each under the run's lease:
 A ``"cancel-run"`` timeout walks the run's compensations (``on_cancel``) like
 any cancellation. What each says is what happened (``ran rollback``,
 ``rollback failed (…)``, ``rollback did not run (…)``, then the run's final
-status), and :attr:`~zuke.runs.lifecycle.ResumeOutcome.handled` whether the
+status), and :attr:`~zuke.runs.outcome.ResumeOutcome.handled` whether the
 disposition did its job — the one rule for the exit code. A gate whose trigger
 failed takes its ``on_failure`` disposition on the same paths
 (:func:`apply_disposition`, from :mod:`zuke.runs.gate_failures`).
@@ -31,7 +34,7 @@ import asyncio
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
-from zuke._clock import has_passed, iso, parse_iso
+from zuke._clock import iso
 from zuke._engine import gate_cancel
 from zuke._engine.plan import Plan, make_plan
 from zuke._engine.result import RunResult
@@ -39,57 +42,18 @@ from zuke._engine.resumed import execute_resumed, plan_of
 from zuke._engine.run import LoadedBuild, RunOptions, ordering_edges
 from zuke._errors import AlreadyResumedError, RunError
 from zuke.runs.compensate import gate_hooks, walk_taken
+from zuke.runs.deadlines import TIMEOUT_EVENT, still_expired, timed_out_error
 from zuke.runs.gate_checks import timeout_hook
-from zuke.runs.lifecycle import Hold, ResumeAction, ResumeOutcome, lease_key
+from zuke.runs.lifecycle import Hold, lease_key
+from zuke.runs.outcome import ResumeAction, ResumeOutcome
 from zuke.state._protocol import StateStore
 from zuke.state.records import RunDelta, RunEvent, RunRecord, RunStatus, TargetRecord
 from zuke.state.update import GaveUp, Unchanged
 
-TIMEOUT_EVENT = "timeout"
 #: a gate whose trigger failed (``WaitFailed``) and its ``on_failure`` disposition
 FAILED_EVENT = "wait-failed"
 #: the events that may start a rollback a later process has to finish
 ROLLBACK_EVENTS = (TIMEOUT_EVENT, FAILED_EVENT)
-
-
-def signal_wins(record: RunRecord, row: TargetRecord) -> bool:
-    """Whether the signal the gate waits for arrived before its deadline."""
-    waiting = row.waiting_for
-    if waiting is None or not waiting.trigger.startswith("signal:"):
-        return False
-    signal = record.signals.get(waiting.trigger.removeprefix("signal:"))
-    deadline = parse_iso(waiting.deadline) if waiting.deadline else None
-    received = parse_iso(signal.received_at) if signal is not None else None
-    return received is not None and deadline is not None and received <= deadline
-
-
-def expired_gate(record: RunRecord, now_ms: int) -> str | None:
-    """The first waiting gate whose deadline has passed (and no signal beat it), if any."""
-    for name, row in record.targets.items():
-        waiting = row.waiting_for
-        if row.status != "waiting" or waiting is None or waiting.deadline is None:
-            continue
-        if has_passed(waiting.deadline, now_ms) and not signal_wins(record, row):
-            return name
-    return None
-
-
-def timeout_refusal(record: RunRecord, gate: str | None, signal: str) -> str | None:
-    """Why a signal for a run that timed out is not delivered (``None``: it did not time out)."""
-    if gate is not None:
-        row = record.targets[gate]
-        deadline = row.waiting_for.deadline if row.waiting_for else None
-        return (
-            f"the signal {signal!r} came after gate {gate!r}'s deadline ({deadline}): the gate "
-            "timed out, and the signal was not delivered"
-        )
-    for event in reversed(record.events):
-        if event.tool == TIMEOUT_EVENT:
-            return (
-                f"resume: run {record.id} is {record.status}: {event.detail}; the signal "
-                f"{signal!r} came too late and was not delivered"
-            )
-    return None
 
 
 async def unfinished_rollback(loaded: LoadedBuild, record: RunRecord) -> Plan | None:
@@ -128,12 +92,6 @@ async def release_kept(store: StateStore, kept: Mapping[str, str]) -> list[str]:
     return notes
 
 
-def timed_out_error(record: RunRecord, gate: str) -> str:
-    row = record.targets[gate]
-    deadline = row.waiting_for.deadline if row.waiting_for else None
-    return f'wait "{gate}" timed out (deadline {deadline})'
-
-
 def settled_rows(
     record: RunRecord, gate: str, now: str, error: str, *, keep: frozenset[str] = frozenset()
 ) -> dict[str, TargetRecord]:
@@ -154,18 +112,6 @@ def changed_under_us(record_id: str, outcome: Unchanged | GaveUp) -> AlreadyResu
         f"resume: run {record_id} changed while its timeout was settled "
         f"(it is {outcome.record.status} now)",
         run_id=record_id,
-    )
-
-
-def still_expired(fresh: RunRecord, gate: str, now_ms: int) -> bool:
-    """The decision, taken again on the fresh record: the run is parked, and ``gate`` is
-    still waiting past its deadline with no signal that beat it."""
-    row = fresh.targets.get(gate)
-    return (
-        fresh.status == "suspended"
-        and row is not None
-        and row.status == "waiting"
-        and expired_gate(replace(fresh, targets={gate: row}), now_ms) == gate
     )
 
 
@@ -208,7 +154,11 @@ async def settle_timeout(
         event, "timed-out", lambda fresh: still_expired(fresh, gate, now_ms),
     )  # fmt: skip
     check_rollback(loaded, record.id, settlement)
-    # The hook is user code: it runs under the hold, whose heartbeat renews the lease.
+    # The hook is user code: it runs under the hold, whose heartbeat renews the lease. It
+    # is an external call that no compare-and-swap guards, so the lease is proven first: a
+    # holder paused since it read the record must not call it after a takeover (the new
+    # holder calls it).
+    await hold.prove()
     hooked = await timeout_hook(loaded, record, gate, now_ms, actor=actor)
     if hooked is not None:  # the hook's failure is news, never a reason to skip the rest
         notes = [*notes, hooked]

@@ -5,7 +5,12 @@ every ``every_ms``. The interval is the backstop: a store that can say when a
 write matters to a sweep (duck-typed, a ``listen(wake)`` method — the Postgres
 store's LISTEN/NOTIFY) wakes the watcher sooner, and a burst of such wakes
 within ``settle_ms`` (10 ms) is one sweep, as are the wakes that come while a
-sweep runs (one more sweep after it, no sooner than that sweep took). Wakes
+sweep runs (one more sweep after it, no sooner than that sweep took). A
+wake that names its run (a NOTIFY's payload does) lets that sweep look at the
+named runs only (``sweep_runs``, when the caller gives one): a signal to one
+run does not cost a listing of every run; the start, the interval, a retry and
+a wake that names nothing (an outsized payload, a reconnection) sweep every
+run, as before. Wakes
 are lost while nobody listens, so after its listen connection comes back the
 store says so and the watcher sweeps once. The first sweep waits (up to
 ``listen_wait_ms``) for the first listen to be in place, so that it sees every
@@ -34,17 +39,22 @@ import select
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from zuke._clock import SYSTEM_CLOCK, Clock
 from zuke._errors import ZukeError
 
 if TYPE_CHECKING:
+    import asyncio
+    from collections.abc import Coroutine
+
     from zuke._build import Build
     from zuke._engine.run import RunOptions
     from zuke.runs.continuation import ResumeOptions
     from zuke.runs.sweep_report import SweepReport
     from zuke.state._protocol import StateStore
+
+T = TypeVar("T")
 
 DEFAULT_EVERY_MS = 5 * 60_000
 #: the first wait after a failed sweep; it doubles, up to the interval
@@ -101,6 +111,32 @@ class PipeWaiter:
                 os.close(fd)
 
 
+class SweepLoop:
+    """The watcher's one event loop, kept from sweep to sweep (an ``asyncio.Runner``).
+
+    A wake's sweep should not pay for a fresh loop: ``asyncio.run`` per sweep made
+    one, started the default executor's worker thread again for the sweep's first
+    store call, and joined it at the end. Kept, the loop and its executor's threads
+    serve every sweep; :meth:`close` (the watcher's end) shuts them down as
+    ``asyncio.run`` would have. A sweep leaves no task behind (the engine awaits what
+    it starts), so nothing of one sweep runs into the next."""
+
+    def __init__(self) -> None:
+        self._runner: asyncio.Runner | None = None
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        if self._runner is None:
+            import asyncio
+
+            self._runner = asyncio.Runner()
+        return self._runner.run(coro)
+
+    def close(self) -> None:
+        if self._runner is not None:
+            self._runner.close()
+            self._runner = None
+
+
 class NotChecked(ZukeError):
     """A sweep that could not use the build: nothing moved; ``report`` lists the runs it
     would have looked at, each not checked, and ``reason`` says why."""
@@ -136,6 +172,8 @@ class WatchObserver:
 Listen = Callable[[Callable[[str, str | None], None]], Any]
 #: a sweep: ``stop`` is asked between runs; a whole failure raises ZukeError
 SweepFn = Callable[[Callable[[], bool]], "SweepReport"]
+#: a sweep of the named runs only (what a wake that named them asks), as a ``SweepFn``
+RunsSweepFn = Callable[[Callable[[], bool], frozenset[str]], "SweepReport"]
 
 
 class Watcher:
@@ -150,8 +188,10 @@ class Watcher:
         waiter: Waiter | None = None,
         observer: WatchObserver | None = None,
         listen: Listen | None = None,
+        sweep_runs: RunsSweepFn | None = None,
     ) -> None:
         self._sweep = sweep
+        self._sweep_runs = sweep_runs
         self.settings = settings or WatchSettings()
         self._clock = clock
         self._owned: PipeWaiter | None = None
@@ -164,6 +204,8 @@ class Watcher:
         self._lock = threading.Lock()
         self._woken_at: int | None = None  # the first wake not yet swept
         self._why = "wake"
+        #: the runs the wakes not yet swept named; ``None``: one named none (sweep them all)
+        self._named: set[str] | None = set()
         self._stopping = False
         self._notes: list[str] = []
         self._listen_answered = False  # the store said how its first listen went
@@ -204,6 +246,10 @@ class Watcher:
                 self._woken_at = self._clock.now_ms()
             if kind == "reconnected":
                 self._why = "reconnected"
+            if kind == "notify" and detail and self._named is not None:
+                self._named.add(detail)
+            else:
+                self._named = None  # a wake that names no run: every run is looked at
         self._waiter.poke()
 
     def _say(self, message: str) -> None:
@@ -242,6 +288,9 @@ class Watcher:
                 self._listening = None
             if self._owned is not None:
                 self._owned.close()
+            closing = getattr(self._sweep, "close", None)  # a sweep's loop (SweepLoop)
+            if callable(closing):
+                closing()
         return self.sweeps
 
     def _await_listen(self) -> None:
@@ -264,11 +313,16 @@ class Watcher:
         while not self._halted():
             self._observer.sweeping(why)
             with self._lock:
+                named = self._named if why == "wake" else None
                 self._woken_at = None  # what woke it is covered by this sweep
                 self._why = "wake"
+                self._named = set()
             last_start = self._clock.now_ms()
             try:
-                report = self._sweep(self._halted)
+                if named and self._sweep_runs is not None:
+                    report = self._sweep_runs(self._halted, frozenset(named))
+                else:
+                    report = self._sweep(self._halted)
             except NotChecked as exc:  # a broken build: said, and tried again at the interval
                 backoff = 0
                 self.sweeps += 1
@@ -328,30 +382,47 @@ def watch(
 ) -> Watcher:
     """A :class:`Watcher` of this build's runs in ``store`` (call ``run()`` on it).
 
-    Each sweep is ``resume_check_async`` in a fresh event loop; the store's
-    ``listen`` is used when it has one."""
-    import asyncio
-
-    from zuke.runs.sweep import resume_check_async
-
-    def sweep(stop: Callable[[], bool]) -> SweepReport:
-        return asyncio.run(resume_check_async(build_cls, store, resume=resume, run=run, stop=stop))
-
+    Each sweep is ``resume_check_async`` on the watcher's one loop (:class:`SweepLoop`),
+    of the runs a wake named when it named them; the store's ``listen`` is used when it
+    has one."""
+    sweeps = _Sweeps(build_cls, store, resume, run)
     listen = getattr(store, "listen", None)
     return Watcher(
-        sweep,
+        sweeps,
         settings=settings,
         clock=run.clock,
         waiter=waiter,
         observer=observer,
         listen=listen if callable(listen) else None,
+        sweep_runs=sweeps.runs,
     )
+
+
+class _Sweeps(SweepLoop):
+    """:func:`watch`'s sweeps: every run, or the named ones, on one loop."""
+
+    def __init__(
+        self, build_cls: type[Build], store: StateStore, resume: ResumeOptions, run: RunOptions
+    ) -> None:
+        super().__init__()
+        self._build, self._store, self._resume, self._options = build_cls, store, resume, run
+
+    def __call__(self, stop: Callable[[], bool]) -> SweepReport:
+        return self.runs(stop, None)
+
+    def runs(self, stop: Callable[[], bool], named: frozenset[str] | None) -> SweepReport:
+        from zuke.runs.sweep import resume_check_async
+
+        return self.run(resume_check_async(self._build, self._store, resume=self._resume,
+                                           run=self._options, stop=stop, runs=named))  # fmt: skip
 
 
 __all__ = [
     "DEFAULT_EVERY_MS",
     "NotChecked",
     "PipeWaiter",
+    "RunsSweepFn",
+    "SweepLoop",
     "Waiter",
     "WatchObserver",
     "WatchSettings",

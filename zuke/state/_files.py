@@ -47,6 +47,17 @@ def ensure_directory(path: str, *, directory: str) -> None:
         raise os_failure("create the directory", path, exc, directory=directory) from None
 
 
+def remove(path: str, *, directory: str) -> None:
+    """Remove ``path``; one already gone is removed. Any other failure is one line naming
+    the path and the fix (:func:`os_failure`)."""
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        raise os_failure("remove", path, exc, directory=directory) from None
+
+
 @contextlib.contextmanager
 def mutex(path: str, timeout_s: float, *, directory: str) -> Iterator[None]:
     """Hold the cross-process mutex ``path`` for the block, waiting at most ``timeout_s``."""

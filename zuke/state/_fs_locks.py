@@ -50,6 +50,7 @@ from zuke.state._files import (
     mutex,
     os_failure,
     read_small,
+    remove,
     stamped_mutex,
 )
 from zuke.state._ids import check_id, check_ttl
@@ -210,13 +211,7 @@ class FsLocks:
         with self._locked(key):
             if lock_rules.release(self._read_claim(key), token) is None:
                 return
-            path = self._path(key, ".json")
-            try:
-                os.unlink(path)
-            except FileNotFoundError:
-                pass
-            except OSError as exc:
-                raise os_failure("remove", path, exc, directory=self._store_dir) from None
+            remove(self._path(key, ".json"), directory=self._store_dir)
 
     def break_claim(self, key: str) -> LockHolder | None:
         """Remove ``key``'s claim file whatever its token; the holder removed, or ``None``.
@@ -234,13 +229,7 @@ class FsLocks:
             # store has none): make sure it is at least this claim's fence before removing it.
             if self._read_number(self._path(key, ".fence")) < current.fence:
                 self._write(self._path(key, ".fence"), f"{current.fence}\n".encode())
-            path = self._path(key, ".json")
-            try:
-                os.unlink(path)
-            except FileNotFoundError:
-                pass
-            except OSError as exc:
-                raise os_failure("remove", path, exc, directory=self._store_dir) from None
+            remove(self._path(key, ".json"), directory=self._store_dir)
             return current.holder
 
     def forget(self, key: str) -> None:

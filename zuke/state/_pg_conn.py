@@ -1,13 +1,7 @@
-"""The Postgres store's connections: the URL, the pool, and errors that never show a password.
+"""The Postgres store's connections: the pool, calls that survive a broken connection.
 
-A ``postgresql://`` (or ``postgres://``) URL is handed to libpq as it is, so
-every libpq parameter (``sslmode``, ``sslrootcert``, ``options``, ``target_session_attrs``
-…) and the ``PG*`` environment variables work; zuke adds ``connect_timeout``
-and ``application_name`` only when the URL does not set them.
-
-Messages name the database as ``postgresql://USER@HOST:PORT/DB``, never with
-its password, and every error text from libpq is scrubbed of the password
-(however the URL spelled it) before it is shown, on one line.
+The URL, how messages show it and the advice a refusal gets are :mod:`._pg_url`'s
+(:class:`PgDatabase` is a :class:`~._pg_url.PgAddress`).
 
 Connections are psycopg2's (the one driver: :mod:`._pg_pool`), lent by a pool
 in autocommit mode: the store's statements are single statements or explicit
@@ -15,10 +9,7 @@ short transactions, and no session state (no advisory lock, no ``SET``)
 outlives one, so the store works behind a transaction pooler (PgBouncer) too —
 the append's prepared statement (:mod:`._pg_append`) is an optimisation a
 connection drops once it finds it not kept.
-The client encoding is always UTF8 (``PGCLIENTENCODING`` or a URL's
-``client_encoding`` would make psycopg2 decode the store's text with another
-codec); the server converts to the database's own encoding. The first
-connection migrates the schema.
+The first connection migrates the schema.
 
 **A connection that breaks** (a server restart or failover, a dropped link) is
 not a failed call: :meth:`PgDatabase.call` drops the pool's idle connections
@@ -44,17 +35,16 @@ from __future__ import annotations
 
 import functools
 import itertools
-import re
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
-from urllib.parse import parse_qsl, unquote, urlsplit
 
-from zuke._errors import StateError, StoreUnavailableError
+from zuke._errors import StoreUnavailableError
 from zuke.state._pg_pool import PgConn, Pool, PoolBusy, PoolClosed
+from zuke.state._pg_url import CONNECT_TIMEOUT_S, PgAddress
 from zuke.state._protocol import Conflict
 from zuke.state._unsure import UnsureWriteError
 
@@ -63,7 +53,6 @@ Conn = PgConn
 
 T = TypeVar("T")
 
-CONNECT_TIMEOUT_S = 10
 POOL_TIMEOUT_S = 30.0
 DEFAULT_MAX_CONNECTIONS = 10
 #: the environment variable that sizes a zuke process's pool (``ZUKE_STATE=postgresql://``)
@@ -72,9 +61,6 @@ POOL_SIZE_ENV = "ZUKE_PG_POOL_SIZE"
 RECONNECTS = 3
 #: versions drawn from the sequence in one round trip, for the writes that follow
 VERSION_BLOCK = 128
-CHECK = (
-    "check that the server is up and reachable, and the user, password and database in ZUKE_STATE"
-)
 #: SQLSTATEs that end a connection the server will take again: admin/crash shutdown, starting up
 _GONE_STATES = frozenset({"57P01", "57P02", "57P03"})
 #: what a server says while it starts or recovers (a restart, a crash): it answers soon
@@ -84,24 +70,6 @@ _REFUSED = ("connection refused", "could not connect to server", "no such file o
             "shutting down", "closed the connection unexpectedly")  # fmt: skip
 #: pauses between connections to a server coming up, the last one repeated
 _COMING_UP_BACKOFF_S = (0.05, 0.1, 0.2, 0.5, 1.0)
-#: (what libpq said, what to check) — the first that matches a refusal names its advice
-_ADVICE: tuple[tuple[str, str], ...] = (
-    ("password authentication failed", "check the user and password in {setting} (or "
-     "PGPASSWORD, ~/.pgpass)"),
-    ("no password supplied", "give the password in {setting} (or PGPASSWORD, ~/.pgpass)"),
-    ("does not exist", "check the user and database names in {setting}, or create the database"),
-    ("too many clients", "the server's max_connections is reached: lower {pool} (now {size}) "
-     "in each zuke process, or raise max_connections on the server"),
-    ("remaining connection slots", "the server's max_connections is reached: lower {pool} "
-     "(now {size}) in each zuke process, or raise max_connections on the server"),
-    ("starting up", "the server is starting: retry in a moment"),
-    ("shutting down", "the server is shutting down: check why, and start it"),
-    ("recovery", "the server is recovering: retry in a moment"),
-    ("connection refused", "check that the server is up and listening at {where} "
-     "(pg_isready -h {host} -p {port}), and the host and port in {setting}"),
-    ("timeout expired", "check that the server is up and reachable from here at {where} (a "
-     "firewall?), and the host and port in {setting}"),
-)  # fmt: skip
 
 
 def lost_connection(exc: BaseException, conn: PgConn | None) -> bool:
@@ -110,32 +78,6 @@ def lost_connection(exc: BaseException, conn: PgConn | None) -> bool:
         return True
     state = getattr(exc, "pgcode", None) or ""
     return state in _GONE_STATES or state.startswith("08")
-
-
-def _secrets_of(url: str) -> list[str]:
-    """Every spelling of the URL's password(s), to scrub from messages."""
-    found: list[str] = []
-    try:
-        parts = urlsplit(url)
-        raw = parts.netloc.rpartition("@")[0].partition(":")[2] if "@" in parts.netloc else ""
-        found += [raw, unquote(raw)]
-        found += [v for k, v in parse_qsl(parts.query, keep_blank_values=True) if k == "password"]
-        found += re.findall(r"password=([^&\s]+)", url)
-    except ValueError:
-        pass
-    return sorted({s for s in found if s}, key=len, reverse=True)
-
-
-def shown_url(url: str) -> str:
-    """``postgresql://USER@HOST:PORT/DB``, from what the URL says (no password, no query)."""
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname or ""
-        port = f":{parts.port}" if parts.port else ""
-        user = f"{unquote(parts.username)}@" if parts.username else ""
-    except ValueError:
-        return "postgresql://(a URL that does not parse)"
-    return f"postgresql://{user}{host}{port}{parts.path}"
 
 
 def connect(dsn: str, deadline: float, *, waiting: bool) -> PgConn:
@@ -162,7 +104,7 @@ def connect(dsn: str, deadline: float, *, waiting: bool) -> PgConn:
     raise AssertionError("unreachable")
 
 
-class PgDatabase:
+class PgDatabase(PgAddress):
     """One Postgres database: a pool opened on first use, the schema migrated then."""
 
     def __init__(
@@ -174,14 +116,7 @@ class PgDatabase:
         setting: str = "ZUKE_STATE",
         pool_setting: str = POOL_SIZE_ENV,
     ) -> None:
-        self.shown = shown_url(url)
-        #: where the URL came from, for messages (``zuke serve`` says ``--db``)
-        self.setting = setting
-        #: what sizes the pool, for messages
-        self.pool_setting = pool_setting
-        self._secrets = _secrets_of(url)
-        self._url = url
-        self._max = max_connections
+        super().__init__(url, setting=setting, pool_setting=pool_setting, size=max_connections)
         self._pool_timeout_s = pool_timeout_s
         self._pool: Pool | None = None
         self._finalizer: weakref.finalize[[], PgDatabase] | None = None
@@ -192,53 +127,6 @@ class PgDatabase:
 
     def __repr__(self) -> str:
         return f"PgDatabase({self.shown})"
-
-    @property
-    def _check(self) -> str:
-        return CHECK.replace("ZUKE_STATE", self.setting)
-
-    def advice(self, said: str) -> str:
-        """What to check after the server (or libpq) said ``said``."""
-        lowered = said.lower()
-        try:
-            parts = urlsplit(self._url)
-            host, port = parts.hostname or "localhost", str(parts.port or 5432)
-        except ValueError:
-            host, port = "HOST", "PORT"
-        for clue, advice in _ADVICE:
-            if clue in lowered:
-                return advice.format(
-                    setting=self.setting, pool=self.pool_setting, size=self._max,
-                    where=f"{host}:{port}", host=host, port=port,
-                )  # fmt: skip
-        return self._check
-
-    def scrub(self, text: str) -> str:
-        """``text`` on one line, without the password."""
-        for secret in self._secrets:
-            text = text.replace(secret, "***")
-        return "; ".join(line.strip() for line in text.splitlines() if line.strip())
-
-    def conninfo(self, defaults: Mapping[str, str | int] | None = None, **extra: str | int) -> str:
-        """The URL as libpq takes it: zuke's defaults (and ``defaults``) where the URL sets
-        none, the client encoding UTF8 whatever it or ``PGCLIENTENCODING`` says, and ``extra``
-        over all."""
-        from psycopg2.extensions import make_dsn, parse_dsn
-
-        try:
-            given = parse_dsn(self._url)
-        except Exception as exc:  # psycopg2.ProgrammingError: libpq could not parse it
-            raise StateError(
-                f"state: {self.setting} is not a Postgres URL libpq accepts "
-                f"({self.scrub(str(exc))})"
-            ) from None
-        wanted: dict[str, str | int] = {
-            "connect_timeout": CONNECT_TIMEOUT_S,
-            "application_name": "zuke",
-            **(defaults or {}),
-        }
-        chosen = {k: v for k, v in wanted.items() if k not in given}
-        return make_dsn(self._url, **{**chosen, "client_encoding": "UTF8", **extra})
 
     def _open(self) -> Pool:
         with self._lock:
@@ -427,6 +315,5 @@ class PgDatabase:
             finalizer()
 
 
-__all__ = [
-    "POOL_SIZE_ENV", "Conn", "PgDatabase", "lost_connection", "shown_url",
-]  # fmt: skip
+# CONNECT_TIMEOUT_S stays importable here: the listener (:mod:`._pg_listen`) takes it from here
+__all__ = ["CONNECT_TIMEOUT_S", "POOL_SIZE_ENV", "Conn", "PgDatabase", "lost_connection"]

@@ -31,6 +31,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 from zuke._errors import CorruptRecordError
 from zuke.state import _pg_append
+from zuke.state._listing_sql import Position
+from zuke.state._listing_sql import listing_sql as shared_listing_sql
 from zuke.state._pg_schema import from_db, to_db
 from zuke.state._protocol import Conflict, RunQuery, StoredRun, Written
 from zuke.state._query import created_ms, limited, since_ms
@@ -332,54 +334,21 @@ def listing(
     return summaries(conn.execute(sql, args).fetchall())
 
 
-#: a place in the listing's order: ``(created_ms, id)``; ``created_ms`` ``None`` for a run
-#: whose ``createdAt`` is no time (listed last), ``id`` ``None`` for "before every such run"
-Position = tuple[int | None, str | None]
-
-
 def listing_sql(
     ns: str, query: RunQuery, *, before: Position | None = None
 ) -> tuple[bytes, list[str | int]]:
-    """:func:`listing`'s statement and arguments (the light path reads the same one).
+    """:func:`listing`'s statement and arguments (the light path reads the same one); the
+    filters, order and ``before`` are :func:`~._listing_sql.listing_sql`'s."""
+    sql, args = shared_listing_sql(
+        runs="zuke_runs", targets="zuke_run_targets", mark="%s", ns=ns,
+        status=_text(query.status), build=_text(query.build), since_ms=since_ms(query),
+        target=_text(query.target), before=before, limit=limited(query), nulls_last=True,
+    )  # fmt: skip
+    return sql.encode(), args
 
-    ``before=(ms, id)`` keeps the dated rows past it; ``(None, id)`` the undated rows past
-    it (``(None, None)``: all undated rows).
-    """
-    sql = [
-        "SELECT id, build, root_target, status, actor, created_at, updated_at",
-        "FROM zuke_runs r WHERE r.ns = %s",
-    ]
-    args: list[str | int] = [ns]
-    for column, value in (("status", query.status), ("build", query.build)):
-        if value is not None:
-            sql.append(f"AND r.{column} = %s")
-            args.append(to_db(value))
-    since = since_ms(query)
-    if since is not None:
-        sql.append("AND r.created_ms >= %s")
-        args.append(since)
-    if query.target is not None:
-        sql.append(
-            "AND EXISTS (SELECT 1 FROM zuke_run_targets t"
-            " WHERE t.ns = r.ns AND t.run_id = r.id AND t.name = %s)"
-        )
-        args.append(to_db(query.target))
-    if before is not None:
-        at, after_id = before
-        if at is not None:
-            sql.append("AND (r.created_ms, r.id) < (%s, %s)")
-            args += [at, after_id or ""]
-        else:
-            sql.append("AND r.created_ms IS NULL")
-            if after_id is not None:
-                sql.append("AND r.id < %s")
-                args.append(after_id)
-    sql.append("ORDER BY r.created_ms DESC NULLS LAST, r.id DESC")
-    limit = limited(query)
-    if limit is not None:
-        sql.append("LIMIT %s")
-        args.append(limit)
-    return " ".join(sql).encode(), args
+
+def _text(value: str | None) -> str | None:
+    return None if value is None else to_db(value)
 
 
 def summaries(rows: Iterable[Sequence[Any]]) -> list[RunSummary]:

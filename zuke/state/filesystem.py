@@ -16,7 +16,9 @@ Owns the mapping from the :class:`~zuke.state.StateStore` protocol onto files:
   :mod:`zuke.state._fs_listing`). A write that changes a listed field marks
   the run's row dirty before touching the journal and updates it after.
 
-The directory is created on first write. Ids and keys pass
+A run's files (paths, the per-run mutex, reads, whole writes, the scan) are
+:mod:`zuke.state._fs_runs`'s; this module is the protocol's writes over them, the
+listing and the locks. The directory is created on first write. Ids and keys pass
 :func:`~zuke.state._ids.check_id` before any path is built.
 """
 
@@ -25,25 +27,18 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import threading
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Final
 
 from zuke._clock import Clock
-from zuke._errors import CorruptRecordError, StoreUnavailableError, UnsafeIdError
 from zuke.state import _journal
 from zuke.state._files import (
     FileTimeClock,
     append_line,
-    atomic_write,
-    ensure_directory,
-    mutex,
-    os_failure,
-    read_to_end,
+    remove,
 )
 from zuke.state._fs_locks import CLOCK_FILE, FsLocks
-from zuke.state._ids import check_id
+from zuke.state._fs_runs import FsRunFiles
 from zuke.state._protocol import (
     RUN_LEASE_PREFIX,
     Conflict,
@@ -52,7 +47,6 @@ from zuke.state._protocol import (
     LockHeld,
     LockHolder,
     RunQuery,
-    StoredRun,
     Written,
 )
 from zuke.state.records import RunDelta, RunRecord, RunSummary
@@ -73,13 +67,14 @@ def records_intent(delta: RunDelta) -> bool:
     )
 
 
-class FileSystemStateStore:
+class FileSystemStateStore(FsRunFiles):
     """A :class:`~zuke.state.JournalingStateStore` backed by a directory.
 
     ``mutex_timeout_s`` bounds the wait for another process's write on the same
     run or lock key; past it the call raises :class:`~zuke.StoreUnavailableError`.
     ``bytes_written`` counts every byte this instance has written to run and
-    lock files (for benchmarks and the linear-cost tests; not the index's).
+    lock files (for benchmarks and the linear-cost tests; not the index's). The
+    run files themselves (paths, reads, whole writes) are :class:`~._fs_runs.FsRunFiles`'s.
 
     Lock and lease expiry are judged by the filesystem's time (a file the
     store stamps), not this process's clock, so processes whose clocks
@@ -105,17 +100,13 @@ class FileSystemStateStore:
         mutex_timeout_s: float = 5.0,
         sync_appends: bool = False,
     ) -> None:
-        self.directory: Final[str] = os.fspath(directory)
+        super().__init__(os.fspath(directory), mutex_timeout_s)
         self.clock: Final[Clock] = clock or FileTimeClock(
             os.path.join(self.directory, "locks", CLOCK_FILE), directory=self.directory
         )
-        self.mutex_timeout_s: Final[float] = mutex_timeout_s
         self.sync_appends: Final[bool] = sync_appends
-        self.bytes_written = 0
-        self._count_lock = threading.Lock()
         self._locks = FsLocks(self.directory, clock, mutex_timeout_s, self._count)
         self._index: RunIndex | None = None
-        self._path_cache: dict[str, tuple[str, str, str]] = {}
 
     def __repr__(self) -> str:
         return f"FileSystemStateStore({self.directory!r})"
@@ -124,10 +115,6 @@ class FileSystemStateStore:
     def display_name(self) -> str:
         """Its directory: the store as messages name it."""
         return self.directory
-
-    def _count(self, n: int) -> None:
-        with self._count_lock:
-            self.bytes_written += n
 
     @property
     def index(self) -> RunIndex:
@@ -138,36 +125,6 @@ class FileSystemStateStore:
 
                 self._index = RunIndex(self.directory, self.mutex_timeout_s)
             return self._index
-
-    # ------------------------------------------------------------ paths
-
-    def path_of(self, run_id: str) -> str:
-        """The journal file of ``run_id``."""
-        return self._paths(run_id)[0]
-
-    def where(self, run_id: str) -> str:
-        return self._paths(run_id)[2]
-
-    def mutex_path(self, run_id: str) -> str:
-        return self._paths(run_id)[1]
-
-    def _paths(self, run_id: str) -> tuple[str, str, str]:
-        """The journal, the mutex and how messages name the run: checked and built once per
-        run id (a run's writer asks on every append)."""
-        found = self._path_cache.get(run_id)
-        if found is None:
-            base = os.path.join(self.directory, check_id(run_id))
-            journal = base + _journal.SUFFIX
-            found = (journal, base + ".lock", f"run {run_id!r} ({journal})")
-            if len(self._path_cache) >= 1024:  # a listing walks many runs: stay small
-                self._path_cache.clear()
-            self._path_cache[run_id] = found
-        return found
-
-    def _run_mutex(self, run_id: str) -> AbstractContextManager[None]:
-        if not os.path.isdir(self.directory):  # one stat; created on first write
-            ensure_directory(self.directory, directory=self.directory)
-        return mutex(self.mutex_path(run_id), self.mutex_timeout_s, directory=self.directory)
 
     def _after(self, change: str, run_id: str, update: Callable[[RunIndex], None]) -> None:
         """Tell the index about a journal write; failing leaves its row dirty, to be re-read."""
@@ -183,41 +140,7 @@ class FileSystemStateStore:
                 exc,
             )
 
-    def _probe(self, run_id: str) -> _journal.Probe | None:
-        path = self.path_of(run_id)
-        try:
-            return _journal.probe(path, self.where(run_id))
-        except OSError as exc:
-            raise os_failure("read", path, exc, directory=self.directory) from None
-
     # ------------------------------------------------------------ runs
-
-    def get_run(self, run_id: str) -> StoredRun | None:
-        found = self.read_run(run_id)
-        return None if found is None else found[0]
-
-    def read_run(self, run_id: str) -> tuple[StoredRun, os.stat_result] | None:
-        """:meth:`get_run`, and the journal's ``fstat`` taken before it was read (for the index)."""
-        path = self.path_of(run_id)
-        try:
-            fd = os.open(path, os.O_RDONLY)
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            raise os_failure("read", path, exc, directory=self.directory) from None
-        try:
-            st = os.fstat(fd)
-            data = read_to_end(fd, st.st_size)
-        except OSError as exc:
-            raise os_failure("read", path, exc, directory=self.directory) from None
-        finally:
-            os.close(fd)
-        record, version = _journal.read(data, self.where(run_id))
-        if record.id != run_id:
-            raise CorruptRecordError(
-                f"state: {self.where(run_id)} holds a record with id {record.id!r}"
-            )
-        return StoredRun(record=record, version=version), st
 
     def create_run(self, record: RunRecord) -> Written | Conflict:
         path = self.path_of(record.id)
@@ -310,24 +233,6 @@ class FileSystemStateStore:
         self._after(change, record.id, lambda index: index.put(record, gen, seen))
         return written
 
-    def _seen(self, path: str, version: str) -> _journal.Seen | None:
-        """The journal just written (under its mutex), as its index row should remember it."""
-        try:
-            return _journal.seen(_journal.length_of(version), os.stat(path))
-        except OSError:
-            return None  # the row is still right; the next listing reads the journal
-
-    def _write_whole(self, path: str, record: RunRecord) -> Written:
-        data, version = _journal.compacted(record)
-        self._count(atomic_write(path, data, directory=self.directory))
-        return Written(version=version)
-
-    def _compact(self, run_id: str, path: str) -> Written:
-        stored = self.get_run(run_id)
-        if stored is None:  # cannot happen under the mutex; be loud if it does
-            raise StoreUnavailableError(f"state: {self.where(run_id)} vanished while compacting")
-        return self._write_whole(path, stored.record)
-
     def delete_run(self, run_id: str) -> None:
         path = self.path_of(run_id)
         if not os.path.isdir(self.directory):
@@ -335,12 +240,7 @@ class FileSystemStateStore:
         with self._run_mutex(run_id):
             if os.path.lexists(path):
                 self.index.mark(run_id)
-            try:
-                os.unlink(path)
-            except FileNotFoundError:
-                pass
-            except OSError as exc:
-                raise os_failure("remove", path, exc, directory=self.directory) from None
+            remove(path, directory=self.directory)
             self._after("deletion", run_id, lambda index: index.remove(run_id))
             # The run is gone, so its mutex file can go too: a process still waiting
             # on it finds no run once it gets it. Deleting it while held keeps a new
@@ -363,32 +263,6 @@ class FileSystemStateStore:
             return
         self.index.clear_complete()
         _fs_listing.rebuild(self, wait=True)
-
-    def scan(self) -> Iterator[RunRecord]:
-        """Every readable run, read from its journal (the listing without the index)."""
-        try:
-            names = sorted(os.listdir(self.directory))
-        except FileNotFoundError:
-            return iter(())
-        except OSError as exc:
-            raise os_failure("list", self.directory, exc, directory=self.directory) from None
-        return self._scan(names)
-
-    def _scan(self, names: list[str]) -> Iterator[RunRecord]:
-        for name in names:
-            if not name.endswith(_journal.SUFFIX):
-                continue
-            try:
-                stored = self.get_run(name[: -len(_journal.SUFFIX)])
-            except UnsafeIdError:  # a stray file whose name is no run id
-                _LOG.warning("state: skipping %s in %s: not a run file", name, self.directory)
-                continue
-            except (CorruptRecordError, StoreUnavailableError) as exc:
-                # One bad file must not hide every other run: report it and go on.
-                _LOG.warning("state: skipping unreadable run file %s: %s", name, exc)
-                continue
-            if stored is not None:  # None: deleted since the directory was listed
-                yield stored.record
 
     # ------------------------------------------------------------ locks
 

@@ -8,9 +8,9 @@ by the database's clock (``clock_timestamp()``), never a client's.
 
 The SQL lives beside it: :mod:`._pg_runs` (records, the journal, listing),
 :mod:`._pg_locks` (lease rows with fences), :mod:`._pg_schema` (the versioned
-schema and its migration), :mod:`._pg_conn` (the URL, the pool, errors
-without the password). psycopg is imported on first use, never by ``import
-zuke``.
+schema and its migration), :mod:`._pg_conn` (the pool, calls that survive a
+broken connection) over :mod:`._pg_url` (the URL, errors without the password).
+psycopg is imported on first use, never by ``import zuke``.
 
 A ``namespace`` keeps several independent stores in one set of tables (what
 ``zuke serve --db postgresql://`` will map its URL prefixes to); the store

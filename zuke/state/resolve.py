@@ -14,7 +14,7 @@ First match wins:
    (locks, gates, effects) — ``required=True``.
 
 ``ZUKE_STATE=off`` names no store: a run that needs one is refused
-(:meth:`zuke._engine.durable.DurableRun.open`).
+(:func:`zuke._engine.durable_open.open_run`).
 
 A setting that names no usable store (``ZUKE_STATE=bogus``, a scheme no package provides,
 a URL the store refuses, ``ZUKE_STATE_FSYNC=sometimes``, ``ZUKE_PG_POOL_SIZE=lots``) is a

@@ -1,0 +1,51 @@
+"""The planted-bug catalogue (tests.sim.mutations): every mutation caught within its
+budget, each printed with the seed that caught it (``pytest -s`` shows the lines)."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+
+import pytest
+
+from tests.sim.mutations import BY_NAME, CATALOGUE, Caught, applied, hunt
+from tests.sim.patches import patched
+from tests.sim.scenario import run_seed
+
+pytestmark = pytest.mark.sim
+
+
+def _hunt(name: str) -> Caught:
+    return hunt(BY_NAME[name])
+
+
+@pytest.mark.timeout(900)
+def test_every_planted_bug_is_caught_with_its_seed() -> None:
+    names = [m.name for m in CATALOGUE if m.ci]
+    workers = min(2, os.cpu_count() or 1)
+    with multiprocessing.get_context("spawn").Pool(workers) as pool:
+        caught = pool.map(_hunt, names, chunksize=1)
+    lines = [c.describe() for c in caught]
+    print("\n" + "\n".join(lines))
+    survived = [c.describe() for c in caught if c.seed is None]
+    assert not survived, "\n".join(["planted bugs the simulation no longer catches:", *survived])
+
+
+def test_a_mutation_is_undone_after_its_hunt() -> None:
+    """The catalogue leaves zuke as it found it: the same seed passes again afterwards."""
+    import zuke.runs.resume as resume
+
+    before = vars(resume)["store_signal"]
+    with patched(), applied(BY_NAME["signal-not-stored"]):
+        assert vars(resume)["store_signal"] is not before
+        assert run_seed(0).violations
+    assert vars(resume)["store_signal"] is before
+    assert run_seed(0).violations == []
+
+
+def test_the_hot_scenarios_break_nothing_unmutated() -> None:
+    """A seed a mutation is caught by is the mutation's doing: the hot scenarios pass as
+    they are."""
+    for seed in range(0, 60, 3):
+        result = run_seed(seed, hot=True)
+        assert result.violations == [], result.describe()
