@@ -121,6 +121,16 @@ def installed(lock: Path) -> bool:
         return False
 
 
+def satisfied(spec: str) -> bool:
+    """A ``name==version`` spec whose version is installed (pip would say "Requirement
+    already satisfied" and do nothing)."""
+    pinned = re.fullmatch(r"([A-Za-z0-9._-]+)==([A-Za-z0-9.+!_-]+)", spec)
+    try:
+        return pinned is not None and version(pinned[1]) == pinned[2]
+    except PackageNotFoundError:
+        return False
+
+
 def install_lock(lock: Path, wheels: Path, *extra: str, fetch: Path | None = None) -> None:
     """Install a lock from the wheelhouse; on a miss (a cold cache) download ``fetch`` (the
     lock itself unless said otherwise) into the wheelhouse first."""
@@ -172,7 +182,7 @@ def install(spec: str) -> None:
     if checkout is None:
         if not installed(RUNTIME_LOCK):
             install_lock(RUNTIME_LOCK, wheels)
-        if not _pip("install", NO_COMPILE, "--no-deps", spec):
+        if not satisfied(spec) and not _pip("install", NO_COMPILE, "--no-deps", spec):
             raise InstallError(f"installing zuke ({spec}) failed")
         return
     with tempfile.TemporaryDirectory(prefix="zuke-build-") as tmp:

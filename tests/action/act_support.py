@@ -33,10 +33,11 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from importlib.metadata import version
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import pytest
@@ -132,6 +133,20 @@ def make_repo(
     return root
 
 
+def lock_drift(lock: Path) -> list[str]:
+    """The lock's packages this environment does not have at the locked version."""
+    pins = re.findall(r"^([A-Za-z0-9._-]+)==(\S+)", lock.read_text(), flags=re.MULTILINE)
+    drifted = []
+    for name, pinned in pins:
+        try:
+            found = version(name)
+        except PackageNotFoundError:
+            found = None
+        if found != pinned:
+            drifted.append(f"{name} {found} (locked {pinned})")
+    return drifted
+
+
 def sweep_env(*, state_dir: Path | None = None, api_url: str | None = None) -> dict[str, str]:
     """The ``--env`` for a sweep under act: how zuke is installed, and which store it uses."""
     env = {
@@ -140,6 +155,12 @@ def sweep_env(*, state_dir: Path | None = None, api_url: str | None = None) -> d
         "PIP_NO_INDEX": "1",
         "PIP_DISABLE_PIP_VERSION_CHECK": "1",
     }
+    if lock_drift(ACTION_DIR / "requirements.lock"):
+        # the README's install resolved from the index, which has moved on since the lock
+        # (CI installs the lock): the action fetches the locked wheels into the throwaway
+        # venv, once, since the cache stand-in keeps them for the session's later jobs
+        del env["PIP_NO_INDEX"]
+        env["STANDIN_CACHE_DIR"] = str(Path(tempfile.gettempdir()) / "zuke-act-wheel-cache")
     if state_dir is not None:
         env["ZUKE_STATE_DIR"] = str(state_dir)
     if api_url is not None:

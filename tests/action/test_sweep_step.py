@@ -17,6 +17,7 @@ import queue
 import subprocess
 import sys
 import threading
+from importlib.metadata import version
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -370,6 +371,26 @@ def test_a_mask_printed_by_zuke_reaches_the_runner_while_the_sweep_still_runs(tm
     reader.join(timeout=30)
     stdout.close()
     assert first == "::add-mask::ghs_minted-app-token\n"
+
+
+def test_a_spec_and_a_lock_already_installed_at_their_versions_call_no_pip(monkeypatch):
+    """What pip would only confirm ("Requirement already satisfied"): the tests' environment,
+    a self-hosted runner's Python."""
+    install = _install_module()
+    calls: list[tuple[str, ...]] = []
+
+    def pip(*args: str, **kw: object) -> bool:
+        calls.append(args)
+        return True
+
+    monkeypatch.setattr(install, "_pip", pip)
+    monkeypatch.setattr(install, "installed", lambda lock: True)
+    install.install(f"zuke=={version('zuke')}")
+    assert calls == []
+    install.install("zuke==0.0.0.dev0")  # not the version installed: pip installs it
+    assert calls == [("install", "--no-compile", "--no-deps", "zuke==0.0.0.dev0")]
+    assert not install.satisfied("no-such-package-zuke==1.0")
+    assert not install.satisfied("zuke>=0.1")
 
 
 # -- the dashboard step (issue 26 §3) ---------------------------------------------------------

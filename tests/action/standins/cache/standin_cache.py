@@ -61,6 +61,7 @@ def save(store: Path | None, path: Path, key: str) -> None:
     if store is None:
         print("cache stand-in: STANDIN_CACHE_DIR is not set, nothing saved")
         return
+    store.mkdir(parents=True, exist_ok=True)
     if (store / key).exists():
         print(f"::warning::cache stand-in: Unable to reserve cache with key {key}")
         return
@@ -69,7 +70,12 @@ def save(store: Path | None, path: Path, key: str) -> None:
         return
     staging = store / f".{key}.{time.monotonic_ns()}"
     shutil.copytree(path, staging)
-    staging.rename(store / key)
+    try:
+        staging.rename(store / key)
+    except OSError:  # another job saved the key first: GitHub's answer, and only a warning
+        shutil.rmtree(staging, ignore_errors=True)
+        print(f"::warning::cache stand-in: Unable to reserve cache with key {key}")
+        return
     print(f"cache stand-in: saved {key}")
 
 
