@@ -63,8 +63,9 @@ RECONNECTS = 3
 VERSION_BLOCK = 128
 #: SQLSTATEs that end a connection the server will take again: admin/crash shutdown, starting up
 _GONE_STATES = frozenset({"57P01", "57P02", "57P03"})
-#: what a server says while it starts or recovers (a restart, a crash): it answers soon
-_COMING_UP = ("starting up", "not yet accepting connections", "in recovery")
+#: what a server says while it stops, starts or recovers (a restart, a crash): it answers
+#: soon — and one that was only stopped is said as such once the pool's timeout is out
+_COMING_UP = ("starting up", "not yet accepting connections", "in recovery", "shutting down")
 #: what libpq says while a restart stops the server and before it listens again
 _REFUSED = ("connection refused", "could not connect to server", "no such file or directory",
             "shutting down", "closed the connection unexpectedly")  # fmt: skip
@@ -81,7 +82,7 @@ def lost_connection(exc: BaseException, conn: PgConn | None) -> bool:
 
 
 def connect(dsn: str, deadline: float, *, waiting: bool) -> PgConn:
-    """A new autocommit connection; a server that is starting, recovering — or, once
+    """A new autocommit connection; a server that is stopping, starting, recovering — or, once
     ``waiting`` (a connection broke: a restart), not listening yet — is asked again
     until ``deadline``. Raises psycopg2's last error."""
     import psycopg2
