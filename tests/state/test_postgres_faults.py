@@ -291,7 +291,15 @@ def _refusing_first(monkeypatch: pytest.MonkeyPatch, times: int, said: str) -> l
 SHUTTING = "connection failed: FATAL:  the database system is shutting down"
 
 
-@pytest.mark.parametrize("said", [STARTING, SHUTTING], ids=["starting-up", "shutting-down"])
+CUT = (
+    "connection failed: server closed the connection unexpectedly\n\tThis probably means "
+    "the server terminated abnormally\n\tbefore or while processing the request."
+)
+
+
+@pytest.mark.parametrize(
+    "said", [STARTING, SHUTTING, CUT], ids=["starting-up", "shutting-down", "cut-while-starting"]
+)
 def test_a_server_still_starting_is_waited_for_before_the_first_call(
     pg_url: str, monkeypatch: pytest.MonkeyPatch, said: str
 ) -> None:

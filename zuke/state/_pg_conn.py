@@ -66,6 +66,9 @@ _GONE_STATES = frozenset({"57P01", "57P02", "57P03"})
 #: what a server says while it stops, starts or recovers (a restart, a crash): it answers
 #: soon — and one that was only stopped is said as such once the pool's timeout is out
 _COMING_UP = ("starting up", "not yet accepting connections", "in recovery", "shutting down")
+#: what libpq says of a server that took the connection, then dropped it before it was
+#: ready (a restart, or a backend terminated mid-start): it was there, and answers again
+_CUT = ("closed the connection unexpectedly", "terminating connection")
 #: what libpq says while a restart stops the server and before it listens again
 _REFUSED = ("connection refused", "could not connect to server", "no such file or directory",
             "shutting down", "closed the connection unexpectedly")  # fmt: skip
@@ -92,7 +95,7 @@ def connect(dsn: str, deadline: float, *, waiting: bool) -> PgConn:
             raw = psycopg2.connect(dsn)
         except psycopg2.OperationalError as exc:
             said = str(exc).lower()
-            transient = any(c in said for c in _COMING_UP) or (
+            transient = any(c in said for c in (*_COMING_UP, *_CUT)) or (
                 waiting and any(c in said for c in _REFUSED)
             )
             pause = _COMING_UP_BACKOFF_S[min(attempt, len(_COMING_UP_BACKOFF_S) - 1)]
