@@ -194,3 +194,27 @@ def test_a_recorded_failure_survives_the_records_json() -> None:
     assert raw["targets"]["approve"]["waitingFor"]["failed"] == REASON
     again = loads_record(json.dumps(raw))
     assert again.targets["approve"].waiting_for == waiting
+
+
+def test_a_continuation_whose_run_another_process_already_ended_is_nothing_to_do(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Postgres chaos (issue 25 §8): a starter saw its run due, and before it took the lease
+    the watcher resumed the run and took it to its end. The continuation said nothing was
+    left to do — it raised "not suspended" and the starter failed instead."""
+    import zuke.runs.continuation as continuation
+    from zuke.state.records import RunDelta
+    from zuke.state.update import update_run
+
+    calls: list[Any] = []
+    h = harness(FailLater(), "rollback", calls)
+    run_id = h.start().run_id
+    update_run(h.store, run_id, lambda r: RunDelta(updated_at=r.updated_at, status="succeeded"))
+
+    async def seen_due(store: Any, run_id: str) -> bool:
+        return True  # what the starter read an instant before the watcher ended the run
+
+    monkeypatch.setattr(continuation, "is_due", seen_due)
+    outcome = asyncio.run(continue_due(h.build, h.store, run_id, h.options(), actor="ci"))
+    assert outcome is None
+    assert h.record(run_id).status == "succeeded"

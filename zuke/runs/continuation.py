@@ -105,7 +105,9 @@ async def continue_due(
         return None
     try:
         return await continue_run(build_cls, store, run_id, ResumeOptions(), run, actor=actor)
-    except AlreadyResumedError:
+    except (AlreadyResumedError, RunNotSuspendedError):
+        # Between the look and the lease another process took the run up, or already took
+        # it to its end (a watcher, a sweep): nothing is left for this process to continue.
         return None
 
 
@@ -128,8 +130,8 @@ async def continue_run(
             break
         try:
             again = await _continue_once(build_cls, store, run_id, resume, run, actor=actor)
-        except AlreadyResumedError:
-            break  # someone else continues it
+        except (AlreadyResumedError, RunNotSuspendedError):
+            break  # someone else continues it, or already ended it
         outcome = replace(again, notes=[*outcome.notes, *again.notes])
     return outcome
 
