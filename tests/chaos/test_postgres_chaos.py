@@ -256,7 +256,16 @@ def test_runs_signals_and_sweeps_keep_every_promise_through_restarts_and_kills(
     print(summary)
     assert restarts >= 8, summary
     assert len(told) == RUNS, (summary, (tmp_path / "starter-0.log").read_text()[-2000:])
+    # A starter whose first connection met the restart's window (the server not listening
+    # yet) is refused at once, by design (docs/state.md), and says so: no run was made, so
+    # nothing was acknowledged. Such refusals stay rare; every other start is checked.
+    said = "state: cannot use Postgres"
+    refused = [t for t in told if t["run"] is None and str(t.get("error", "")).startswith(said)]
+    assert len(refused) <= RUNS // 10, (summary, refused[:3])
+    assert len(records) >= len(told) - len(refused), summary
     for line in told:  # no acknowledged write lost; no answer contradicting the record
+        if line in refused:
+            continue
         run_id = line["run"]
         assert isinstance(run_id, str), line
         stored = records.get(run_id)
