@@ -27,7 +27,8 @@ from tests.fake_github.pictures.shots import WIDTH, pages_of, shoot
 from tests.fake_github.pictures.story import SERVER, Snapshot, Story, snapshot, tell
 from tests.ui.browser.support import require_chromium
 
-pytestmark = pytest.mark.e2e  # the story spawns real zuke processes
+# the story spawns real zuke processes: with the e2e tests, on one worker under --dist loadgroup
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("e2e")]
 
 SCRIPT = "<script>alert(1)</script>"
 HOSTILE_ENV = "review-<b>x</b>"
