@@ -91,7 +91,7 @@ def ago(stamp: str | int, now_ms: int) -> str:
     return "now"
 
 
-def utc(stamp: str | int, form: str = "%b %-d, %Y, %H:%M:%S UTC") -> str:
+def utc(stamp: str | int, form: str = "%b %-d, %H:%M:%S UTC") -> str:
     return datetime.fromtimestamp(ms_of(stamp) / 1000, tz=UTC).strftime(form)
 
 
