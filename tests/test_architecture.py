@@ -561,3 +561,24 @@ def test_a_run_without_a_store_loads_no_durable_side(tmp_path: Path) -> None:
         code, loaded = json.loads(child.stdout.splitlines()[-1])
         assert code == 0, (argv, child.stderr)
         assert loaded == expected, argv
+
+
+def test_a_run_without_a_store_loads_no_uuid_difflib_or_getpass(tmp_path: Path) -> None:
+    """A run's id, its typo hint and its OS user are made without ``uuid`` (which loads
+    ``platform``), ``difflib`` or ``getpass`` (``termios``): about 3 ms of every run's
+    start-up (issue 28 §1). A typo still gets its hint, loading ``difflib`` then."""
+    (tmp_path / "build.py").write_text(
+        "from zuke import Build, target\n"
+        "class Release(Build):\n"
+        "    @target\n"
+        "    def compile(self, t):\n"
+        "        return t.executes(lambda: None)\n"
+    )
+    lazy = {"uuid", "platform", "difflib", "getpass", "termios"}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ZUKE_")}
+    for argv, expected in ((["compile"], []), (["compil"], ["difflib"])):
+        out = subprocess.run(
+            [sys.executable, "-c", _COMMAND_PROBE, *argv],
+            capture_output=True, text=True, check=True, cwd=tmp_path, env=env,
+        )  # fmt: skip
+        assert sorted(lazy & set(json.loads(out.stdout.splitlines()[-1]))) == expected, argv
