@@ -220,3 +220,30 @@ def test_the_cheap_replace_hands_other_dataclasses_to_dataclasses_replace() -> N
     assert _frozen.replace(Checked(1), n=2) == Checked(2)
     with pytest.raises(ValueError, match="negative"):
         _frozen.replace(Checked(1), n=-1)  # its __post_init__ still runs
+
+
+def test_the_resume_paths_frozen_values_compile_nothing_at_import() -> None:
+    """``zuke resume RUN --signal NAME`` imports these modules; each frozen dataclass of
+    theirs is made by ``zuke.state._frozen`` (issue 28 §3: ~0.5 ms of exec'd methods a
+    class by ``dataclasses``)."""
+    import dataclasses
+    import importlib
+
+    from zuke.state import _frozen
+
+    modules = (
+        "zuke._engine.gate_cancel", "zuke._engine.compensation", "zuke.state.update",
+        "zuke.runs.outcome", "zuke.runs.continuation", "zuke.runs.signals",
+        "zuke.runs.timeouts", "zuke._engine.durable", "zuke._engine.claims",
+        "zuke._engine.resumed",
+    )  # fmt: skip
+    found = 0
+    for name in modules:
+        module = importlib.import_module(name)
+        for value in vars(module).values():
+            if isinstance(value, type) and value.__module__ == name:
+                if dataclasses.is_dataclass(value):  # dataclasses' own frozen: compiled
+                    params = value.__dataclass_params__  # type: ignore[attr-defined]
+                    assert not params.frozen, f"{name}.{value.__qualname__}"
+                found += value in _frozen._FIELDS
+    assert found >= 14
