@@ -13,9 +13,12 @@ from pathlib import Path
 from tests.e2e.deploy_support import deploy_github
 from tests.fake_github.pictures.shots import pages_of, shoot
 from tests.fake_github.pictures.story import snapshot, tell
+from tests.ui.browser.support import chromium_path
 
 
 def main(out: Path) -> None:
+    if chromium_path() is None:
+        sys.exit("pictures: Debian's Chromium takes the screenshots: apt-get install -y chromium")
     with tempfile.TemporaryDirectory() as tmp, deploy_github() as gh:
         story = tell(gh, Path(tmp))
         snap = snapshot(gh)

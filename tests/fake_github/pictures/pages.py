@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markdown_it import MarkdownIt
@@ -90,7 +91,7 @@ def ago(stamp: str | int, now_ms: int) -> str:
     return "now"
 
 
-def utc(stamp: str | int, form: str = "%b %-d, %Y, %H:%M:%S UTC") -> str:
+def utc(stamp: str | int, form: str = "%b %-d, %H:%M:%S UTC") -> str:
     return datetime.fromtimestamp(ms_of(stamp) / 1000, tz=UTC).strftime(form)
 
 
@@ -128,11 +129,17 @@ def _shown(snap: Snapshot, text: str | None) -> str:
     return (text or "").replace(snap.fake_url.rstrip("/"), SERVER)
 
 
+def _href(snap: Snapshot, url: str | None) -> str:
+    """A URL from the fake as a link, only if it is http(s) (no ``javascript:``); else ''."""
+    shown = _shown(snap, url).strip()
+    return shown if urlsplit(shown).scheme in ("http", "https") else ""
+
+
 def _status(snap: Snapshot, s: dict[str, Any]) -> Status:
     label, tone = LABELS.get(s["state"], (s["state"], "grey"))
     return Status(s["state"], label, tone, _shown(snap, s["description"]), s["creator"],
                   ago(s["created_at"], snap.now_ms), utc(s["created_at"]),
-                  _shown(snap, s["environment_url"]), _shown(snap, s["log_url"]))  # fmt: skip
+                  _href(snap, s["environment_url"]), _href(snap, s["log_url"]))  # fmt: skip
 
 
 def deployments(snap: Snapshot) -> list[Deployment]:

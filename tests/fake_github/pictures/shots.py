@@ -7,7 +7,6 @@ asked for anything fails the run — and saves a ~1,100-pixel-wide screenshot of
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -15,7 +14,7 @@ from playwright.sync_api import Route, sync_playwright
 
 from tests.fake_github.pictures.pages import environments_page, history_page, issue_page
 from tests.fake_github.pictures.story import Snapshot, Story
-from tests.ui.browser.support import CHROMIUM_ARGS
+from tests.ui.browser.support import CHROMIUM_ARGS, chromium_path
 
 WIDTH = 1100
 #: a page taller than this is cut (the pictures stay small: under 200 KB each)
@@ -44,7 +43,7 @@ def shoot(pages: Mapping[str, str], out: Path) -> list[Path]:
     saved = []
     with sync_playwright() as p:
         browser = p.chromium.launch(
-            executable_path=shutil.which("chromium"), headless=True, args=CHROMIUM_ARGS
+            executable_path=chromium_path(), headless=True, args=CHROMIUM_ARGS
         )
         try:
             context = browser.new_context(viewport={"width": WIDTH, "height": 700})
