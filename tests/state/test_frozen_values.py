@@ -247,3 +247,42 @@ def test_the_resume_paths_frozen_values_compile_nothing_at_import() -> None:
                     assert not params.frozen, f"{name}.{value.__qualname__}"
                 found += value in _frozen._FIELDS
     assert found >= 14
+
+
+def test_an_init_stores_fields_into_the_dict_only_where_setattr_would_do_the_same() -> None:
+    """Issue 28 §1: the compiled ``__init__`` writes a plain class's fields straight into
+    its ``__dict__`` (under half ``object.__setattr__``'s cost); a class with slots, or a
+    field's name that is a data descriptor of the class, keeps ``object.__setattr__``."""
+    import dataclasses
+
+    from zuke.state._frozen import _stores_directly
+    from zuke.state._frozen import dataclass as frozen_dataclass
+
+    @frozen_dataclass(frozen=True)
+    class Plain:
+        a: int
+        b: list[int] = dataclasses.field(default_factory=list)
+
+    value = Plain(1)
+    assert value.__dict__ == {"a": 1, "b": []} and value == Plain(1, [])
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        value.a = 2  # type: ignore[misc]
+    assert _stores_directly(Plain, ["a", "b"])
+
+    @frozen_dataclass(frozen=True)
+    class Slotted:
+        __slots__ = ("a",)
+        a: int
+
+    assert Slotted(3).a == 3 and not _stores_directly(Slotted, ["a"])
+
+    class Described:
+        @property
+        def a(self) -> int:
+            return 1
+
+        @a.setter
+        def a(self, value: int) -> None:
+            pass
+
+    assert not _stores_directly(Described, ["a"])
