@@ -286,3 +286,58 @@ def test_an_init_stores_fields_into_the_dict_only_where_setattr_would_do_the_sam
             pass
 
     assert not _stores_directly(Described, ["a"])
+
+
+def test_a_bare_dataclass_is_a_mutable_dataclass_as_dataclasses_makes_it() -> None:
+    """Issue 28 §1: ``@dataclass`` (the run's options, the CLI's arguments, a loaded build)
+    made without compiling methods at import; what ``dataclasses`` would make in every
+    way a caller sees: init with defaults and factories, repr, eq, unhashable, assignable,
+    fields and replace; one with ``__post_init__`` is ``dataclasses``' own."""
+    import dataclasses
+
+    from zuke.state._frozen import _MUTABLE
+    from zuke.state._frozen import dataclass as lean_dataclass
+
+    def make(decorate: Any) -> Any:
+        @decorate
+        class Options:
+            name: str
+            tags: list[str] = dataclasses.field(default_factory=list)
+            limit: int = 3
+
+        return Options
+
+    lean, real = make(lean_dataclass), make(dataclasses.dataclass)
+    assert lean in _MUTABLE
+    for cls in (lean, real):
+        value = cls("a")
+        assert repr(value).endswith("Options(name='a', tags=[], limit=3)")
+        assert value == cls("a", [], 3) and value != cls("b")
+        assert cls.__hash__ is None
+        value.limit = 4
+        assert value.limit == 4 and value.tags is not cls("a").tags
+        assert [f.name for f in dataclasses.fields(value)] == ["name", "tags", "limit"]
+        assert dataclasses.replace(value, name="c") == cls("c", [], 4)
+        assert dataclasses.asdict(value) == {"name": "a", "tags": [], "limit": 4}
+
+    class Watched:
+        seen: list[str] = []
+
+        def __setattr__(self, name: str, value: Any) -> None:
+            Watched.seen.append(name)
+            object.__setattr__(self, name, value)
+
+    @lean_dataclass
+    class Own(Watched):
+        a: int
+
+    assert Own(1).a == 1 and Watched.seen == ["a"]  # its own __setattr__ still runs
+
+    @lean_dataclass
+    class Checked:
+        a: int
+
+        def __post_init__(self) -> None:
+            self.a += 1
+
+    assert Checked(1).a == 2 and Checked not in _MUTABLE

@@ -68,14 +68,27 @@ def replace(obj: T, /, **changes: Any) -> T:
 
 @dataclass_transform(field_specifiers=(dataclasses.field, dataclasses.Field))
 def dataclass(cls: type[Any] | None = None, /, **options: Any) -> Any:
-    """``dataclass(frozen=True)``, cheap at import (see the module docstring); any other
-    use (``@dataclass``, other options) is :func:`dataclasses.dataclass` itself."""
+    """``dataclass(frozen=True)`` and a bare ``@dataclass``, cheap at import (see the module
+    docstring); a bare one with a ``__post_init__``, or other options, is
+    :func:`dataclasses.dataclass` itself."""
+    if cls is not None and not options and not hasattr(cls, "__post_init__"):
+        return _make(cls, frozen=False)
     if cls is not None or options != {"frozen": True}:
         return dataclasses.dataclass(cls, **options)
     return _frozen
 
 
+#: the classes made here that are not frozen (plain ``@dataclass``): their fields assignable
+_MUTABLE: set[type] = set()
+
+
 def _frozen(cls: type[T]) -> type[T]:
+    return _make(cls, frozen=True)
+
+
+def _make(cls: type[T], *, frozen: bool) -> type[T]:
+    """The dataclass ``cls``: frozen, or (a bare ``@dataclass``, issue 28 §1) mutable, with
+    ``dataclasses``' ``__init__``, ``__repr__`` and ``__eq__`` and no ``__hash__``."""
     # Without a docstring, dataclasses writes one from inspect.signature(cls), which here
     # (no __init__ yet) parses object's text signature: tokenize's regex, ~5 ms to compile.
     undocumented = not cls.__doc__
@@ -91,6 +104,17 @@ def _frozen(cls: type[T]) -> type[T]:
     _KEYS[cls] = (tuple(f.name for f in fields if f.repr), _getter(compared), _getter(hashed))
     _FIELDS[cls] = frozenset(f.name for f in fields)
     own = cls.__dict__
+    if not frozen:  # eq without frozen: unhashable, as dataclasses makes it
+        _MUTABLE.add(cls)
+        plain: tuple[tuple[str, Callable[..., Any]], ...] = (
+            ("__init__", _first_init), ("__repr__", _repr), ("__eq__", _eq)
+        )  # fmt: skip
+        for name, fn in plain:
+            if name not in own:
+                setattr(cls, name, fn)
+        if "__hash__" not in own or own["__hash__"] is None:
+            cls.__hash__ = None  # type: ignore[assignment]
+        return cls
     # as dataclasses does: a method the class defines is kept (a __hash__ only if it is not
     # the None that defining __eq__ implies), and a frozen class may not define __setattr__
     explicit_hash = "__hash__" in own and not (own["__hash__"] is None and "__eq__" in own)
@@ -153,7 +177,8 @@ def _make_init(cls: type) -> Callable[..., None]:
     ``__dict__`` — the same result as ``object.__setattr__`` for a plain attribute, at
     under half the cost (issue 28 §1: a 1000-target chain makes ~6,000 such values)."""
     names = [f.name for f in dataclasses.fields(cls)]
-    direct = _stores_directly(cls, names)
+    own_setattr = cls in _MUTABLE and getattr(cls, "__setattr__") is not object.__setattr__  # noqa: B009
+    direct = not own_setattr and _stores_directly(cls, names)
     params, lines = [], ["    _d = self.__dict__"] if direct else []
     namespace: dict[str, Any] = {"_set": object.__setattr__, "_FACTORY": _FACTORY}
     for f in dataclasses.fields(cls):
@@ -169,6 +194,8 @@ def _make_init(cls: type) -> Callable[..., None]:
             params.append(f.name)
         if direct:
             lines.append(f"    _d[{f.name!r}] = {value}")
+        elif cls in _MUTABLE:  # as dataclasses writes it: the class's own __setattr__ counts
+            lines.append(f"    self.{f.name} = {value}")
         else:
             lines.append(f"    _set(self, {f.name!r}, {value})")
     source = f"def __init__(self, {', '.join(params)}):\n" + "\n".join(lines or ["    pass"])
