@@ -586,7 +586,17 @@ def test_a_run_without_a_store_loads_no_uuid_difflib_or_getpass(tmp_path: Path) 
 
 #: what ``zuke resume RUN --signal NAME`` on Postgres does without (issue 28 §3: its start-up
 #: is most of the command's time to the next body)
-_RESUME_SKIPS = ("uuid", "platform", "difflib", "getpass", "termios")
+_RESUME_SKIPS = ("uuid", "platform", "difflib", "getpass", "termios")  # ssl: psycopg2's C part
+
+#: ``zuke <argv>`` as the console script runs it; at exit, which of ``skips`` it loaded
+_SCRIPT_PROBE = """
+import atexit, json, sys
+skips = set(json.loads(sys.argv[1]))
+atexit.register(lambda: print(json.dumps(sorted(skips & set(sys.modules)))))
+sys.argv = ["zuke", *sys.argv[2:]]
+from zuke.cli import entrypoint
+entrypoint()
+"""
 
 
 def test_resume_with_a_signal_on_postgres_loads_no_uuid_difflib_or_getpass(
@@ -611,15 +621,35 @@ def test_resume_with_a_signal_on_postgres_loads_no_uuid_difflib_or_getpass(
     env["ZUKE_STATE"] = pg_cluster.create_database()
     parked = execute(load_build_class(tmp_path / "build.py"), ["ship"], env=env)
     assert parked.status == "suspended" and parked.run_id is not None
-    probe = (
-        "import io, json, sys\n"
-        "from zuke.cli import main\n"
-        "code = main(sys.argv[1:], out=io.StringIO(), err=sys.stderr)\n"
-        f"print(json.dumps([code, sorted(set({_RESUME_SKIPS!r}) & set(sys.modules))]))\n"
-    )
     child = subprocess.run(
-        [sys.executable, "-c", probe, "resume", parked.run_id, "--signal", "go"],
+        [sys.executable, "-c", _SCRIPT_PROBE, json.dumps(_RESUME_SKIPS), "resume",
+         parked.run_id, "--signal", "go"],
         capture_output=True, text=True, cwd=tmp_path, env=env, timeout=60, check=True,
     )  # fmt: skip
     assert "shipped" in child.stdout
-    assert json.loads(child.stdout.splitlines()[-1]) == [0, []], child.stderr
+    assert json.loads(child.stdout.splitlines()[-1]) == [], child.stderr
+
+
+def test_a_run_without_a_store_loads_no_ssl(tmp_path: Path) -> None:
+    """asyncio comes without ``ssl`` (zuke/cli/lean_asyncio.py: 8 ms of start-up); a body
+    that imports ``ssl`` gets it, and asyncio with it."""
+    (tmp_path / "build.py").write_text(
+        "from zuke import Build, target\n"
+        "def tls():\n"
+        "    import asyncio.sslproto, ssl\n"
+        "    assert asyncio.sslproto.ssl is ssl\n"
+        "class Release(Build):\n"
+        "    @target\n"
+        "    def compile(self, t):\n"
+        "        return t.executes(lambda: None)\n"
+        "    @target\n"
+        "    def fetch(self, t):\n"
+        "        return t.executes(tls)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ZUKE_")}
+    for argv, expected in ((["compile"], []), (["fetch"], ["ssl"])):
+        child = subprocess.run(
+            [sys.executable, "-c", _SCRIPT_PROBE, json.dumps(["ssl"]), *argv],
+            capture_output=True, text=True, cwd=tmp_path, env=env, timeout=60, check=True,
+        )  # fmt: skip
+        assert json.loads(child.stdout.splitlines()[-1]) == expected, (argv, child.stderr)

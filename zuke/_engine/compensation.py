@@ -203,13 +203,15 @@ class CompensationContext(Context):
         target: str,
         original: str,
         cancelled: threading.Event | None = None,
+        *,
+        attempt: bool = False,
     ) -> None:
-        super().__init__(run, target, cancelled=cancelled)
+        super().__init__(run, target, cancelled=cancelled, attempt=attempt)
         self.original = original
         self.state = StateHandle(run, original)
 
     def for_attempt(self) -> Context:
-        return CompensationContext(self._run, self.target, self.original, self._run.attempt_event())
+        return CompensationContext(self._run, self.target, self.original, attempt=True)
 
 
 def walk_state(record: RunRecord, *, actor: str, redactor: Redactor) -> RunState:
