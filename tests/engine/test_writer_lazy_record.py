@@ -7,6 +7,7 @@ applying each delta as it was written copied every target's row once a write).""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -184,6 +185,59 @@ def test_a_store_that_does_not_say_so_gets_the_record_itself(tmp_path: Path) -> 
         await chain(writer, ["t00", "t01"])
         await writer.finish("succeeded")
         assert afters and all(isinstance(a, RunRecord) for a in afters)
+        assert writer.record == stored(store).record
+
+    asyncio.run(go())
+
+
+def test_a_chain_makes_one_delta_a_write_and_merges_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    merges: list[RunDelta] = []
+    real = records.merge_deltas
+
+    def counted(first: RunDelta, second: RunDelta) -> RunDelta:
+        merges.append(second)
+        return real(first, second)
+
+    monkeypatch.setattr(record_writes, "merge_deltas", counted)
+
+    async def go() -> None:
+        store = CountingStore(tmp_path)
+        writer = await open_writer(store, 10)
+        await chain(writer, [f"t{i:02d}" for i in range(10)])
+        assert merges == []  # a settlement and the next running: one delta, nothing merged
+        await writer.finish("succeeded")
+        rows = stored(store).record.targets
+        assert all(rows[f"t{i:02d}"].status == "succeeded" for i in range(10))
+
+    asyncio.run(go())
+
+
+def test_rows_and_other_changes_queued_together_keep_their_order(tmp_path: Path) -> None:
+    clock = ManualClock(1_800_000_000_000)
+
+    async def go() -> None:
+        store = CountingStore(tmp_path)
+        writer = RunStateWriter(store, record(3), version=None, clock=clock)
+        await writer.create()
+        writer.lease = LEASE
+        await writer.transition(Transition("t00", "running", clock.now_ms()))
+        clock.advance(5)
+        await writer.transition(Transition("t00", "succeeded", clock.now_ms()))  # queued
+        clock.advance(5)
+        writer.append_event("note", detail="between")  # queued after the row
+        clock.advance(5)
+        writer.note_lock("other", "tok")
+        clock.advance(5)
+        await writer.transition(Transition("t01", "running", clock.now_ms()))  # the write
+        lines = (tmp_path / "run-1.jsonl").read_bytes().splitlines()
+        wire = json.loads(lines[-1])
+        assert list(wire["targets"]) == ["t00", "t01"]
+        assert wire["targets"]["t00"]["status"] == "succeeded"
+        assert [e["detail"] for e in wire["events"]] == ["between"]
+        assert wire["locks"] == {"other": "tok"}
+        assert wire["updatedAt"] == "2027-01-15T08:00:00.020Z"  # the last change's time
         assert writer.record == stored(store).record
 
     asyncio.run(go())

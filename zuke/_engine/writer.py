@@ -111,6 +111,8 @@ class RunStateWriter(RecordWrites, RecordWriter):
         self.on_cancel_requested: Callable[[RunRecord], object] = lambda record: None
         self._rows: dict[str, TargetRecord] = dict(record.targets)
         self._pending: RunDelta | None = None
+        self._dirty: dict[str, None] = {}
+        self._dirty_at = ""
         self._dirty_meta: set[str] = set()
         self._lost = False  # a change was lost: the next write marks the record degraded
         self._loss: str | None = None  # why the record is incomplete, if it is
@@ -191,10 +193,6 @@ class RunStateWriter(RecordWrites, RecordWriter):
         else:
             why = "it was taken over by another process (its lease is no longer this one's)"
         return f"{self.where}: {why}; nothing more is recorded here, and no call is made"
-
-    def _set_row(self, name: str, row: TargetRecord) -> None:
-        self._rows[name] = row
-        self._queue(RunDelta(updated_at=self._now(), targets={name: row}))
 
     def _meta_changed_from_any_thread(self, target: str) -> None:
         try:
