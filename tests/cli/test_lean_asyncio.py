@@ -72,3 +72,16 @@ def test_a_process_that_has_ssl_already_is_left_alone() -> None:
         print(asyncio.sslproto.ssl is ssl, any("lean_asyncio" in repr(f) for f in sys.meta_path))
     """)
     assert lines == ["True False", "handshake tried"]
+
+
+def test_a_python_whose_asyncio_was_not_read_is_left_alone() -> None:
+    """The hold names asyncio's modules of 3.11 to 3.13; on another Python it is not made."""
+    lines = _run("""
+        import sys
+        from zuke.cli import lean_asyncio
+        lean_asyncio._KNOWN = ()
+        lean_asyncio.install()
+        import asyncio
+        print("ssl" in sys.modules)
+    """)
+    assert lines == ["True", "handshake tried"]

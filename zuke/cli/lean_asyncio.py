@@ -29,6 +29,10 @@ if TYPE_CHECKING:  # importlib.abc loads importlib.resources: its protocols are 
 #: asyncio's modules that import ``ssl`` under ``try``, and set ``ssl = None`` without it
 _USERS = ("asyncio.base_events", "asyncio.selector_events", "asyncio.sslproto")
 
+#: the Pythons whose asyncio was read for :data:`_USERS`; on any other the hold is not made
+#: (a later asyncio may use ``ssl`` in a module this list does not name)
+_KNOWN = ((3, 11), (3, 12), (3, 13))
+
 
 def give_back(ssl: ModuleType) -> None:
     """Set asyncio's ``ssl`` names as its imports would have, ``ssl`` being there."""
@@ -99,7 +103,7 @@ class _Finder:
 
 def install() -> None:
     """Hold ``ssl`` back from the first ``import asyncio`` (unless either is loaded)."""
-    if "asyncio" in sys.modules or "ssl" in sys.modules:
+    if sys.version_info[:2] not in _KNOWN or "asyncio" in sys.modules or "ssl" in sys.modules:
         return
     if any(isinstance(f, _Finder) for f in sys.meta_path):
         return

@@ -314,12 +314,14 @@ def _compact(conn: Conn, ns: str, run_id: str) -> None:
 def delete(conn: Conn, ns: str, run_id: str) -> bool:
     """Remove the run and what is its (call inside a transaction); whether it was there.
 
-    Its targets go by ``ON DELETE CASCADE``; its deltas and witnesses, which have no
-    foreign key (schema 4: the check cost every append), by the statements after the
-    row's: the row's ``DELETE`` waits for an append in flight, and each later statement
-    sees what that append committed, while an append after it finds no row to update.
+    Its deltas, witnesses and target names, which have no foreign key (schema 4: the
+    check cost every append; schema 5: a look-up per target at creation), go by the
+    statements after the row's: the row's ``DELETE`` waits for an append in flight, and
+    each later statement sees what that append committed, while an append after it finds
+    no row to update.
     """
     cursor = conn.execute("DELETE FROM zuke_runs WHERE ns = %s AND id = %s", (ns, run_id))
+    conn.execute("DELETE FROM zuke_run_targets WHERE ns = %s AND run_id = %s", (ns, run_id))
     conn.execute("DELETE FROM zuke_run_deltas WHERE ns = %s AND run_id = %s", (ns, run_id))
     conn.execute("DELETE FROM zuke_run_writes WHERE ns = %s AND run_id = %s", (ns, run_id))
     return cursor.rowcount > 0
