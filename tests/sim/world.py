@@ -16,6 +16,7 @@ A move is one of:
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -44,6 +45,27 @@ CALL_MS = 1_000
 
 #: the weight of a directed stall (hot scenarios: a holder paused at its Hold.write)
 DIRECTED_WEIGHT = 0.3
+#: how long a slow continuation waits for its lease (hot scenarios): shorter than every
+#: TTL, so nothing the actor holds lapses — slow, not faulted
+SLOW_MS = 45_000
+#: its weight beside 1.0 for a grant (hot scenarios: the window is the point)
+SLOW_WEIGHT = 1.0
+
+
+def _in_continuation(actor: Actor) -> bool:
+    """Whether a task on one of ``actor``'s event loops is inside ``continue_run`` (a
+    continuation: the owner's, a deliverer's). Its store calls run on worker threads,
+    whose stacks do not show the coroutine; the loops, parked at quiescence, do."""
+    for st in actor.threads:
+        loop = st.park.loop if st.park is not None and st.park.kind == "loop" else None
+        for task in asyncio.all_tasks(loop) if loop is not None else ():
+            coro: Any = task.get_coro()
+            while coro is not None:
+                code = getattr(coro, "cr_code", None)
+                if code is not None and code.co_name == "continue_run":
+                    return True
+                coro = getattr(coro, "cr_await", None)
+    return False
 
 
 def _in_hold_write(frame: FrameType | None) -> bool:
@@ -114,8 +136,9 @@ class SimStore:
 
     def release_lock(self, key: str, token: str) -> None:
         def release() -> None:
-            self.inv.freeing(key, token, "released", self._caller())
+            before = self.inv.view.claim(key)
             self.inner.release_lock(key, token)
+            self.inv.freeing(key, before, "released", self._caller())
 
         self.sim.call(f"release_lock {key}", release)
 
@@ -124,8 +147,10 @@ class SimStore:
 
     def break_lock(self, key: str) -> Any:
         def smash() -> Any:
-            self.inv.freeing(key, None, "broke", self._caller())
-            return self.inner.break_lock(key)
+            before = self.inv.view.claim(key)
+            broken = self.inner.break_lock(key)
+            self.inv.freeing(key, before, "broke", self._caller())
+            return broken
 
         return self.sim.call(f"break_lock {key}", smash)
 
@@ -161,6 +186,8 @@ class World:
     fault_weight: float = FAULT_WEIGHT
     #: directed stalls left (hot scenarios: one, besides the budget of faults)
     directed_left: int = 0
+    #: slow continuations left (hot scenarios: one; not a fault)
+    slow_left: int = 0
     actors: dict[str, Actor] = field(default_factory=dict)
     #: which owner created which run (the record's first actor)
     owners: dict[str, str] = field(default_factory=dict)
@@ -189,7 +216,7 @@ class World:
 
     def begin_drain(self) -> None:
         """Faults off; one more process sweeps until every run is settled."""
-        self.faults_left = self.directed_left = 0
+        self.faults_left = self.directed_left = self.slow_left = 0
         if self.losses is not None:
             self.losses.left = 0
         spec = ActorSpec("drain", "drainer", self.clock.now_ms() - self.start)
@@ -242,6 +269,8 @@ class World:
             moves += self._faults(live, now)
         if self.directed_left > 0:
             moves += self._directed(live, now)
+        if self.slow_left > 0:
+            moves += self._slow(live, now)
         if self.losses is not None:
             moves += [Move(m.label, m.weight, m.act) for m in self.losses.moves(live)]
         return moves
@@ -293,6 +322,25 @@ class World:
                 where = "its lease" if taking else "Hold.write"
                 moves.append(Move(f"stall {actor.name} at {where}", DIRECTED_WEIGHT, stall))
         return moves
+
+    def _slow(self, live: list[SimThread], now: int) -> list[Move]:
+        """Hot scenarios only: a continuation slow to take its lease (its store answers
+        late, for :data:`SLOW_MS`) — the window between its look (the run is due) and its
+        lease, in which another process may take the run to its end (``bdd1d0e``). Not a
+        fault: the actor holds nothing that lapses meanwhile, and must still tell the truth."""
+        moves: list[Move] = []
+        for st in live:
+            assert st.park is not None
+            taking = "|acquire_lock zuke-run-" in st.park.label
+            if taking and _in_continuation(st.actor):
+                slow = partial(self._slow_down, st.actor, now + SLOW_MS)
+                moves.append(Move(f"slow {st.actor.name} at its continuation", SLOW_WEIGHT,
+                                  slow))  # fmt: skip
+        return moves
+
+    def _slow_down(self, actor: Actor, until: int) -> None:
+        self.slow_left -= 1
+        actor.frozen_until = max(actor.frozen_until, until)
 
     def _directed_stall(self, actor: Actor, until: int) -> None:
         self.directed_left -= 1

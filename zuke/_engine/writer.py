@@ -44,6 +44,7 @@ Failures, and what becomes of them:
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Awaitable, Callable, Sequence
 
 from zuke._clock import SYSTEM_CLOCK, Clock, iso
@@ -51,7 +52,7 @@ from zuke._engine.context import RunState
 from zuke._engine.observer import RecordWriter, Transition
 from zuke._engine.record_writes import BACKOFF_S, OURS, RecordWrites, honest_status
 from zuke._engine.record_writes import RunTakenOverError as RunTakenOverError
-from zuke._engine.store_traits import checkpointed, local
+from zuke._engine.store_traits import checkpointed, lazy_after, local
 from zuke._errors import StateError, ZukeError
 from zuke._redact import Redactor
 from zuke.state._frozen import replace
@@ -84,6 +85,7 @@ class RunStateWriter(RecordWrites, RecordWriter):
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.store = store
+        self._fold_lock = threading.Lock()
         self.record = record
         self.version = version
         self.clock = clock
@@ -109,6 +111,8 @@ class RunStateWriter(RecordWrites, RecordWriter):
         self.on_cancel_requested: Callable[[RunRecord], object] = lambda record: None
         self._rows: dict[str, TargetRecord] = dict(record.targets)
         self._pending: RunDelta | None = None
+        self._dirty: dict[str, None] = {}
+        self._dirty_at = ""
         self._dirty_meta: set[str] = set()
         self._lost = False  # a change was lost: the next write marks the record degraded
         self._loss: str | None = None  # why the record is incomplete, if it is
@@ -132,6 +136,7 @@ class RunStateWriter(RecordWrites, RecordWriter):
         #: thread, so that a slow store never stalls the loop beside running work
         self.inline: Callable[[], bool] = lambda: False
         self._local = local(store)
+        self._lazy_after = lazy_after(store)
         if run_state is not None:
             run_state.on_meta_change = self._meta_changed_from_any_thread
 
@@ -188,10 +193,6 @@ class RunStateWriter(RecordWrites, RecordWriter):
         else:
             why = "it was taken over by another process (its lease is no longer this one's)"
         return f"{self.where}: {why}; nothing more is recorded here, and no call is made"
-
-    def _set_row(self, name: str, row: TargetRecord) -> None:
-        self._rows[name] = row
-        self._queue(RunDelta(updated_at=self._now(), targets={name: row}))
 
     def _meta_changed_from_any_thread(self, target: str) -> None:
         try:

@@ -83,6 +83,9 @@ class FileSystemStateStore(FsRunFiles):
     #: a write is a small append under a bounded mutex: the engine may make it on the
     #: event loop's thread (``zuke._engine.store_traits.local``)
     inline_writes = True
+    #: ``append_run_known``'s ``after`` may be a function making the record (called only
+    #: when a compaction is due: ``zuke._engine.store_traits.lazy_after``)
+    append_after_lazily = True
 
     def __init__(
         self,
@@ -161,14 +164,15 @@ class FileSystemStateStore(FsRunFiles):
         delta: RunDelta,
         *,
         expected_version: str,
-        after: RunRecord | None = None,
+        after: RunRecord | Callable[[], RunRecord] | None = None,
     ) -> Written | Conflict:
-        """:meth:`append_run`; ``after``, if given, is the record the delta makes.
+        """:meth:`append_run`; ``after``, if given, is the record the delta makes (or a
+        function making it, called only if a compaction is due).
 
-        The caller (:func:`~zuke.state.update.update_run`) has it already: it
-        applied the delta to the record it read at ``expected_version``. Only a
-        version that matches writes anything, so then ``after`` is exactly the
-        journal's record once the delta is appended, and a compaction due now
+        The caller (:func:`~zuke.state.update.update_run`, or the run's writer) has it
+        already: it applied the delta to the record it read at ``expected_version``, or
+        can. Only a version that matches writes anything, so then ``after`` is exactly
+        the journal's record once the delta is appended, and a compaction due now
         writes it instead of reading back and parsing the whole journal.
         """
         path = self.path_of(run_id)
@@ -186,7 +190,8 @@ class FileSystemStateStore(FsRunFiles):
             return written
 
     def _append_open(self, opened: OpenJournal, path: str, line: bytes, delta: RunDelta,
-                     expected: str, after: RunRecord | None) -> Written | Conflict:  # fmt: skip
+                     expected: str, after: RunRecord | Callable[[], RunRecord] | None,
+                     ) -> Written | Conflict:  # fmt: skip
         """:meth:`append_run_known` on the journal ``opened`` (under the run's mutex)."""
         run_id, current = opened.run_id, opened.probe
         if current.version != expected:
@@ -210,9 +215,10 @@ class FileSystemStateStore(FsRunFiles):
             # Rewriting costs about base + journal bytes and happens only after
             # more than `base` bytes of deltas, so total bytes stay linear.
             opened.close()  # the journal is replaced: the next append opens the new one
-            written = (
-                self._compact(run_id, path) if after is None else self._write_whole(path, after)
-            )
+            if after is None:
+                written = self._compact(run_id, path)
+            else:
+                written = self._write_whole(path, after() if callable(after) else after)
         else:
             opened.appended(len(line))
         if listed or compact:

@@ -19,7 +19,7 @@ A ``namespace`` keeps several independent stores in one set of tables (what
 
 from __future__ import annotations
 
-import uuid
+import os
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Final, TypeVar
 
@@ -219,7 +219,8 @@ class PostgresStateStore:
         check_ttl(ttl_ms)
         ns, asked = self.namespace, (holder, ttl_ms)
         known = self._unsure_locks.key(key, "", asked)  # the same acquisition, sent again
-        token = uuid.uuid4().hex if known is None else known
+        # 32 random hex digits, as uuid4().hex: without importing uuid (platform)
+        token = os.urandom(16).hex() if known is None else known
 
         def acquire(conn: Conn) -> LockAcquired | LockHeld:
             self._ensure_floor(conn)
