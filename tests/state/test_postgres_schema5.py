@@ -64,6 +64,9 @@ def test_the_record_is_compressed_with_lz4_where_the_server_can(
     record = sample_record(fresh(), targets=tuple(f"t{i:04d}" for i in range(400)))
     assert isinstance(store.create_run(record), Written)
     with store.database.connection() as conn:
+        version = conn.execute("SELECT current_setting('server_version_num')::int").fetchone()
+        if version is None or version[0] < 140000:
+            pytest.skip("a server before 14 has one compression (pglz) and no way to ask")
         lz4 = conn.execute(
             "SELECT EXISTS (SELECT 1 FROM pg_settings WHERE name = 'default_toast_compression'"
             " AND 'lz4' = ANY(enumvals))"

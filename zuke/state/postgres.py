@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Final, TypeVar
 
 from zuke._errors import StateError
-from zuke.state import _pg_listen, _pg_locks, _pg_runs
+from zuke.state import _pg_driver, _pg_listen, _pg_locks, _pg_runs
 from zuke.state._ids import check_id, check_ttl
 from zuke.state._pg_conn import DEFAULT_MAX_CONNECTIONS, POOL_SIZE_ENV, PgDatabase
 from zuke.state._protocol import (
@@ -283,7 +283,7 @@ class PostgresStateStore:
 def from_url(spec: str, env: Mapping[str, str]) -> PostgresStateStore:
     """The store ``ZUKE_STATE=postgresql://…`` names; refused without ``zuke[postgres]``."""
     try:
-        import psycopg2  # noqa: F401
+        _pg_driver.load()  # without Python's ssl: libpq has its own TLS
     except ImportError:
         raise StateError(
             "state: ZUKE_STATE names a Postgres database, but psycopg is not installed: "
