@@ -60,7 +60,10 @@ class RunningBodies:
     """
 
     def __init__(self) -> None:
-        self._changed = threading.Condition()
+        #: the condition's own lock: a body's enter and leave take it directly (a C context
+        #: manager; ``Condition.__enter__`` is Python, twice a body — issue 28 §1)
+        self._lock = threading.RLock()
+        self._changed = threading.Condition(self._lock)
         self._running: dict[tuple[str, str], list[int]] = {}  # [sync, async] counts
         self._closed: set[tuple[str, str | None]] = set()
         #: callers in :meth:`wait_idle`: a body's leaving notifies only when there are any
@@ -73,7 +76,7 @@ class RunningBodies:
 
     def enter(self, run_id: str, target: str, *, sync: bool) -> None:
         """Count a body in; raise if a lapsed claim has shut its scope."""
-        with self._changed:
+        with self._lock:
             if self._closed and any(
                 r == run_id and self._within(target, s) for r, s in self._closed
             ):
@@ -83,7 +86,7 @@ class RunningBodies:
             self._running.setdefault((run_id, target), [0, 0])[0 if sync else 1] += 1
 
     def leave(self, run_id: str, target: str, *, sync: bool) -> None:
-        with self._changed:
+        with self._lock:
             counts = self._running[(run_id, target)]
             counts[0 if sync else 1] -= 1
             if counts == [0, 0]:
