@@ -26,7 +26,7 @@ it is atomic in autocommit mode and costs one round trip:
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from zuke._errors import CorruptRecordError
@@ -207,12 +207,13 @@ def append(
     expected: int,
     *,
     version: int | None = None,
-    after: RunRecord | None = None,
+    after: RunRecord | Callable[[], RunRecord] | None = None,
     key: str | None = None,
 ) -> Written | Conflict:
     """Append ``delta`` if the run is at ``expected``; ``after``, when the caller knows it, is
-    the record the delta makes — a compaction due then writes it instead of reading back and
-    folding the whole journal (:func:`_compact_known`)."""
+    the record the delta makes (or a function making it, called only then) — a compaction
+    due then writes it instead of reading back and folding the whole journal
+    (:func:`_compact_known`)."""
     line = dumps(delta_to_json(delta))
     made = _pg_append.append(
         conn, ns, run_id, expected, version, _key(key, version), to_db(delta.updated_at),
@@ -225,7 +226,7 @@ def append(
         if after is None:
             _compact(conn, ns, run_id)
         else:
-            _compact_known(conn, ns, run_id, -made, after)
+            _compact_known(conn, ns, run_id, -made, after() if callable(after) else after)
     return Written(version=str(abs(made)))
 
 
