@@ -58,9 +58,28 @@ def write_key(version: int) -> str:
     return f"v:{version}"
 
 
+def _text_encoder() -> Callable[[Any], str]:
+    """``json.dumps(raw, ensure_ascii=False, separators=(",", ":"), allow_nan=False)`` with
+    its C encoder made once (``json.dumps`` makes one a call: most of a delta's encoding), as
+    :mod:`._journal` does; without the circular-reference check (every value written is
+    built by :mod:`zuke.state.wire`, and ``ctx.state.set`` refuses a circular one)."""
+    from json import encoder
+
+    plain = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    make = getattr(encoder, "c_make_encoder", None)
+    if make is None:  # no C accelerator: the pure-Python encoder, as json.dumps would
+        return plain.encode
+    one = make(None, plain.default, encoder.encode_basestring, None, ":", ",",
+               False, False, False)  # fmt: skip
+    return lambda raw: "".join(one(raw, 0))
+
+
+_encode = _text_encoder()
+
+
 def dumps(raw: Any) -> str:
     """Compact JSON that Postgres ``text`` holds: escaped when it has a lone surrogate."""
-    text = json.dumps(raw, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    text = _encode(raw)
     if not text.isascii():
         try:
             text.encode()
