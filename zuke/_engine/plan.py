@@ -163,10 +163,7 @@ class BuildGraph:
         the gate it is settling (every sweep would suspend it again and the target never
         run). Refused when the build loads, naming both."""
         after: dict[str, set[str]] = {}  # gate -> the gate and every target depending on it
-        dependents: dict[str, list[str]] = {}
-        for name, spec in self.specs.items():
-            for dep in spec.depends_on:
-                dependents.setdefault(dep, []).append(name)
+        dependents: dict[str, list[str]] = {}  # made for the first disposition (most: none)
         for gate, spec in self.specs.items():
             wait = spec.wait
             if wait is None:
@@ -177,6 +174,10 @@ class BuildGraph:
                                              wait.on_failure_is_target)):  # fmt: skip
                 if not is_target:
                     continue
+                if not dependents:
+                    for name, other in self.specs.items():
+                        for dep in other.depends_on:
+                            dependents.setdefault(dep, []).append(name)
                 if gate not in after:
                     after[gate] = _reachable(gate, dependents)
                 needs = [target] if target == gate else self.closure(self.specs[target].depends_on)

@@ -143,6 +143,7 @@ async def execute_async(build_cls: type[Build], options: RunOptions) -> RunResul
             required=options.state,
             cwd=options.cwd,
             warn=options.on_warning,
+            loop_is_the_runs=options.inline,
         )
     return await drive(plan, state=state, durable=durable, options=options, started=started,
                        reporters=reporters)  # fmt: skip

@@ -136,6 +136,9 @@ class RunStateWriter(RecordWrites, RecordWriter):
         #: thread, so that a slow store never stalls the loop beside running work
         self.inline: Callable[[], bool] = lambda: False
         self._local = local(store)
+        #: the run's creation and its end are written on the loop's thread (a local store,
+        #: the loop the run's alone: :func:`zuke._engine.claims.on_loop`)
+        self.at_ends_here = False
         self._lazy_after = lazy_after(store)
         if run_state is not None:
             run_state.on_meta_change = self._meta_changed_from_any_thread
@@ -286,7 +289,10 @@ class RunStateWriter(RecordWrites, RecordWriter):
     async def create(self) -> None:
         """Write the initial record; a run id that already exists is an error."""
         try:
-            outcome = await asyncio.to_thread(self.store.create_run, self.record)
+            if self.at_ends_here:
+                outcome = self.store.create_run(self.record)
+            else:
+                outcome = await asyncio.to_thread(self.store.create_run, self.record)
         except ZukeError:
             raise
         except Exception as exc:  # a third-party store's own error: say where, in the tree
@@ -313,6 +319,8 @@ class RunStateWriter(RecordWrites, RecordWriter):
         # A record missing a change nobody can name cannot prove success either.
         ending = honest_status(status) if self._broken is not None else status
         self._queue(RunDelta(updated_at=now, status=ending))
+        if self.at_ends_here:  # the run's targets are done: nothing else needs the loop
+            self.inline = _always
         failure = await self._flush(persist=True)
         self._ended = True
         if failure is not None:
@@ -323,3 +331,7 @@ class RunStateWriter(RecordWrites, RecordWriter):
                 f"{self.record.status} and marked degraded — trust this run's summary, not "
                 f"the record (zuke runs show {self.run_id})"
             )
+
+
+def _always() -> bool:
+    return True
