@@ -57,6 +57,10 @@ class PostgresStateStore:
     #: thread and back: the engine makes it on the event loop's thread while nothing else
     #: of the run needs the loop (``zuke._engine.store_traits.local``)
     inline_writes = True
+    #: ``append_run_known``'s ``after`` may be a function making the record, called only when
+    #: a compaction is due (``zuke._engine.store_traits.lazy_after``): the run's writer then
+    #: need not apply each delta to the record it holds (a copy of every row a write)
+    append_after_lazily = True
 
     def __init__(
         self,
@@ -144,14 +148,24 @@ class PostgresStateStore:
         return self._append(run_id, delta, expected_version, None)
 
     def append_run_known(
-        self, run_id: str, delta: RunDelta, *, expected_version: str, after: RunRecord
+        self,
+        run_id: str,
+        delta: RunDelta,
+        *,
+        expected_version: str,
+        after: RunRecord | Callable[[], RunRecord],
     ) -> Written | Conflict:
         """:meth:`append_run`, given ``after``, the record the delta makes (``update_run``
-        knows it): a compaction due writes it instead of reading the journal back."""
+        knows it), or a function making it (the run's writer), called only when a compaction
+        is due: it is written instead of reading the journal back."""
         return self._append(run_id, delta, expected_version, after)
 
     def _append(
-        self, run_id: str, delta: RunDelta, expected_version: str, after: RunRecord | None
+        self,
+        run_id: str,
+        delta: RunDelta,
+        expected_version: str,
+        after: RunRecord | Callable[[], RunRecord] | None,
     ) -> Written | Conflict:
         check_id(run_id)
         expected = _pg_runs.parse_version(expected_version)
