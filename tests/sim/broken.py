@@ -342,3 +342,13 @@ def race_fails(original: Any) -> Any:
             return None
 
     return continue_due
+
+
+def witness_forgotten(original: Any) -> Any:
+    """``UnsureWrites.key`` finding nothing: a write whose answer was lost, sent again, is
+    not looked up by its witness — it is applied again."""
+
+    def key(self: Any, target: str, expected: str, payload: object) -> None:
+        return None
+
+    return key

@@ -50,6 +50,7 @@ INVARIANTS = (
     "held-exclusive",
     "finished-holds-nothing",
     "exit-truthful",
+    "append-once",
     # liveness, checked at the end of a seed (tests.sim.liveness)
     "signal-consumed",
     "gate-once",
@@ -114,6 +115,8 @@ class Invariants:
         self.attempts = itertools.count(1)
         self._seen: dict[str, str] = {}  # run id -> version observed
         self._status: dict[str, str] = {}
+        #: every event object that landed in an append, by id (kept: ids are not reused)
+        self._landed: dict[int, Any] = {}
         #: run id -> the terminal status it was first seen with
         self.ended: dict[str, str] = {}
         self._succeeded: dict[str, set[str]] = {}
@@ -359,6 +362,19 @@ class Invariants:
             actor = self.actor()
             self.fail("signal-stored", f"{actor.name} delivered {signal!r} to run {run_id} "
                       f"({outcome}); the record ({record.status}) does not hold it")  # fmt: skip
+
+    def appended(self, run_id: str, delta: Any, actor: Actor) -> None:
+        """An append of ``delta`` landed: each delta (and each event) an actor made lands
+        once — a write whose answer was lost, sent again, is answered by its witness, not
+        applied again. Told by identity: a retry re-sends the writer's own objects."""
+        objects: tuple[Any, ...] = (delta, *delta.events)
+        for made in objects:
+            earlier = self._landed.get(id(made))
+            if earlier is made:
+                what = "write" if made is delta else f"event {getattr(made, 'tool', '?')}"
+                self.fail("append-once", f"{actor.name}'s {what} on run {run_id} landed a "
+                          "second time")  # fmt: skip
+            self._landed[id(made)] = made
 
     # -- the record, after every step ---------------------------------------------------------
 

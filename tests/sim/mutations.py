@@ -51,6 +51,7 @@ from tests.sim.broken import (
     stale_record_checks,
     stale_still_waiting,
     unknown_signal_crashes,
+    witness_forgotten,
 )
 from tests.sim.invariants import INVARIANTS
 from tests.sim.patches import patched
@@ -245,6 +246,9 @@ CATALOGUE: tuple[Mutation, ...] = (
              "already ended fails its owner (bdd1d0e reverted)", ("exit-truthful",),
              (("zuke.runs.continuation", "continue_due", race_fails),), start=0, step=1,
              race=True, only=True),
+    Mutation("witness-forgotten", "a write whose answer was lost, sent again, is not looked "
+             "up by its witness: applied again", ("append-once",),
+             (("zuke.state._unsure", "UnsureWrites.key", witness_forgotten),), only=True),
 )  # fmt: skip
 BY_NAME = {m.name: m for m in CATALOGUE}
 

@@ -31,7 +31,8 @@ from tests.sim.liveness import settled
 from tests.sim.runtime import Actor, Sim, SimThread, current_actor
 from zuke._build import Build
 from zuke._clock import ManualClock
-from zuke.state._protocol import LockAcquired, LockHolder, RunQuery
+from zuke.state._protocol import LockAcquired, LockHolder, RunQuery, Written
+from zuke.state._unsure import UnsureWriteError, UnsureWrites
 from zuke.state.records import TERMINAL_STATUSES, RunDelta, RunRecord
 
 #: fault weights, beside 1.0 for a grant
@@ -85,6 +86,8 @@ class SimStore:
         self.sim = sim
         self.inner = inner
         self.inv = inv
+        #: run writes whose answer was lost, with their witness (the version each made)
+        self.unsure: UnsureWrites[str] = UnsureWrites()
 
     def __repr__(self) -> str:
         return "SimStore"
@@ -96,19 +99,48 @@ class SimStore:
         noted = getattr(self.inv.view, "noted", None)
         if noted is not None:
             noted(record.id)  # the view reads the runs actors asked for
-        return self.sim.call(f"create_run {record.id}", lambda: self.inner.create_run(record))
+        return self._run_write(f"create_run {record.id}", record.id, "", record,
+                               lambda: self.inner.create_run(record))  # fmt: skip
 
     def put_run(self, record: RunRecord, *, expected_version: str) -> Any:
-        return self.sim.call(
-            f"put_run {record.id}",
+        return self._run_write(
+            f"put_run {record.id}", record.id, expected_version, record,
             lambda: self.inner.put_run(record, expected_version=expected_version),
-        )
+        )  # fmt: skip
 
     def append_run(self, run_id: str, delta: RunDelta, *, expected_version: str) -> Any:
-        return self.sim.call(
-            f"append_run {run_id}",
+        return self._run_write(
+            f"append_run {run_id}", run_id, expected_version, delta,
             lambda: self.inner.append_run(run_id, delta, expected_version=expected_version),
-        )
+        )  # fmt: skip
+
+    def _run_write(self, label: str, run_id: str, expected: str, payload: object,
+                   write: Callable[[], Any]) -> Any:  # fmt: skip
+        """A run write as a store that retries makes it (issue 25 §1, the Postgres store's
+        ``_unsure``): a write whose answer was lost (:mod:`tests.sim.faults`) is noted with
+        its witness — the version it made — and the same write sent again (same run,
+        expected version and payload: the run writer's retry) is answered by that witness,
+        ``Written`` whatever landed after it, not applied twice. Uses zuke's own
+        :class:`~zuke.state._unsure.UnsureWrites`, as the Postgres store does."""
+        made: list[Any] = []
+
+        def once() -> Any:
+            known = self.unsure.key(run_id, expected, payload)
+            if known is not None:
+                return Written(version=known)  # the witness: it landed, at this version
+            made.append(write())
+            if isinstance(made[-1], Written) and isinstance(payload, RunDelta):
+                self.inv.appended(run_id, payload, self._caller())
+            return made[-1]
+
+        try:
+            result = self.sim.call(label, once)
+        except UnsureWriteError:
+            if made and isinstance(made[-1], Written):
+                self.unsure.note(run_id, expected, payload, made[-1].version)
+            raise
+        self.unsure.forget(run_id, expected, payload)
+        return result
 
     def delete_run(self, run_id: str) -> None:
         self.sim.call(f"delete_run {run_id}", lambda: self.inner.delete_run(run_id))
