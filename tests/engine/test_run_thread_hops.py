@@ -2,11 +2,15 @@
 ``zuke.execute()``'s) takes its lease, creates and ends its record and gives the lease back
 on the loop's thread: asyncio's executor — two worker threads and a third to join them at
 the loop's close, each start a wait for the OS under load — is never started (issue 28 §1).
-Any other store, or a loop shared with other work, keeps those calls off the loop."""
+Any other store, or a loop shared with other work, keeps those calls off the loop. And a
+run that is not cancelled never imports the compensation walk."""
 
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -92,3 +96,25 @@ def test_a_loop_shared_with_other_work_keeps_the_calls_off_it(
     assert result.ok, result
     assert executor_threads(started) != []
     finished_and_released(store, result.run_id)
+
+
+def test_a_run_that_is_not_cancelled_never_imports_the_compensation_walk(
+    tmp_path: Path,
+) -> None:
+    """The walk, the compensations and the gates' on_cancel are imported by a cancelled run
+    only (a tenth of a stateful run's imports)."""
+    probe = (
+        "import sys, json; from zuke import Build, target, execute\n"
+        "from zuke.state.filesystem import FileSystemStateStore\n"
+        "class C(Build):\n"
+        f"    def state_store(self): return FileSystemStateStore({str(tmp_path)!r})\n"
+        "    @target\n"
+        "    def a(self, t): return t.executes(lambda: None)\n"
+        "r = execute(C, ['a'], env={})\n"
+        "walk = {'zuke._engine.walk', 'zuke._engine.compensation', 'zuke._engine.gate_cancel'}\n"
+        "print(json.dumps([r.ok, sorted(walk & set(sys.modules))]))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          timeout=60)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == [True, []]

@@ -32,14 +32,12 @@ from zuke._engine.claims import Claim, guarding, lease_key, lease_ttl_ms, stop_a
 from zuke._engine.context import Context, RunState
 from zuke._engine.executor import BODIES
 from zuke._engine.fan_out import SpecIndex
-from zuke._engine.gate_cancel import GateHooks
 from zuke._engine.gates import EffectDriver, GateKeeper
 from zuke._engine.held import RunHeldLocks
 from zuke._engine.hooks import EffectRunner, GateCheck, Held
 from zuke._engine.plan import Plan, TargetSpec
 from zuke._engine.result import RunVerdict
 from zuke._engine.target_locks import TargetLocks
-from zuke._engine.walk import WalkResult, walk
 from zuke._engine.writer import RunStateWriter
 from zuke.state._protocol import LockAcquired, StateStore, StoredRun
 from zuke.state.records import RunStatus, WaitingFor
@@ -48,6 +46,7 @@ if TYPE_CHECKING:
     from dataclasses import dataclass
 
     from zuke._engine.scheduler import Scheduler
+    from zuke._engine.walk import WalkResult
 else:  # a frozen dataclass without compiling its methods at import (zuke.state._frozen)
     from zuke.state._frozen import dataclass
 
@@ -304,6 +303,11 @@ class DurableRun:
             BODIES.reopen(self.state.run_id, None)  # a lapsed lease shut the run's bodies
 
     async def _close_cancelled(self, plan: Plan, reason: str) -> RunVerdict:
+        # Imported here: only a cancelled run walks its compensations (the walk, the
+        # compensations and the gates' on_cancel are a tenth of a run's imports).
+        from zuke._engine.gate_cancel import GateHooks
+        from zuke._engine.walk import walk
+
         if self.watch is not None:
             await self.watch.stop()
         if self.lease.lost.is_set() or self.stopped_because is not None:
