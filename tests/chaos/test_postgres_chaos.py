@@ -148,6 +148,9 @@ def _terminate_some(cluster: PgCluster, rand: random.Random) -> int:
         return 0
 
 
+# 60 s of chaos, then the starters' and the settle's bounded waits (25 s each), the
+# children's stops and the checks: past the suite's 120 s by design, so its own bound.
+@pytest.mark.timeout(300)
 def test_runs_signals_and_sweeps_keep_every_promise_through_restarts_and_kills(
     restartable: PgCluster, url: str, store: PostgresStateStore, tmp_path: Path
 ) -> None:

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from zuke._clock import Clock
@@ -46,7 +45,11 @@ from zuke.state._protocol import LockAcquired, StateStore, StoredRun
 from zuke.state.records import RunStatus, WaitingFor
 
 if TYPE_CHECKING:
+    from dataclasses import dataclass
+
     from zuke._engine.scheduler import Scheduler
+else:  # a frozen dataclass without compiling its methods at import (zuke.state._frozen)
+    from zuke.state._frozen import dataclass
 
 
 @dataclass(frozen=True)

@@ -21,8 +21,7 @@ store raises), and a run that is not in the store is
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 from zuke._errors import RunNotFoundError
 from zuke.state._protocol import (
@@ -35,6 +34,11 @@ from zuke.state._protocol import (
 )
 from zuke.state._unsure import UnsureWriteError
 from zuke.state.records import RunDelta, RunRecord, apply_delta
+
+if TYPE_CHECKING:
+    from dataclasses import dataclass
+else:  # a frozen dataclass without compiling its methods at import (zuke.state._frozen)
+    from zuke.state._frozen import dataclass
 
 #: Attempts (the first write and its re-applications) before :func:`update_run` gives up.
 MAX_ATTEMPTS = 10
