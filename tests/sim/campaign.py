@@ -126,10 +126,22 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="with --seed: the seed's race scenario (a watcher, a slow continuation)",
     )
+    parser.add_argument(
+        "--fanout",
+        action="store_true",
+        help="with --seed: the seed's fan-out scenario (items waiting for their own signals)",
+    )
     args = parser.parse_args(argv)
     ignore = frozenset(filter(None, args.ignore.split(",")))
     if args.seed is not None:
-        result = run_seed(args.seed, keep_moves=True, ignore=ignore, hot=args.hot, race=args.race)
+        result = run_seed(
+            args.seed,
+            keep_moves=True,
+            ignore=ignore,
+            hot=args.hot,
+            race=args.race,
+            fanout=args.fanout,
+        )
         print("\n".join(result.moves))
         print(result.describe())
         return 1 if result.violations else 0

@@ -54,6 +54,7 @@ INVARIANTS = (
     # liveness, checked at the end of a seed (tests.sim.liveness)
     "signal-consumed",
     "gate-once",
+    "item-scope",
     "lease-live",
     "stated-reason",
 )

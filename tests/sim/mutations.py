@@ -80,6 +80,8 @@ class Mutation:
     ci: bool = True
     #: hunt with the race scenarios (a watcher, a slow continuation: make_scenario's ``race``)
     race: bool = False
+    #: hunt with the fan-out scenarios (items waiting for their own signals: ``fanout``)
+    fanout: bool = False
     #: only the invariants in ``breaks`` end a seed (the others are counted, and it goes
     #: on): a mutation that also trips a commoner check is caught where it is meant to be
     only: bool = False
@@ -133,7 +135,8 @@ def hunt(mutation: Mutation) -> Caught:
         for seed in seeds:
             tried += 1
             others = frozenset(INVARIANTS) - set(mutation.breaks) if mutation.only else frozenset()
-            result = run_seed(seed, hot=mutation.hot, race=mutation.race, ignore=others)
+            result = run_seed(seed, hot=mutation.hot, race=mutation.race, fanout=mutation.fanout,
+                              ignore=others)  # fmt: skip
             if result.violations:
                 names = tuple(sorted({v.invariant for v in result.violations}))
                 return Caught(mutation.name, seed, tried, time.monotonic() - began,
@@ -249,6 +252,9 @@ CATALOGUE: tuple[Mutation, ...] = (
     Mutation("witness-forgotten", "a write whose answer was lost, sent again, is not looked "
              "up by its witness: applied again", ("append-once",),
              (("zuke.state._unsure", "UnsureWrites.key", witness_forgotten),), only=True),
+    Mutation("item-signal-crosses", "a fan-out item's gate passes on another item's signal",
+             ("item-scope",), (("zuke._waits", "_ExternalSignal.check", any_signal),),
+             fanout=True, only=True),
 )  # fmt: skip
 BY_NAME = {m.name: m for m in CATALOGUE}
 

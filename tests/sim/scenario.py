@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 from tests.sim import liveness
 from tests.sim.actors import ActorSpec
-from tests.sim.builds import SECRET, Shape, sim_build
+from tests.sim.builds import SECRET, Shape, item_signal, sim_build
 from tests.sim.faults import LOSS_WEIGHT, LostAnswers
 from tests.sim.invariants import Invariants, Violation
 from tests.sim.patches import installed
@@ -43,6 +43,8 @@ STORES = ("memory", "filesystem")
 #: while a slow continuation waits for the lease (tests.sim.world's ``slow``)
 WATCH_EVERY_MS = 10_000
 WATCH_SWEEPS = 12
+#: the items of a fan-out scenario's ``batch``
+ITEMS = ("x", "y")
 #: the share of seeds run over the filesystem store (the rest: memory)
 FILESYSTEM_SHARE = 0.25
 
@@ -119,11 +121,15 @@ class SeedResult:
         return "\n".join(lines)
 
 
-def make_scenario(seed: int, *, hot: bool = False, race: bool = False) -> Scenario:
+def make_scenario(
+    seed: int, *, hot: bool = False, race: bool = False, fanout: bool = False
+) -> Scenario:
     """The build, actors and fault budget of ``seed`` (its family is ``seed % 5``).
 
     ``hot``: the same seed with more faults, made five times as likely (the planted-bug
     hunt, :mod:`tests.sim.mutations`: a bug that needs two faults in one run shows sooner).
+    ``fanout``: the seed's build is a fan-out over :data:`ITEMS`, each item's gate waiting
+    for its own signal, delivered per item (the ``item-scope`` invariant).
     ``race``: the same seed with a watcher sweeping every :data:`WATCH_EVERY_MS` and one
     continuation made slow to take its lease (``slow``, not a fault): another process
     may take the run up — or to its end — between the continuation's look and its lease.
@@ -201,6 +207,14 @@ def make_scenario(seed: int, *, hot: bool = False, race: bool = False) -> Scenar
         actors += sweepers(2, 3, 60, 300)
         if rng.random() < 0.5:
             actors.append(ActorSpec("mcp-show", "mcp-show", at(20, 200)))
+    if fanout:  # a fan-out whose items each wait for their own signal
+        family = "fanout"
+        shape = Shape(signals=("a",), items=ITEMS, effect=rng.random() < 0.5, order_s=order_s)
+        actors = [actors[0], resumer("a", 0, 30)]
+        actors += [resumer(item_signal(item), 0, 40) for item in ITEMS]
+        if rng.random() < 0.5:  # the same item's signal twice, through MCP
+            actors.append(resumer(item_signal(ITEMS[0]), 0, 40, "mcp-x", "x", kind="mcp-resume"))
+        actors += sweepers(0, 2, 0, 90)
     faults = rng.choice((0, 1, 1, 2))
     fault_ms = (LEASE_TTL_MS + 10_000, lock_ms + 10_000)
     store = forced_store() or ("filesystem" if rng.random() < FILESYSTEM_SHARE else "memory")
@@ -258,11 +272,12 @@ def run_seed(
     store: type[Any] | None = None,
     hot: bool = False,
     race: bool = False,
+    fanout: bool = False,
 ) -> SeedResult:
     """Simulate one seed to its end, or to its first violation (of an invariant not in
     ``ignore``: those are counted, and the seed goes on). ``store`` makes the store
     (default: the scenario's)."""
-    scenario = make_scenario(seed, hot=hot, race=race)
+    scenario = make_scenario(seed, hot=hot, race=race, fanout=fanout)
     clock = ManualClock()
     with opened(store or scenario.store, clock) as inner:
         return _run(seed, scenario, inner, clock, chooser or SeededChooser(seed), keep_moves,
@@ -273,7 +288,8 @@ def _run(seed: int, scenario: Scenario, inner: Any, clock: ManualClock, chooser:
          keep_moves: bool, ignore: frozenset[str]) -> SeedResult:  # fmt: skip
     sim = Sim(clock)
     shape = scenario.shape
-    inv = Invariants(inner, signals=frozenset(shape.signals), secret=SECRET, ignore=ignore)
+    inv = Invariants(inner, signals=frozenset(shape.all_signals()), secret=SECRET,
+                     ignore=ignore)  # fmt: skip
     shared = SimStore(sim, inner, inv)
     losses = LostAnswers(sim, inner, scenario.losses, orphan=inv.orphaned,
                          weight=LOSS_WEIGHT * scenario.fault_weight / FAULT_WEIGHT)  # fmt: skip
