@@ -12,8 +12,9 @@ import pytest
 
 from zuke.cli import main
 
-# The throwaway Postgres cluster (``pg_cluster``) for any test folder, and CI's no-skip rule.
-pytest_plugins = ["tests.pg_fixtures"]
+# The throwaway Postgres cluster (``pg_cluster``) for any test folder, and CI's no-skip rule;
+# the hang watchdog (every thread's stack, then the process ends: CI fails instead of hanging).
+pytest_plugins = ["tests.pg_fixtures", "tests.watchdog"]
 
 
 @dataclass

@@ -202,7 +202,30 @@ class PgCluster:
         self.stopped = True
         with contextlib.suppress(OSError, subprocess.SubprocessError):
             self.pg_ctl("-m", "immediate", "stop", check=False)
-        shutil.rmtree(self.root, ignore_errors=True)
+        remove_later(self.root)
+
+
+def remove_later(root: Path) -> None:
+    """Remove a stopped cluster's directory without waiting for it: renamed at once (out of
+    :func:`reap_orphans`'s way), then ``rm -rf`` in a process the session does not wait for.
+
+    A session's shared cluster holds every database its tests made (180 MB, 8,000 files
+    after the inner loop): removing it inline kept pytest alive 70 s past its summary on
+    the loaded VM (issue 28 §7). Should the removal not start, it is done inline.
+    """
+    gone = root.with_name(f"{PREFIX}removing-{root.name}")
+    try:
+        root.rename(gone)
+        # sh exits at once; its background rm has /dev/null for every stream, so no pipe
+        # of ours is held open by it
+        subprocess.run(
+            ["sh", "-c", 'rm -rf -- "$1" </dev/null >/dev/null 2>&1 &', "sh", str(gone)],
+            check=True,
+            timeout=COMMAND_TIMEOUT_S,
+        )
+    except (OSError, subprocess.SubprocessError):  # gone already, or no sh: inline
+        shutil.rmtree(root, ignore_errors=True)
+        shutil.rmtree(gone, ignore_errors=True)
 
 
 # ------------------------------------------------------------------ a proxy that loses

@@ -264,8 +264,11 @@ def test_an_unreachable_state_store_is_one_clear_message_and_exit_1(
     release: Path, cli: CliRunner, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from zuke._engine import claims
+    from zuke.state import _http_client
 
     monkeypatch.setattr(claims, "LEASE_ACQUIRE_BACKOFF_S", (0.0,))
+    # the message, not the client's real resend pauses (0.2 + 0.5 s per attempt)
+    monkeypatch.setattr(_http_client, "RESEND_PAUSES_S", (0.0, 0.0))
     env = {"ZUKE_STATE_URL": "http://127.0.0.1:9/", "ZUKE_STATE_TOKEN": "tok-secret-1"}
     result = cli("compile", "--repo", "api", env=env)
     assert result.code == 1

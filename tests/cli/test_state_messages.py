@@ -9,6 +9,7 @@ import pytest
 
 from tests.conftest import BuildWriter, CliRunner
 from zuke._engine import claims
+from zuke.state import _http_client
 
 BUILD = """
     from zuke import Build, target
@@ -48,6 +49,8 @@ def test_an_unreachable_state_url_is_one_line_naming_the_url_what_was_tried_and_
     write_build: BuildWriter, cli: CliRunner, closed_port: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(claims, "LEASE_ACQUIRE_BACKOFF_S", (0.0, 0.0))  # the attempts, not waits
+    # nor the client's resends of each keyed write (0.2 + 0.5 s of real pauses per attempt)
+    monkeypatch.setattr(_http_client, "RESEND_PAUSES_S", (0.0, 0.0))
     write_build(BUILD)
     env = {"ZUKE_STATE_URL": f"http://ops:hunter2@127.0.0.1:{closed_port}/"}
     result = cli("hello", "--state", env=env)

@@ -3,7 +3,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
+
+from tests.e2e.support import reap_spawned
 
 
 def pytest_itemcollected(item: pytest.Item) -> None:
@@ -11,3 +15,11 @@ def pytest_itemcollected(item: pytest.Item) -> None:
     # Under xdist with --dist loadgroup (the README's whole-suite command), all of these
     # run on one worker, one at a time, beside the other worker's unit tests.
     item.add_marker(pytest.mark.xdist_group("e2e"))
+
+
+@pytest.fixture(autouse=True)
+def _reap_spawned() -> Iterator[None]:
+    """Whatever a test spawned and left running is killed and reaped when it ends (pass or
+    fail): see ``support.reap_spawned``."""
+    yield
+    reap_spawned()

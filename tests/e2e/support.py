@@ -12,6 +12,9 @@ from pathlib import Path
 
 ZUKE = str(Path(sys.executable).parent / "zuke")
 DEADLINE_S = 30.0
+#: every process :func:`spawn` started in the current test; ``reap_spawned`` (the folder's
+#: autouse fixture) ends and reaps those still running when the test ends
+SPAWNED: list[subprocess.Popen[str]] = []
 
 
 def write_build(directory: Path, source: str, name: str = "build.py") -> Path:
@@ -36,15 +39,37 @@ def spawn(
 ) -> subprocess.Popen[str]:
     """Start ``zuke args``; its output goes to a pipe, or to ``output`` to read it while it runs."""
     if output is None:
-        return subprocess.Popen(
+        proc = subprocess.Popen(
             [ZUKE, *args], cwd=cwd, env=clean_env(env), stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )  # fmt: skip
-    with output.open("w") as sink:
-        return subprocess.Popen(
-            [ZUKE, *args], cwd=cwd, env=clean_env(env), stdin=subprocess.DEVNULL,
-            stdout=sink, stderr=subprocess.STDOUT, text=True,
-        )  # fmt: skip
+    else:
+        with output.open("w") as sink:
+            proc = subprocess.Popen(
+                [ZUKE, *args], cwd=cwd, env=clean_env(env), stdin=subprocess.DEVNULL,
+                stdout=sink, stderr=subprocess.STDOUT, text=True,
+            )  # fmt: skip
+    SPAWNED.append(proc)
+    return proc
+
+
+def reap_spawned() -> list[str]:
+    """Kill and reap what :func:`spawn` started and is still running; its commands.
+
+    A test that fails before it finishes its process must not leave it behind: left
+    running it holds a core on a 2-core runner, and once its ``Popen`` is collected,
+    during some later test on the same xdist worker, Python's "subprocess … is still
+    running" ResourceWarning (an error here) fails that unrelated test — CI's first
+    two-worker run met exactly this (issue 28 §7).
+    """
+    left: list[str] = []
+    while SPAWNED:
+        proc = SPAWNED.pop()
+        if proc.poll() is None:
+            argv = proc.args if isinstance(proc.args, list | tuple) else [proc.args]
+            left.append(" ".join(str(a) for a in argv[1:]))
+        kill(proc)
+    return left
 
 
 def wait_until(condition: Callable[[], bool], what: str, timeout: float = DEADLINE_S) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.support import finish, spawn, wait_until, write_build
+from tests.e2e.support import finish, output_of, spawn, wait_until, write_build
 from zuke.state.filesystem import FileSystemStateStore
 from zuke.state.records import RunRecord
 
@@ -65,7 +65,7 @@ def test_sigterm_mid_run_compensates_releases_its_locks_and_ends_its_children(
 ) -> None:
     write_build(tmp_path, BUILD)
     proc = spawn(["work"], tmp_path)
-    wait_until(lambda: (tmp_path / "child.pid").exists(), "the body's child process")
+    wait_until(lambda: output_of(tmp_path / "child.pid") != "", "the body's child process")
     child = int((tmp_path / "child.pid").read_text())
     proc.send_signal(signal.SIGTERM)
     code, out = finish(proc)
@@ -82,7 +82,7 @@ def test_sigterm_mid_run_compensates_releases_its_locks_and_ends_its_children(
 def test_zuke_cancel_from_a_second_process_makes_the_first_unwind_itself(tmp_path: Path) -> None:
     write_build(tmp_path, BUILD)
     proc = spawn(["work"], tmp_path, {"ZUKE_CANCEL_POLL": "100ms"})
-    wait_until(lambda: (tmp_path / "child.pid").exists(), "the body's child process")
+    wait_until(lambda: output_of(tmp_path / "child.pid") != "", "the body's child process")
     child = int((tmp_path / "child.pid").read_text())
     _, record = only_record(tmp_path)
     code, out = finish(spawn(["cancel", record.id, "--actor", "ops"], tmp_path))

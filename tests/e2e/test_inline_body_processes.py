@@ -55,7 +55,10 @@ BUILD = """
 
 
 def started(tmp_path: Path) -> str:
-    wait_until(lambda: (tmp_path / "started").exists(), "the body to start")
+    """The thread the body started on. The body's ``write_text`` creates the file before
+    it writes the name, so an empty file is not yet an answer: waiting only for the file
+    to exist read "" once under CI's two workers (issue 28 §7)."""
+    wait_until(lambda: output_of(tmp_path / "started") != "", "the body to start")
     return (tmp_path / "started").read_text()
 
 
@@ -75,7 +78,7 @@ def test_ctrl_c_tells_a_body_on_the_loops_thread_and_cancels_the_run(tmp_path: P
 def test_ctrl_c_ends_the_child_processes_of_a_body_on_the_loops_thread(tmp_path: Path) -> None:
     write_build(tmp_path, BUILD)
     proc = spawn(["child"], tmp_path, {"ZUKE_STATE": "off"})
-    wait_until(lambda: (tmp_path / "child.pid").exists(), "the body's child process")
+    wait_until(lambda: output_of(tmp_path / "child.pid") != "", "the body's child process")
     child = int((tmp_path / "child.pid").read_text())
     proc.send_signal(signal.SIGTERM)
     code, out = finish(proc)

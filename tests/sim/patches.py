@@ -7,8 +7,8 @@ time, ids, pools and exits are the simulation's; outside one, everything is as u
 * ``SystemClock.now_ms`` (behind ``SYSTEM_CLOCK``, a default in several places), the
   ``time`` module as zuke's modules see it, and ``sleep=time.sleep`` defaults read and
   wait on the simulated clock;
-* ``uuid.uuid4`` draws from the actor's own generator, so ids do not depend on which
-  actor ran first;
+* ``uuid.uuid4`` (and a run's id, made without ``uuid``) draws from the actor's own
+  generator, so ids do not depend on which actor ran first;
 * zuke's ``ThreadPoolExecutor`` (and the run's ``BodyThreads``) is a
   :class:`~tests.sim.loops.SimExecutor`, and new
   event loops are :class:`~tests.sim.loops.SimLoop` (an event loop policy);
@@ -35,6 +35,7 @@ from tests.sim import runtime
 from tests.sim.loops import SimExecutor, SimPolicy
 from tests.sim.runtime import _REAL_START, Actor, Crash, Sim, current_actor
 from zuke._clock import SystemClock
+from zuke._engine import run as engine_run
 from zuke._engine.body_threads import BodyThreads
 
 
@@ -94,6 +95,7 @@ _REAL_EXIT = os._exit
 _REAL_KILL = os.kill
 _REAL_JOIN = threading.Thread.join
 _REAL_UUID4 = uuid.uuid4
+_REAL_NEW_RUN_ID = engine_run.new_run_id
 
 
 def _start(self: threading.Thread) -> None:
@@ -168,6 +170,13 @@ def _uuid4() -> uuid.UUID:
     return uuid.UUID(int=actor.rng.getrandbits(128), version=4)
 
 
+def _new_run_id() -> str:
+    """A run's id from the actor's generator, as ``uuid4`` (zuke makes it without ``uuid``)."""
+    if runtime.ACTIVE is None or current_actor.get() is None:
+        return _REAL_NEW_RUN_ID()
+    return str(_uuid4())
+
+
 _installed = 0
 
 
@@ -209,6 +218,7 @@ def patched() -> Iterator[None]:
         patch(os, "_exit", _exit)
         patch(os, "kill", _kill)
         patch(uuid, "uuid4", _uuid4)
+        patch(engine_run, "new_run_id", _new_run_id)  # ids made without uuid (os.urandom)
         patch(SystemClock, "now_ms", _system_now)  # SYSTEM_CLOCK, wherever it is a default
         singletons = {}
         for module_name, name in PER_PROCESS:

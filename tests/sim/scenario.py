@@ -39,6 +39,10 @@ MAX_SIM_MS = 3 * 3_600_000
 LEASE_TTL_MS = 60_000
 FAMILIES = ("signals", "workflow", "locks", "cancel", "timeouts")
 STORES = ("memory", "filesystem")
+#: a hot scenario's watcher sweeps this often, this many times: it takes up a due run
+#: while a slow continuation waits for the lease (tests.sim.world's ``slow``)
+WATCH_EVERY_MS = 10_000
+WATCH_SWEEPS = 12
 #: the share of seeds run over the filesystem store (the rest: memory)
 FILESYSTEM_SHARE = 0.25
 
@@ -83,6 +87,8 @@ class Scenario:
     losses: int = 0
     #: the weight of each fault move beside 1.0 for a grant
     fault_weight: float = FAULT_WEIGHT
+    #: slow continuations the scheduler may make (``race``: tests.sim.world's ``_slow``)
+    slow: int = 0
 
 
 @dataclass
@@ -113,11 +119,14 @@ class SeedResult:
         return "\n".join(lines)
 
 
-def make_scenario(seed: int, *, hot: bool = False) -> Scenario:
+def make_scenario(seed: int, *, hot: bool = False, race: bool = False) -> Scenario:
     """The build, actors and fault budget of ``seed`` (its family is ``seed % 5``).
 
     ``hot``: the same seed with more faults, made five times as likely (the planted-bug
     hunt, :mod:`tests.sim.mutations`: a bug that needs two faults in one run shows sooner).
+    ``race``: the same seed with a watcher sweeping every :data:`WATCH_EVERY_MS` and one
+    continuation made slow to take its lease (``slow``, not a fault): another process
+    may take the run up — or to its end — between the continuation's look and its lease.
     """
     rng = random.Random(f"scenario:{seed}")
     family = FAMILIES[seed % len(FAMILIES)]
@@ -206,8 +215,11 @@ def make_scenario(seed: int, *, hot: bool = False) -> Scenario:
             actors.append(resumer("a", 0, 40))
         first = min((a.start_ms for a in actors if a.kind == "sweeper"), default=0)
         actors = [replace(a, start_ms=first) if a.kind == "sweeper" else a for a in actors]
+    if race:  # a watcher (`zuke resume --check --watch`) beside a slow continuation
+        actors.append(ActorSpec("watcher", "sweeper", 0, repeat=WATCH_SWEEPS,
+                                every_ms=WATCH_EVERY_MS))  # fmt: skip
     return Scenario(family, shape, tuple(actors), faults, tuple(sorted(set(fault_ms))),
-                    store, losses, weight)  # fmt: skip
+                    store, losses, weight, slow=int(race))  # fmt: skip
 
 
 def forced_store() -> str | None:
@@ -245,11 +257,12 @@ def run_seed(
     ignore: frozenset[str] = frozenset(),
     store: type[Any] | None = None,
     hot: bool = False,
+    race: bool = False,
 ) -> SeedResult:
     """Simulate one seed to its end, or to its first violation (of an invariant not in
     ``ignore``: those are counted, and the seed goes on). ``store`` makes the store
     (default: the scenario's)."""
-    scenario = make_scenario(seed, hot=hot)
+    scenario = make_scenario(seed, hot=hot, race=race)
     clock = ManualClock()
     with opened(store or scenario.store, clock) as inner:
         return _run(seed, scenario, inner, clock, chooser or SeededChooser(seed), keep_moves,
@@ -270,6 +283,7 @@ def _run(seed: int, scenario: Scenario, inner: Any, clock: ManualClock, chooser:
         env={"ZUKE_CANCEL_POLL": "10s", "TOKEN": SECRET}, fault_ms=scenario.fault_ms,
         faults_left=scenario.faults, losses=losses, fault_weight=scenario.fault_weight,
         directed_left=int(scenario.fault_weight > FAULT_WEIGHT),
+        slow_left=scenario.slow,
     )  # fmt: skip
     inv.actors = world.actors
     digest = hashlib.sha256()
@@ -320,8 +334,35 @@ def _final_checks(world: World, scenario: Scenario) -> None:
     inv = world.inv
     if scenario.shape.compensate:
         inv.settle({"deploy": "undeploy"})
+    exit_truthful(world)
     for actor in world.actors.values():
         errors = [actor.error, *actor.errors] if actor.error is not None else list(actor.errors)
         for exc in errors:
             if not isinstance(exc, ZukeError):
                 inv.fail("no-engine-error", f"{actor.name} died of {type(exc).__name__}: {exc}")
+
+
+def exit_truthful(world: World) -> None:
+    """``exit-truthful``: a process that never faulted (no crash, stall, cut-off, nor a lost
+    answer of its own) does not end with an error its run's record contradicts — an owner
+    whose run is recorded succeeded, a deliverer whose signal the record says it stored.
+    (A continuation that meets a run another process already ended has nothing to do:
+    ``bdd1d0e``.)"""
+    lost = {name for name, _ in world.losses.lost} if world.losses is not None else set()
+    for name, actor in sorted(world.actors.items()):
+        kind = world.spec_of[name].kind
+        ended = actor.result if isinstance(actor.result, BaseException) else actor.error
+        if ended is None or actor.faulted or name in lost:
+            continue
+        run_id = world.run_of(world.spec_of[name].run_of if kind != "owner" else name)
+        record = world.inv.record(run_id) if run_id is not None else None
+        if record is None:
+            continue
+        error = f"{type(ended).__name__} ({ended})"
+        if kind == "owner" and record.status == "succeeded":
+            world.inv.fail("exit-truthful", f"{name} ended with {error}, but its run "
+                           f"{run_id} is recorded succeeded")  # fmt: skip
+        stored = any(e.tool == "signal" and e.actor == name for e in record.events)
+        if kind in ("resumer", "mcp-resume") and stored:
+            world.inv.fail("exit-truthful", f"{name} ended with {error}, but run {run_id} "
+                           "holds its signal, stored by it")  # fmt: skip

@@ -36,8 +36,8 @@ import asyncio
 import contextlib
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Literal
+from dataclasses import field
+from typing import TYPE_CHECKING, Literal
 
 from zuke._clock import SYSTEM_CLOCK, Clock
 from zuke._duration import format_duration, parse_duration
@@ -52,6 +52,11 @@ from zuke.state._protocol import (
     StateStore,
 )
 from zuke.state._protocol import lease_key as lease_key  # its home; zuke cancel needs no engine
+
+if TYPE_CHECKING:
+    from dataclasses import dataclass
+else:  # a frozen dataclass without compiling its methods at import (zuke.state._frozen)
+    from zuke.state._frozen import dataclass
 
 MIN_BEAT_S = 0.1
 LEASE_TTL_MS = 60_000

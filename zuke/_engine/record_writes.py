@@ -15,6 +15,7 @@ from zuke._engine.store_traits import CHECKPOINT_DEBOUNCE_S, describe_store
 from zuke._errors import StateError, ZukeError
 from zuke._redact import Redactor
 from zuke.state._protocol import Conflict, StateStore, StoredRun
+from zuke.state._unsure import UnsureWriteError
 from zuke.state.records import (
     RunDelta,
     RunEvent,
@@ -69,6 +70,8 @@ class RecordWrites:
     sleep: Callable[[float], Awaitable[None]]
     writes: int
     holds_lease: Callable[[], bool]
+    #: the lease is within its own stop point (an answer past it proves nothing)
+    lease_fresh: Callable[[], bool]
     settled_elsewhere: RunStatus | None
     on_settled_elsewhere: Callable[[RunStatus], None]
     lease: tuple[str, str] | None
@@ -216,6 +219,14 @@ class RecordWrites:
                 self._failing = reason
                 return reason
             self._failing = None
+            if not self.lease_fresh() and not isinstance(result, (Unchanged, GaveUp)):
+                # The answer came past the lease's stop point (a process paused while its
+                # write was out, answered now by the write's witness): it proves nothing
+                # about the run now — another process may hold it — so nothing more is
+                # done here on its strength.
+                self.disown()
+                self.on_settled_elsewhere("running")
+                return None
             if isinstance(result, Unchanged):
                 # Another process ended the run (zuke cancel): never write over that.
                 self.settled_elsewhere = result.record.status
@@ -300,7 +311,12 @@ class RecordWrites:
                 self._loop.call_soon_threadsafe(self.on_cancel_requested, fresh)
             return delta if fresh.status in OURS else None
 
-        result = update_run(self.store, self.run_id, change, attempts=attempts, known=known)
+        try:
+            result = update_run(self.store, self.run_id, change, attempts=attempts, known=known)
+        except UnsureWriteError as exc:
+            if exc.based_on is not None:  # the retry sends the same write against it
+                self.record, self.version = exc.based_on.record, exc.based_on.version
+            raise
         self.record, self.version = result.record, result.version
         if not isinstance(result, (Unchanged, GaveUp)):
             self.writes += 1

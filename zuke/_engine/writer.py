@@ -99,6 +99,7 @@ class RunStateWriter(RecordWrites, RecordWriter):
         self.writes = 0
         #: whether the run still holds its lease (retrying a write makes sense only then)
         self.holds_lease: Callable[[], bool] = lambda: True
+        self.lease_fresh: Callable[[], bool] = lambda: True
         #: one line saying what could not be recorded, once the run's end is known
         self.record_error: str | None = None
         #: set when a re-read shows another process ended the run (``zuke cancel``)
