@@ -14,7 +14,9 @@ untimed warm-up:
   with ``ZUKE_STATE=postgresql://…`` against ``ZUKE_STATE_DIR`` (the
   filesystem store), in pairs; the target is within 1.3 times the filesystem
   store's (issue 28: the ratio of the medians, and the median of the pairs'
-  ratios), every transition still durable before the next body starts;
+  ratios), every transition still durable before the next body starts; and
+  the CPU of each: zuke's, and the run's Postgres backend's (``_pg_chain.py``),
+  steadier than wall time on a shared machine;
 - **append**: where a transition's time goes — one append of a chain's delta
   (a target settled, the next one running), in this process, ``--pairs``
   times per variant, the variants interleaved in blocks: the store's
@@ -50,6 +52,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.pg_support
+from _pg_chain import Sample, ServerCpu, run_once
 from _timing import BenchmarkError, dump_json, machine, machine_line, time_once
 from _timing import zuke_command as zuke
 from bench_engine import chain_build, child_env
@@ -116,19 +119,26 @@ def bench_chain(cluster: PgCluster, root: Path, samples: int) -> list[Row]:
     (root / "chain" / "build.py").write_text(chain_build(CHAIN_TARGETS))
     argv = [*zuke(), f"t{CHAIN_TARGETS - 1:04d}", "--state"]
     fs = clean_env({"ZUKE_STATE_DIR": str(root / "chain-store")})
-    pg = clean_env({"ZUKE_STATE": cluster.create_database()})
-    fs_s: list[float] = []
-    pg_s: list[float] = []
-    time_once(argv, cwd=root / "chain", env=fs)
-    time_once(argv, cwd=root / "chain", env=pg)
-    for _ in range(samples):  # paired, so both see the same load
-        fs_s.append(time_once(argv, cwd=root / "chain", env=fs))
-        pg_s.append(time_once(argv, cwd=root / "chain", env=pg))
+    url = cluster.create_database()
+    pg = clean_env({"ZUKE_STATE": url})
+    server = ServerCpu(cluster.data)
+    served = server if server.available else None
+    database = url.rsplit("/", 1)[1]
+
+    def pair() -> tuple[Sample, Sample]:
+        here = root / "chain"
+        return (run_once(argv, cwd=here, env=fs),
+                run_once(argv, cwd=here, env=pg, server=served, database=database))  # fmt: skip
+
+    pair()  # warm-up
+    pairs = [pair() for _ in range(samples)]  # paired, so both see the same load
+    fs_s = [f.wall_s for f, _ in pairs]
+    pg_s = [p.wall_s for _, p in pairs]
     ratio = statistics.median(pg_s) / statistics.median(fs_s)
     # each pair ran back to back, under the same load: the median of their ratios is steadier
     # than the ratio of the medians when other work on the machine comes and goes
     paired = statistics.median(p / f for p, f in zip(pg_s, fs_s, strict=True))
-    return [
+    rows = [
         Row("1000-target chain", "filesystem store", tuple(fs_s)),
         Row(
             "1000-target chain",
@@ -136,7 +146,19 @@ def bench_chain(cluster: PgCluster, root: Path, samples: int) -> list[Row]:
             tuple(pg_s),
             note=f"{ratio:.2f}× filesystem (median of the paired ratios: {paired:.2f}×)",
         ),
+        Row("1000-target chain, CPU", "filesystem store: zuke", tuple(f.cpu_s for f, _ in pairs)),
+        Row("1000-target chain, CPU", "Postgres store: zuke", tuple(p.cpu_s for _, p in pairs)),
     ]
+    if served is not None:  # the backend's CPU: what the filesystem run has no peer of
+        both = [p.cpu_s + (p.server_s or 0.0) for _, p in pairs]
+        cpu_ratio = statistics.median(both) / statistics.median(f.cpu_s for f, _ in pairs)
+        rows += [
+            Row("1000-target chain, CPU", "Postgres store: its backend",
+                tuple(p.server_s or 0.0 for _, p in pairs)),
+            Row("1000-target chain, CPU", "Postgres store: zuke + its backend", tuple(both),
+                note=f"{cpu_ratio:.2f}× the filesystem run's CPU"),
+        ]  # fmt: skip
+    return rows
 
 
 #: schema 3's append, sent as text (parsed and planned on every call); ``{deltas}`` and

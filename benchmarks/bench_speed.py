@@ -14,9 +14,12 @@ Workloads (the issue's), each a fresh process, output to ``/dev/null``:
 - a fan-out of 300 items x 3 stages at concurrency 8 (``bench_fan_out.BUILD``),
   no store (``ZUKE_STATE=off``);
 - with ``--doit``: doit (0.37) running a 1000-task chain (each task's
-  ``task_dep`` the one before, a no-op Python action), its default form:
-  ``.doit.db*`` removed before each run, bytecode written as usual; doit
-  writes its dependency file once, at the end;
+  ``task_dep`` the one before, a no-op Python action), in its default form:
+  ``doit t0999`` (no ``-n``: doit's default runner, in-process, one thread;
+  ``-n 1`` would select its multiprocess runner, which forks a worker and
+  pickles every task to it and takes over twice as long, so it is not the
+  form a doit user runs), ``.doit.db*`` removed before each run, bytecode
+  written as usual; doit writes its dependency file once, at the end;
 - when ``ZUKE_ORIG`` (or ``--orig``) names a checkout of the original
   TypeScript Zuke (zuke-build/zuke) and Deno is found (``--deno``, ``ZUKE_DENO``
   or ``deno`` on ``PATH``): the original running the same 1000-target chain
@@ -145,7 +148,7 @@ def workloads(
         (root / "doit").mkdir()
         (root / "doit" / "dodo.py").write_text(doit_chain(n))
         out.append(
-            Workload("doit", f"doit 0.37, {n}-task chain", [doit, "-n", "1", f"t{n - 1:04d}"],
+            Workload("doit", f"doit 0.37, {n}-task chain", [doit, f"t{n - 1:04d}"],
                      root / "doit", env, fresh=None)
         )  # fmt: skip
     if orig is not None and deno is not None:

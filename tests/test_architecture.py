@@ -529,7 +529,8 @@ _DURABLE = (
 def test_a_run_without_a_store_loads_no_durable_side(tmp_path: Path) -> None:
     """A run that records nothing — a chain without ``--state``, a fan-out under
     ``ZUKE_STATE=off`` — loads neither the durable run, its claims, writer and gates, nor
-    the compensation walk; a run with a store does."""
+    the compensation walk; a run with a store loads the durable side, and the walk only
+    once it is cancelled (issue 28 §1: a tenth of a stateful run's imports)."""
     (tmp_path / "build.py").write_text(
         "from zuke import Build, target\n"
         "class Release(Build):\n"
@@ -551,7 +552,7 @@ def test_a_run_without_a_store_loads_no_durable_side(tmp_path: Path) -> None:
     cases = [
         (["compile"], base, []),
         (["batch"], {**base, "ZUKE_STATE": "off"}, []),
-        (["--state", "compile"], base, sorted(_DURABLE)),
+        (["--state", "compile"], base, sorted(set(_DURABLE) - {"zuke._engine.walk"})),
     ]
     for argv, env, expected in cases:
         child = subprocess.run(
@@ -561,3 +562,95 @@ def test_a_run_without_a_store_loads_no_durable_side(tmp_path: Path) -> None:
         code, loaded = json.loads(child.stdout.splitlines()[-1])
         assert code == 0, (argv, child.stderr)
         assert loaded == expected, argv
+
+
+def test_a_run_without_a_store_loads_no_uuid_difflib_or_getpass(tmp_path: Path) -> None:
+    """A run's id, its typo hint and its OS user are made without ``uuid`` (which loads
+    ``platform``), ``difflib`` or ``getpass`` (``termios``): about 3 ms of every run's
+    start-up (issue 28 §1). A typo still gets its hint, loading ``difflib`` then."""
+    (tmp_path / "build.py").write_text(
+        "from zuke import Build, target\n"
+        "class Release(Build):\n"
+        "    @target\n"
+        "    def compile(self, t):\n"
+        "        return t.executes(lambda: None)\n"
+    )
+    lazy = {"uuid", "platform", "difflib", "getpass", "termios"}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ZUKE_")}
+    for argv, expected in ((["compile"], []), (["compil"], ["difflib"])):
+        out = subprocess.run(
+            [sys.executable, "-c", _COMMAND_PROBE, *argv],
+            capture_output=True, text=True, check=True, cwd=tmp_path, env=env,
+        )  # fmt: skip
+        assert sorted(lazy & set(json.loads(out.stdout.splitlines()[-1]))) == expected, argv
+
+
+#: what ``zuke resume RUN --signal NAME`` on Postgres does without (issue 28 §3: its start-up
+#: is most of the command's time to the next body)
+_RESUME_SKIPS = ("uuid", "platform", "difflib", "getpass", "termios")  # ssl: psycopg2's C part
+
+#: ``zuke <argv>`` as the console script runs it; at exit, which of ``skips`` it loaded
+_SCRIPT_PROBE = """
+import atexit, json, sys
+skips = set(json.loads(sys.argv[1]))
+atexit.register(lambda: print(json.dumps(sorted(skips & set(sys.modules)))))
+sys.argv = ["zuke", *sys.argv[2:]]
+from zuke.cli import entrypoint
+entrypoint()
+"""
+
+
+def test_resume_with_a_signal_on_postgres_loads_no_uuid_difflib_or_getpass(
+    pg_cluster: PgCluster, tmp_path: Path
+) -> None:
+    """The whole command — the delivery, the lease, the continuation and its next body —
+    without ``uuid`` (a lock's token, a run's id), ``difflib`` or ``getpass``."""
+    from zuke import execute
+    from zuke._loader import load_build_class
+
+    (tmp_path / "build.py").write_text(
+        "from zuke import Build, external_signal, target\n"
+        "class Wake(Build):\n"
+        "    @target\n"
+        "    def approve(self, t):\n"
+        "        return t.waits_for(lambda s: s.on(external_signal('go')).timeout('1h'))\n"
+        "    @target\n"
+        "    def ship(self, t):\n"
+        "        return t.depends_on(self.approve).executes(lambda: print('shipped'))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ZUKE_")}
+    env["ZUKE_STATE"] = pg_cluster.create_database()
+    parked = execute(load_build_class(tmp_path / "build.py"), ["ship"], env=env)
+    assert parked.status == "suspended" and parked.run_id is not None
+    child = subprocess.run(
+        [sys.executable, "-c", _SCRIPT_PROBE, json.dumps(_RESUME_SKIPS), "resume",
+         parked.run_id, "--signal", "go"],
+        capture_output=True, text=True, cwd=tmp_path, env=env, timeout=60, check=True,
+    )  # fmt: skip
+    assert "shipped" in child.stdout
+    assert json.loads(child.stdout.splitlines()[-1]) == [], child.stderr
+
+
+def test_a_run_without_a_store_loads_no_ssl(tmp_path: Path) -> None:
+    """asyncio comes without ``ssl`` (zuke/cli/lean_asyncio.py: 8 ms of start-up); a body
+    that imports ``ssl`` gets it, and asyncio with it."""
+    (tmp_path / "build.py").write_text(
+        "from zuke import Build, target\n"
+        "def tls():\n"
+        "    import asyncio.sslproto, ssl\n"
+        "    assert asyncio.sslproto.ssl is ssl\n"
+        "class Release(Build):\n"
+        "    @target\n"
+        "    def compile(self, t):\n"
+        "        return t.executes(lambda: None)\n"
+        "    @target\n"
+        "    def fetch(self, t):\n"
+        "        return t.executes(tls)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ZUKE_")}
+    for argv, expected in ((["compile"], []), (["fetch"], ["ssl"])):
+        child = subprocess.run(
+            [sys.executable, "-c", _SCRIPT_PROBE, json.dumps(["ssl"]), *argv],
+            capture_output=True, text=True, cwd=tmp_path, env=env, timeout=60, check=True,
+        )  # fmt: skip
+        assert json.loads(child.stdout.splitlines()[-1]) == expected, (argv, child.stderr)

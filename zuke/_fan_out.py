@@ -170,6 +170,8 @@ def grouped(names: Iterable[str]) -> list[str]:
             continue
         parent, key, _ = split
         children.setdefault(parent, {}).setdefault(key, []).append(name)
+    if not children:  # no sub-target: nothing moves (a run without a fan-out)
+        return order
     out: list[str] = []
     seen: set[str] = set()
 

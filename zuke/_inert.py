@@ -75,6 +75,8 @@ def console_text(value: object, *, tabs: bool = True) -> str:
     controls and bidi controls escaped (``\\n``, ``\\x1b``, ``\\u202e``); a tab is kept unless
     ``tabs`` is false (a table's columns)."""
     text = str(value)
+    if text.isprintable():  # the usual value: every character _UNSAFE matches is unprintable
+        return text
     if tabs:
         return _UNSAFE.sub(lambda m: "\t" if m.group() == "\t" else _escape(m), text)
     return _UNSAFE.sub(_escape, text)
@@ -145,7 +147,7 @@ def console_line(line: str, *, breaks: bool = True, continues: bool = False) -> 
     ``\\u005b``; other line breaks (CR, U+2028…) escaped unless ``breaks`` is false (a
     terminal, where a live display draws with CR). ``continues``: ``line`` is the rest of a
     line whose start was already written (and checked)."""
-    if breaks and _BREAKS.search(line):
+    if breaks and not line.isprintable() and _BREAKS.search(line):  # each break is unprintable
         line = _BREAKS.sub(_escape, line)
     if "[" in line and "#" in line:
         for at in reversed(_old_command_brackets(line)):

@@ -14,7 +14,7 @@ the run records its own actor in its event, never over the starter.
 
 from __future__ import annotations
 
-import getpass
+import os
 from collections.abc import Mapping
 from typing import Literal, NamedTuple
 
@@ -31,9 +31,18 @@ class Actor(NamedTuple):
 
 
 def _os_user() -> str:
+    """``getpass.getuser()``'s answer, without importing ``getpass`` (which loads
+    ``termios`` for its prompts): the first of its variables set, else the password
+    database's name for this user."""
+    for name in ("LOGNAME", "USER", "LNAME", "USERNAME"):
+        user = os.environ.get(name)
+        if user:
+            return user
     try:
-        return getpass.getuser() or "anonymous"
-    except (OSError, KeyError):
+        import pwd
+
+        return pwd.getpwuid(os.getuid())[0] or "anonymous"
+    except (ImportError, OSError, KeyError):
         return "anonymous"
 
 

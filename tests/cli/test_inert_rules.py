@@ -194,3 +194,18 @@ def test_fitting_keeps_whole_rows_and_says_how_many_are_left_out() -> None:
     assert text == "head\n| r0 |\n| r1 |\n| r2 |\n7 more\n" and len(text.encode()) <= 40
     assert summary_fit("head\n", rows, 1000, lambda n: "") == "head\n" + "".join(rows)
     assert summary_fit("head\n", rows, 5, lambda n: f"{n} more\n") == ""
+
+
+def test_every_character_made_inert_is_unprintable_so_a_printable_line_passes_as_it_is() -> None:
+    """``console_text`` and ``console_line`` skip their searches for a line Python calls
+    printable (issue 28 §1: two lines a target); that is only sound while every character
+    ``_UNSAFE`` or ``_BREAKS`` matches is unprintable. Checked over all of Unicode."""
+    from zuke._inert import _BREAKS, _UNSAFE
+
+    for code in range(0x110000):
+        char = chr(code)
+        if _UNSAFE.match(char) or _BREAKS.match(char):
+            assert not char.isprintable(), hex(code)
+    assert console_text("══ deploy-prod ══") == "══ deploy-prod ══"
+    assert console_text("a\u202eb") == "a\\u202eb"
+    assert console_line("✔ a\u2028b succeeded") == "✔ a\\u2028b succeeded"

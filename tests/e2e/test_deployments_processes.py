@@ -8,79 +8,21 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from fixtures.fake_github import FakeGitHub
+from tests.e2e.deploy_support import BUILD, REPO, deploy_github, env_for, last, shown
 from tests.e2e.resume_support import fs_store, record_of, suspend, sweep
 from tests.e2e.support import finish, spawn, write_build
 
 pytestmark = pytest.mark.e2e
 
-REPO = "acme/app"
-BUILD = """
-    from zuke import Build, external_signal, target
-    from zuke_gh import github_approval, github_deployments
-
-    class Release(Build):
-        def reporters(self):
-            return [github_deployments(lambda d: d.repo("acme/app"))]
-
-        @target
-        def staging(self, t):
-            return t.environment("staging", url="https://staging.example.com").executes(
-                lambda: print("deployed to staging"))
-
-        @target
-        def e2e(self, t):
-            return t.depends_on(self.staging).waits_for(
-                lambda s: s.on(external_signal("e2e-passed")).timeout("2h"))
-
-        @target
-        def approve(self, t):
-            return t.depends_on(self.e2e).waits_for(lambda s: s.on(github_approval(
-                lambda a: a.repo("acme/app").approvals(2))).timeout("72h"))
-
-        @target
-        def production(self, t):
-            def body(ctx):
-                ctx.environment_url = "https://app.example.com"
-            return t.depends_on(self.approve).environment("production").executes(body)
-"""
-
 
 @pytest.fixture
 def gh() -> Iterator[FakeGitHub]:
-    with FakeGitHub.start(repos=[REPO]) as fake:
-        for login in ("alice", "bob"):
-            fake.add_user(login)
-            fake.set_permission(REPO, login, "write")
+    with deploy_github() as fake:
         yield fake
-
-
-def env_for(gh: FakeGitHub) -> dict[str, str]:
-    sha = gh.head(REPO, "main")
-    assert sha is not None
-    return {"GITHUB_API_URL": gh.url, "GH_TOKEN": gh.token, "GITHUB_SHA": sha}
-
-
-def shown(gh: FakeGitHub, run_id: str) -> dict[str, list[str]]:
-    """This run's deployment per environment (never two) and its statuses, oldest first."""
-    out: dict[str, list[str]] = {}
-    for d in gh.deployments(REPO):
-        if d["payload"].get("zuke", {}).get("run") != run_id:
-            continue
-        assert d["environment"] not in out, "two deployments of one run to one environment"
-        out[d["environment"]] = [s["state"] for s in d["statuses"]]
-    return out
-
-
-def last(gh: FakeGitHub, run_id: str, environment: str) -> dict[str, Any]:
-    mine = [d for d in gh.deployments(REPO) if d["payload"]["zuke"]["run"] == run_id]
-    (d,) = [d for d in mine if d["environment"] == environment]
-    status: dict[str, Any] = d["statuses"][-1]
-    return status
 
 
 def test_staging_then_production_through_e2e_and_two_approvals_across_processes(

@@ -229,6 +229,28 @@ def test_a_lapsed_claim_shuts_its_scope_and_only_its_scope() -> None:
     bodies.enter("r1", "fan[b].build", sync=True)
 
 
+def test_a_waiter_for_idle_bodies_is_woken_when_the_last_one_leaves() -> None:
+    """A body's leaving notifies only while someone waits (issue 28 §1): the waiter still
+    wakes at once, not at its timeout."""
+    import threading
+    import time
+
+    bodies = RunningBodies()
+    bodies.enter("r1", "build", sync=True)
+    bodies.leave("r1", "build", sync=True)  # nobody waits: nothing to notify
+    bodies.enter("r1", "build", sync=True)
+    woke: list[bool] = []
+    waiter = threading.Thread(target=lambda: woke.append(bodies.wait_idle("r1", None, 60)))
+    waiter.start()
+    deadline = time.monotonic() + 30
+    while bodies._waiting == 0 and time.monotonic() < deadline:  # until it waits
+        time.sleep(0.001)
+    assert bodies._waiting == 1
+    bodies.leave("r1", "build", sync=True)
+    waiter.join(30)
+    assert woke == [True] and bodies._waiting == 0
+
+
 def test_a_lease_ttl_too_short_to_renew_is_refused_before_any_record() -> None:
     with pytest.raises(DurationError, match="ZUKE_RUN_LEASE_TTL: 50ms is shorter than the 1s"):
         lease_ttl_ms({"ZUKE_RUN_LEASE_TTL": "50ms"})

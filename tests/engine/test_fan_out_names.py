@@ -104,6 +104,12 @@ def test_grouped_puts_each_fan_outs_items_after_it_item_by_item() -> None:
     ]
 
 
+def test_grouped_without_a_sub_target_keeps_the_order_once_each() -> None:
+    """The shortcut a run without a fan-out takes (issue 28 §1): the names, duplicates
+    dropped, in their order."""
+    assert grouped(["b", "a", "b", "c[x]", "d]"]) == ["b", "a", "c[x]", "d]"]
+
+
 def test_items_with_unsafe_text_run_under_their_encoded_names() -> None:
     store, seen = MemoryStateStore(), list[str]()
 

@@ -233,3 +233,14 @@ def test_a_target_named_like_a_command_is_refused() -> None:
 
     with pytest.raises(BuildDefinitionError, match="has the name of the command `zuke graph`"):
         execute(Clash, ["graph"], env={})
+
+
+def test_one_walk_checks_the_graph_and_orders_it() -> None:
+    """``check_acyclic`` returns the topological order it walked (predecessors first, the
+    given order otherwise), so planning walks the graph once (issue 28 §1)."""
+    from zuke._engine.plan import check_acyclic
+
+    edges = {"c": ["a", "b"], "b": ["a"], "d": ["b"], "x": []}
+    assert check_acyclic(edges, ["c", "x", "d"]) == ["a", "b", "c", "x", "d"]
+    with pytest.raises(GraphError, match="Dependency cycle detected: a → b → a"):
+        check_acyclic({"a": ["b"], "b": ["a"]}, ["a"])

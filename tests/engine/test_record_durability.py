@@ -133,8 +133,10 @@ class FaultyOs(types.ModuleType):
         return getattr(os, name)
 
     def write(self, fd: int, data: Any) -> int:
-        if self.armed and self.fault == errno.ENOSPC:
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        # A filesystem that turned read-only refuses write(2) on descriptors already open
+        # too (EROFS, man 2 write): the store keeps its journal and mutex files open.
+        if self.armed and self.fault in (errno.ENOSPC, errno.EROFS):
+            raise OSError(self.fault, os.strerror(self.fault))
         return os.write(fd, data)
 
     def open(self, path: Any, flags: int, *args: Any, **kwargs: Any) -> int:

@@ -145,3 +145,37 @@ def test_with_isolation_a_failed_item_does_not_keep_the_others_from_suspending()
     final = h.resume(result.run_id, "ok-b")
     assert final.status == "failed"
     assert h.record(result.run_id).targets["batch"].error == "1 of 2 item(s) failed: a (deploy)"
+
+
+def test_an_item_parked_at_its_gate_when_another_target_fails_is_settled_skipped() -> None:
+    """Found by the simulation's fan-out scenarios (seed 18, ``no-engine-error``): an item
+    parked at its gate while another target of the run failed — the run ends ``failed``,
+    not suspended — was left out of the settling, and the engine died of a ``KeyError``
+    naming the item's gate. It is settled ``skipped`` with the rest."""
+    from zuke import Build
+
+    clock = ManualClock()
+    store = MemoryStateStore(clock=clock)
+
+    def boom_body(ctx: Any) -> None:
+        raise RuntimeError("boom")
+
+    def batch(self: Build, t: TargetBuilder) -> TargetBuilder:
+        def stages(item: str, index: int) -> dict[str, Any]:
+            return {"approve": target().waits_for(lambda s: s.on(external_signal(f"go-{item}")))}
+
+        return t.for_each(lambda: ["x"], stages)
+
+    def boom(self: Build, t: TargetBuilder) -> TargetBuilder:
+        return t.executes(boom_body)
+
+    def release(self: Build, t: TargetBuilder) -> TargetBuilder:
+        return t.depends_on(self.batch, self.boom)  # type: ignore[attr-defined]
+
+    namespace = {"state_store": lambda self: store, "batch": target(batch),
+                 "boom": target(boom), "release": target(release)}  # fmt: skip
+    build = type("FanFails", (Build,), namespace)
+    result = Harness(build, store, clock).start("release")
+    assert result.status == "failed"
+    assert result.outcomes["batch[x].approve"].status == "skipped"
+    assert result.outcomes["boom"].status == "failed"

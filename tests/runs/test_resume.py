@@ -424,3 +424,32 @@ def test_a_signal_delivered_with_no_gate_waiting_for_signals_gets_no_misleading_
     h, _calls, run_id = suspended(gate=approval(timeout=None))
     outcome = h.resume(run_id, "approved")
     assert outcome.notes == [] and outcome.status == "succeeded"
+
+
+def test_a_delivery_whose_run_another_process_ended_before_its_lease_is_delivered(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Found by the simulation's race scenarios (a watcher beside a slow continuation): the
+    signal is stored, the run is due, and before the deliverer takes the lease a watcher
+    resumes the run and takes it to its end. The delivery said "not suspended" and failed
+    (exit 1) although its signal was stored and consumed; it is delivered, nothing to do
+    (as ``continue_due`` since ``bdd1d0e``)."""
+    import asyncio
+
+    import zuke.runs.resume as resume
+
+    h, calls, run_id = suspended()
+    original = resume.continue_run
+    watched: list[Any] = []
+
+    async def watcher_first(*args: Any, **kwargs: Any) -> Any:
+        if not watched:  # the watcher's sweep: the signal is due, the run ends
+            watched.append(await asyncio.to_thread(h.sweep, run_id))
+        return await original(*args, **kwargs)
+
+    monkeypatch.setattr(resume, "continue_run", watcher_first)
+    outcome = h.resume(run_id, "approved", {"by": "qa"})
+    assert (outcome.action, outcome.status) == ("delivered", "succeeded")
+    assert "nothing to do" in outcome.notes[-1]
+    assert h.record(run_id).signals["approved"].data == {"by": "qa"}
+    assert [c[0] for c in calls] == ["promote"]  # once, by the watcher

@@ -228,3 +228,127 @@ def redo_succeeded(original: Any) -> Any:
         return await original(plan, **{**kwargs, "done": {}})
 
     return drive
+
+
+def release_any_token(original: Any) -> Any:
+    """``lock_rules.release`` freeing the key whatever token asks (a stale holder's release
+    frees whoever holds it now)."""
+    from zuke.state.lock_rules import break_claim
+
+    def release(current: Any, token: str) -> Any:
+        return break_claim(current)
+
+    return release
+
+
+def hook_from_the_look(original: Any) -> Any:
+    """The sweep's ``_settle_timeout`` calling the gate's hook as its look finds the gate
+    expired — before it takes the run's lease — instead of under the lease."""
+    from zuke.runs.gate_checks import timeout_hook
+
+    async def settle(loaded: Any, lazy: Any, check: Any, run: Any, actor: str) -> Any:
+        await timeout_hook(loaded, lazy.basis, check.gate, run.clock.now_ms(), actor=actor)
+        return await original(loaded, lazy, check, run, actor)
+
+    return settle
+
+
+def hook_not_under_lease(original: Any) -> Any:
+    """The hook under the lease, gone (:func:`hook_from_the_look` calls it instead)."""
+
+    async def timeout_hook(*args: Any, **kwargs: Any) -> None:
+        return None
+
+    return timeout_hook
+
+
+def kept_lock_released(original: Any) -> Any:
+    """``TargetLock.release`` giving a ``held_until`` lock back at its body's end, as if it
+    were the target's alone (the run still counts on it until its ``promote``)."""
+
+    async def release(self: Any) -> None:
+        await self.claim.release()
+        self._reopen()
+
+    return release
+
+
+def ended_runs_continue(original: Any) -> Any:
+    """``check_suspended`` refusing only a run that is running or being cancelled: a run
+    that ended is continued like a suspended one."""
+
+    def check(record: Any) -> None:
+        if record.status in ("running", "cancelling"):
+            original(record)
+
+    return check
+
+
+def ended_to_running(original: Any) -> Any:
+    """``_to_running``'s compare-and-swap taking a run that ended as if it were suspended."""
+    from zuke.state.records import TERMINAL_STATUSES
+
+    def to_running(*args: Any, **kwargs: Any) -> Any:
+        change = original(*args, **kwargs)
+
+        def lenient(fresh: Any) -> Any:
+            if fresh.status in TERMINAL_STATUSES:
+                fresh = replace(fresh, status="suspended")
+            return change(fresh)
+
+        return lenient
+
+    return to_running
+
+
+def skips_succeeded(original: Any) -> Any:
+    """``settled_rows`` skipping every other target, the succeeded ones too."""
+
+    def rows(record: Any, gate: str, now: str, error: str, *, keep: Any = frozenset()) -> Any:
+        found = original(record, gate, now, error, keep=keep)
+        for name, other in record.targets.items():
+            if name != gate and name not in keep and other.status == "succeeded":
+                found[name] = replace(other, status="skipped", ended_at=now, error=None)
+        return found
+
+    return rows
+
+
+def unknown_signal_crashes(original: Any) -> Any:
+    """``refuse_unknown`` refusing an unknown signal with a bare ``ValueError`` (a traceback,
+    not one ``zuke:`` line)."""
+
+    def refuse(record: Any, name: str, wanted: Any) -> None:
+        if wanted is not None and name not in wanted:
+            raise ValueError(f"no gate waits for {name!r}")
+
+    return refuse
+
+
+def race_fails(original: Any) -> Any:
+    """``continue_due`` before ``bdd1d0e``: a continuation that meets a run another process
+    already ended raises ``RunNotSuspendedError`` (the owner's command fails) instead of
+    finding nothing to do."""
+    from zuke._errors import AlreadyResumedError
+    from zuke.runs.continuation import ResumeOptions, continue_run, is_due
+
+    async def continue_due(build_cls: Any, store: Any, run_id: str, run: Any, *,
+                           actor: str) -> Any:  # fmt: skip
+        if not await is_due(store, run_id):
+            return None
+        try:
+            return await continue_run(build_cls, store, run_id, ResumeOptions(), run, actor=actor)
+        except AlreadyResumedError:
+            return None
+
+    return continue_due
+
+
+def witness_forgotten(original: Any) -> Any:
+    """``UnsureWrites.key`` finding nothing: a write whose answer was lost, sent again, is
+    not looked up by its witness — it is applied again."""
+
+    def key(self: Any, target: str, expected: str, payload: object) -> None:
+        return None
+
+    return key

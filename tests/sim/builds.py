@@ -51,9 +51,25 @@ class Shape:
     order_s: float = 0.0
     #: ``Build.deadline()``
     deadline: str | None = None
+    #: a fan-out ``batch`` after ``deploy`` (and before ``promote``) over these items, each
+    #: an ``approve`` gate waiting for its own signal (:func:`item_signal`), then ``ship``
+    items: tuple[str, ...] = ()
+
+    def all_signals(self) -> tuple[str, ...]:
+        return (*self.signals, *(item_signal(item) for item in self.items))
 
     def gates(self) -> list[str]:
         return [f"gate_{s}" for s in self.signals] + (["ci"] if self.workflow else [])
+
+
+def item_signal(item: str) -> str:
+    """The signal an item's ``approve`` gate waits for (``go-x`` for item ``x``)."""
+    return f"go-{item}"
+
+
+def item_gate(item: str) -> str:
+    """The recorded name of an item's gate (docs/fan-out.md: ``parent[item].stage``)."""
+    return f"batch[{item}].approve"
 
 
 class SimWorkflow(WaitTrigger):
@@ -167,7 +183,19 @@ def sim_build(shape: Shape, store: StateStore, inv: Invariants) -> type[Build]:
 
     def promote(self: Build, t: TargetBuilder) -> TargetBuilder:
         gates = [getattr(self, name) for name in shape.gates()]
+        if shape.items:
+            gates.append(self.batch)  # type: ignore[attr-defined]
         return t.depends_on(*gates).executes(promote_body)
+
+    def stages(item: str, index: int) -> dict[str, Any]:
+        def approve(s: WaitSettings) -> Any:
+            return s.on(external_signal(item_signal(item)))
+
+        return {"approve": target().waits_for(approve),
+                "ship": target().executes(simple(f"batch[{item}].ship"))}  # fmt: skip
+
+    def batch(self: Build, t: TargetBuilder) -> TargetBuilder:
+        return t.depends_on(self.deploy).for_each(lambda: list(shape.items), stages)  # type: ignore[attr-defined]
 
     def release(self: Build, t: TargetBuilder) -> TargetBuilder:
         return t.depends_on(self.promote, self.lint)  # type: ignore[attr-defined]
@@ -189,6 +217,8 @@ def sim_build(shape: Shape, store: StateStore, inv: Invariants) -> type[Build]:
     }
     for fn in (deploy, undeploy, lint, promote, release, rollback):
         namespace[fn.__name__] = target(fn)
+    if shape.items:
+        namespace["batch"] = target(batch)
 
     def gate(trigger: Callable[[], WaitTrigger]) -> Any:
         def define(self: Build, t: TargetBuilder) -> TargetBuilder:

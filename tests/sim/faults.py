@@ -118,7 +118,8 @@ class LostAnswers:
         stored = self.inner.get_run(run_id)
         if stored is None:
             return
-        event = RunEvent(at=iso(self.inner.clock.now_ms()), tool="mcp:show_run", actor=AUDITOR)
+        event = RunEvent(at=iso(self.inner.clock.now_ms()), tool="mcp:show_run", actor=AUDITOR,
+                         args={"call": str(self.appended + 1)})  # fmt: skip
         # as zuke.mcp.audit appends it: a look is not a change, updatedAt stays
         delta = RunDelta(updated_at=stored.record.updated_at, events=(event,))
         self.inner.append_run(run_id, delta, expected_version=stored.version)

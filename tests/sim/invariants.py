@@ -49,9 +49,12 @@ INVARIANTS = (
     "no-engine-error",
     "held-exclusive",
     "finished-holds-nothing",
+    "exit-truthful",
+    "append-once",
     # liveness, checked at the end of a seed (tests.sim.liveness)
     "signal-consumed",
     "gate-once",
+    "item-scope",
     "lease-live",
     "stated-reason",
 )
@@ -113,6 +116,10 @@ class Invariants:
         self.attempts = itertools.count(1)
         self._seen: dict[str, str] = {}  # run id -> version observed
         self._status: dict[str, str] = {}
+        #: every event object that landed in an append, by id (kept: ids are not reused)
+        self._landed: dict[int, Any] = {}
+        #: run id -> the terminal status it was first seen with
+        self.ended: dict[str, str] = {}
         self._succeeded: dict[str, set[str]] = {}
         self._fences: dict[str, int] = {}
         self.rate_limited: set[tuple[str, str]] = set()
@@ -157,9 +164,11 @@ class Invariants:
         actor = self.actor()
         run = Exec(run_id, target, actor, next(self._order))
         record = self.record(run_id)
-        if record is not None and record.status in TERMINAL_STATUSES:
+        ended = record.status if record is not None and record.status in TERMINAL_STATUSES else (
+            self.ended.get(run_id))  # fmt: skip
+        if ended is not None:  # (a run that left its end is terminal-once's, and still ended)
             self.fail("finished-not-resumed", f"{actor.name} ran {target} of run {run_id}, "
-                      f"which had ended {record.status}")  # fmt: skip
+                      f"which had ended {ended}")  # fmt: skip
         row = record.targets.get(target) if record is not None else None
         if row is not None and row.status == "succeeded":
             self.fail("body-once", f"{actor.name} ran {target} again after it was recorded "
@@ -233,15 +242,18 @@ class Invariants:
         if claim is not None and claim.token is not None:
             self.orphans.add(claim.token)
 
-    def freeing(self, key: str, token: str | None, how: str, actor: Actor) -> None:
-        """``actor`` releases (``token``) or breaks (``None``) the claim on ``key``: fine for
-        its holder, or once the claim is past its TTL; never a live claim of another."""
-        state = self.view.claim(key)
+    def freeing(self, key: str, before: Any, how: str, actor: Actor) -> None:
+        """``actor`` released or broke the claim on ``key`` (``before``: the claim as it was
+        just before): fine for its holder, or once the claim is past its TTL; never a live
+        claim of another. Judged by what the store did — a release with a stale token must
+        change nothing — not by the token asked with."""
+        state = before
         now = self.store.clock.now_ms()
         if state is None or state.token is None or not state.is_live(now):
             return
-        if token is not None and token != state.token:
-            return  # a stale token: the release changes nothing
+        after = self.view.claim(key)
+        if after is not None and after.token == state.token:
+            return  # nothing freed (a stale token changes nothing)
         if state.token in self.orphans:
             return  # taken by a lost acquire: nobody holds it
         owner = self.token_owner.get(state.token, "?")
@@ -352,6 +364,19 @@ class Invariants:
             self.fail("signal-stored", f"{actor.name} delivered {signal!r} to run {run_id} "
                       f"({outcome}); the record ({record.status}) does not hold it")  # fmt: skip
 
+    def appended(self, run_id: str, delta: Any, actor: Actor) -> None:
+        """An append of ``delta`` landed: each delta (and each event) an actor made lands
+        once — a write whose answer was lost, sent again, is answered by its witness, not
+        applied again. Told by identity: a retry re-sends the writer's own objects."""
+        objects: tuple[Any, ...] = (delta, *delta.events)
+        for made in objects:
+            earlier = self._landed.get(id(made))
+            if earlier is made:
+                what = "write" if made is delta else f"event {getattr(made, 'tool', '?')}"
+                self.fail("append-once", f"{actor.name}'s {what} on run {run_id} landed a "
+                          "second time")  # fmt: skip
+            self._landed[id(made)] = made
+
     # -- the record, after every step ---------------------------------------------------------
 
     def observe(self) -> None:
@@ -374,6 +399,8 @@ class Invariants:
             if before in TERMINAL_STATUSES and record.status != before:
                 self.fail("terminal-once", f"run {run_id} went from {before} to {record.status}")
             self._status[run_id] = record.status
+            if record.status in TERMINAL_STATUSES:
+                self.ended.setdefault(run_id, record.status)
             self._deadline(record, before)
             self.kept.update((run_id, key) for key in record.held)
             if record.status in TERMINAL_STATUSES and record.held:

@@ -25,12 +25,16 @@ gate-once                 a signal gate passed while its own signal is not store
 lease-live                a run is left ``running`` or ``cancelling`` after the drain:
                           nobody holds its lease, and a sweep past the lease's TTL did
                           not take it
+item-scope                a fan-out item's gate passed while its own signal is not stored
+                          (another item's signal resumed it); twice is ``body-once``'s
 stated-reason             a run ends ``failed``/``cancelled`` with no reason recorded, or
                           waits (``suspended``) with no gate waiting
 ========================  ==============================================================
 """
 
 from __future__ import annotations
+
+import re
 
 from tests.sim.invariants import Invariants
 from zuke.runs.gate_failures import failed_gate
@@ -94,6 +98,10 @@ def after_drain(inv: Invariants, run_ids: list[str]) -> None:
             wanted = _gate_signal(name)
             if row.status == "succeeded" and wanted is not None and wanted not in record.signals:
                 inv.fail("gate-once", f"{where}: {name} passed with no {wanted!r} signal stored")
+            wanted = _item_signal(name)
+            if row.status == "succeeded" and wanted is not None and wanted not in record.signals:
+                inv.fail("item-scope", f"{where}: {name} passed with no {wanted!r} signal stored "
+                         "(another item's signal resumed it)")  # fmt: skip
         if record.status in ("running", "cancelling"):
             inv.fail("lease-live", f"{where} is left {record.status} after the drain: nobody "
                      "drives it, and a sweep past its lease's TTL did not take it")  # fmt: skip
@@ -105,6 +113,12 @@ def after_drain(inv: Invariants, run_ids: list[str]) -> None:
 def _gate_signal(target: str) -> str | None:
     """The signal a gate of the sim's builds waits for (``gate_a`` waits for ``a``)."""
     return target.removeprefix("gate_") if target.startswith("gate_") else None
+
+
+def _item_signal(target: str) -> str | None:
+    """The signal a fan-out item's gate waits for (``batch[x].approve`` waits for ``go-x``)."""
+    found = re.fullmatch(r"batch\[(.+)\]\.approve", target)
+    return f"go-{found.group(1)}" if found else None
 
 
 def _missing_reason(record: RunRecord) -> str | None:

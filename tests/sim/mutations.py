@@ -23,10 +23,15 @@ from typing import Any
 
 from tests.sim.broken import (
     any_signal,
+    ended_runs_continue,
+    ended_to_running,
     fence_stays,
     grant_anyway,
+    hook_from_the_look,
+    hook_not_under_lease,
     identity,
     keeps_held_rows,
+    kept_lock_released,
     lazy_no_recheck,
     never_eligible,
     never_reaps,
@@ -36,13 +41,19 @@ from tests.sim.broken import (
     noop,
     nothing,
     prove_once,
+    race_fails,
     redo_succeeded,
+    release_any_token,
     signal_not_stored,
     silent_event,
     silent_timeout,
+    skips_succeeded,
     stale_record_checks,
     stale_still_waiting,
+    unknown_signal_crashes,
+    witness_forgotten,
 )
+from tests.sim.invariants import INVARIANTS
 from tests.sim.patches import patched
 from tests.sim.scenario import FAMILIES, run_seed
 
@@ -67,6 +78,13 @@ class Mutation:
     hot: bool = False
     #: hunted by CI's test (False: too rare for its budget; ``python -m tests.sim.mutations``)
     ci: bool = True
+    #: hunt with the race scenarios (a watcher, a slow continuation: make_scenario's ``race``)
+    race: bool = False
+    #: hunt with the fan-out scenarios (items waiting for their own signals: ``fanout``)
+    fanout: bool = False
+    #: only the invariants in ``breaks`` end a seed (the others are counted, and it goes
+    #: on): a mutation that also trips a commoner check is caught where it is meant to be
+    only: bool = False
 
 
 @contextlib.contextmanager
@@ -116,7 +134,9 @@ def hunt(mutation: Mutation) -> Caught:
     with patched(), applied(mutation):
         for seed in seeds:
             tried += 1
-            result = run_seed(seed, hot=mutation.hot)
+            others = frozenset(INVARIANTS) - set(mutation.breaks) if mutation.only else frozenset()
+            result = run_seed(seed, hot=mutation.hot, race=mutation.race, fanout=mutation.fanout,
+                              ignore=others)  # fmt: skip
             if result.violations:
                 names = tuple(sorted({v.invariant for v in result.violations}))
                 return Caught(mutation.name, seed, tried, time.monotonic() - began,
@@ -196,6 +216,45 @@ CATALOGUE: tuple[Mutation, ...] = (
     Mutation("resume-redoes-succeeded", "a resumed run runs its succeeded targets again",
              ("body-once", "finished-not-resumed"),
              (("zuke._engine.resumed", "drive", redo_succeeded),)),
+    Mutation("release-any-token", "a lock's release frees it whatever token asks: a stale "
+             "holder's release frees whoever holds it now", ("claims-respected",),
+             (("zuke.state.lock_rules", "release", release_any_token),),
+             start=family("locks"), step=5, only=True),
+    Mutation("hook-from-the-look", "a sweep calls a timed-out gate's hook as its look finds "
+             "the gate expired, before it takes the run's lease", ("hook-once",),
+             (("zuke.runs.sweep_run", "_settle_timeout", hook_from_the_look),
+              ("zuke.runs.timeouts", "timeout_hook", hook_not_under_lease)),
+             start=family("timeouts"), step=5, only=True),
+    Mutation("kept-lock-released", "a held_until lock is given back at its target's end, not "
+             "kept for the run", ("held-exclusive",),
+             (("zuke._engine.target_locks", "TargetLock.release", kept_lock_released),),
+             start=family("locks"), step=5, only=True),
+    Mutation("ended-runs-continue", "a continuation does not refuse a run that ended (its "
+             "look, its lease, its compare-and-swap)", ("finished-not-resumed", "terminal-once"),
+             (("zuke.runs.continuation", "check_suspended", ended_runs_continue),
+              ("zuke.runs.resume", "check_suspended", ended_runs_continue),
+              ("zuke.runs.resume", "_refuse_ended", noop),
+              ("zuke.runs.continuation", "_to_running", ended_to_running)),
+             start=family("cancel"), step=5, race=True, only=True),
+    Mutation("timeout-skips-succeeded", "a timed-out gate's settlement marks every other "
+             "target skipped, the succeeded ones too", ("succeeded-final",),
+             (("zuke.runs.timeouts", "settled_rows", skips_succeeded),),
+             start=family("timeouts"), step=5, only=True),
+    Mutation("unknown-signal-crashes", "an unknown signal is refused with a bare ValueError, "
+             "not a zuke: line", ("no-engine-error",),
+             (("zuke.runs.signals", "refuse_unknown", unknown_signal_crashes),
+              ("zuke.runs.resume", "refuse_unknown", unknown_signal_crashes)),
+             start=0, step=5, only=True),
+    Mutation("continuation-race-fails", "a continuation that meets a run another process "
+             "already ended fails its owner (bdd1d0e reverted)", ("exit-truthful",),
+             (("zuke.runs.continuation", "continue_due", race_fails),), start=0, step=1,
+             race=True, only=True),
+    Mutation("witness-forgotten", "a write whose answer was lost, sent again, is not looked "
+             "up by its witness: applied again", ("append-once",),
+             (("zuke.state._unsure", "UnsureWrites.key", witness_forgotten),), only=True),
+    Mutation("item-signal-crosses", "a fan-out item's gate passes on another item's signal",
+             ("item-scope",), (("zuke._waits", "_ExternalSignal.check", any_signal),),
+             fanout=True, only=True),
 )  # fmt: skip
 BY_NAME = {m.name: m for m in CATALOGUE}
 

@@ -7,8 +7,8 @@ time, ids, pools and exits are the simulation's; outside one, everything is as u
 * ``SystemClock.now_ms`` (behind ``SYSTEM_CLOCK``, a default in several places), the
   ``time`` module as zuke's modules see it, and ``sleep=time.sleep`` defaults read and
   wait on the simulated clock;
-* ``uuid.uuid4`` draws from the actor's own generator, so ids do not depend on which
-  actor ran first;
+* ``uuid.uuid4`` (and ``new_run_id``, which reads ``os.urandom``) draws from the actor's
+  own generator, so ids do not depend on which actor ran first;
 * zuke's ``ThreadPoolExecutor`` (and the run's ``BodyThreads``) is a
   :class:`~tests.sim.loops.SimExecutor`, and new
   event loops are :class:`~tests.sim.loops.SimLoop` (an event loop policy);
@@ -31,6 +31,7 @@ import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import zuke._engine.run as engine_run
 from tests.sim import runtime
 from tests.sim.loops import SimExecutor, SimPolicy
 from tests.sim.runtime import _REAL_START, Actor, Crash, Sim, current_actor
@@ -168,6 +169,17 @@ def _uuid4() -> uuid.UUID:
     return uuid.UUID(int=actor.rng.getrandbits(128), version=4)
 
 
+def _run_id_from(real: Callable[[], str]) -> Callable[[], str]:
+    """``new_run_id`` (``os.urandom``, not ``uuid4``) drawn from the actor's generator too."""
+
+    def new_run_id() -> str:
+        if runtime.ACTIVE is None or current_actor.get() is None:
+            return real()
+        return str(_uuid4())
+
+    return new_run_id
+
+
 _installed = 0
 
 
@@ -210,6 +222,7 @@ def patched() -> Iterator[None]:
         patch(os, "kill", _kill)
         patch(uuid, "uuid4", _uuid4)
         patch(SystemClock, "now_ms", _system_now)  # SYSTEM_CLOCK, wherever it is a default
+        patch(engine_run, "new_run_id", _run_id_from(engine_run.new_run_id))
         singletons = {}
         for module_name, name in PER_PROCESS:
             found = getattr(sys.modules.get(module_name), name, None)

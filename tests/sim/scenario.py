@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 from tests.sim import liveness
 from tests.sim.actors import ActorSpec
-from tests.sim.builds import SECRET, Shape, sim_build
+from tests.sim.builds import SECRET, Shape, item_signal, sim_build
 from tests.sim.faults import LOSS_WEIGHT, LostAnswers
 from tests.sim.invariants import Invariants, Violation
 from tests.sim.patches import installed
@@ -39,6 +39,12 @@ MAX_SIM_MS = 3 * 3_600_000
 LEASE_TTL_MS = 60_000
 FAMILIES = ("signals", "workflow", "locks", "cancel", "timeouts")
 STORES = ("memory", "filesystem")
+#: a hot scenario's watcher sweeps this often, this many times: it takes up a due run
+#: while a slow continuation waits for the lease (tests.sim.world's ``slow``)
+WATCH_EVERY_MS = 10_000
+WATCH_SWEEPS = 12
+#: the items of a fan-out scenario's ``batch``
+ITEMS = ("x", "y")
 #: the share of seeds run over the filesystem store (the rest: memory)
 FILESYSTEM_SHARE = 0.25
 
@@ -83,6 +89,8 @@ class Scenario:
     losses: int = 0
     #: the weight of each fault move beside 1.0 for a grant
     fault_weight: float = FAULT_WEIGHT
+    #: slow continuations the scheduler may make (``race``: tests.sim.world's ``_slow``)
+    slow: int = 0
 
 
 @dataclass
@@ -113,11 +121,18 @@ class SeedResult:
         return "\n".join(lines)
 
 
-def make_scenario(seed: int, *, hot: bool = False) -> Scenario:
+def make_scenario(
+    seed: int, *, hot: bool = False, race: bool = False, fanout: bool = False
+) -> Scenario:
     """The build, actors and fault budget of ``seed`` (its family is ``seed % 5``).
 
     ``hot``: the same seed with more faults, made five times as likely (the planted-bug
     hunt, :mod:`tests.sim.mutations`: a bug that needs two faults in one run shows sooner).
+    ``fanout``: the seed's build is a fan-out over :data:`ITEMS`, each item's gate waiting
+    for its own signal, delivered per item (the ``item-scope`` invariant).
+    ``race``: the same seed with a watcher sweeping every :data:`WATCH_EVERY_MS` and one
+    continuation made slow to take its lease (``slow``, not a fault): another process
+    may take the run up — or to its end — between the continuation's look and its lease.
     """
     rng = random.Random(f"scenario:{seed}")
     family = FAMILIES[seed % len(FAMILIES)]
@@ -192,6 +207,14 @@ def make_scenario(seed: int, *, hot: bool = False) -> Scenario:
         actors += sweepers(2, 3, 60, 300)
         if rng.random() < 0.5:
             actors.append(ActorSpec("mcp-show", "mcp-show", at(20, 200)))
+    if fanout:  # a fan-out whose items each wait for their own signal
+        family = "fanout"
+        shape = Shape(signals=("a",), items=ITEMS, effect=rng.random() < 0.5, order_s=order_s)
+        actors = [actors[0], resumer("a", 0, 30)]
+        actors += [resumer(item_signal(item), 0, 40) for item in ITEMS]
+        if rng.random() < 0.5:  # the same item's signal twice, through MCP
+            actors.append(resumer(item_signal(ITEMS[0]), 0, 40, "mcp-x", "x", kind="mcp-resume"))
+        actors += sweepers(0, 2, 0, 90)
     faults = rng.choice((0, 1, 1, 2))
     fault_ms = (LEASE_TTL_MS + 10_000, lock_ms + 10_000)
     store = forced_store() or ("filesystem" if rng.random() < FILESYSTEM_SHARE else "memory")
@@ -206,8 +229,11 @@ def make_scenario(seed: int, *, hot: bool = False) -> Scenario:
             actors.append(resumer("a", 0, 40))
         first = min((a.start_ms for a in actors if a.kind == "sweeper"), default=0)
         actors = [replace(a, start_ms=first) if a.kind == "sweeper" else a for a in actors]
+    if race:  # a watcher (`zuke resume --check --watch`) beside a slow continuation
+        actors.append(ActorSpec("watcher", "sweeper", 0, repeat=WATCH_SWEEPS,
+                                every_ms=WATCH_EVERY_MS))  # fmt: skip
     return Scenario(family, shape, tuple(actors), faults, tuple(sorted(set(fault_ms))),
-                    store, losses, weight)  # fmt: skip
+                    store, losses, weight, slow=int(race))  # fmt: skip
 
 
 def forced_store() -> str | None:
@@ -245,11 +271,13 @@ def run_seed(
     ignore: frozenset[str] = frozenset(),
     store: type[Any] | None = None,
     hot: bool = False,
+    race: bool = False,
+    fanout: bool = False,
 ) -> SeedResult:
     """Simulate one seed to its end, or to its first violation (of an invariant not in
     ``ignore``: those are counted, and the seed goes on). ``store`` makes the store
     (default: the scenario's)."""
-    scenario = make_scenario(seed, hot=hot)
+    scenario = make_scenario(seed, hot=hot, race=race, fanout=fanout)
     clock = ManualClock()
     with opened(store or scenario.store, clock) as inner:
         return _run(seed, scenario, inner, clock, chooser or SeededChooser(seed), keep_moves,
@@ -260,7 +288,8 @@ def _run(seed: int, scenario: Scenario, inner: Any, clock: ManualClock, chooser:
          keep_moves: bool, ignore: frozenset[str]) -> SeedResult:  # fmt: skip
     sim = Sim(clock)
     shape = scenario.shape
-    inv = Invariants(inner, signals=frozenset(shape.signals), secret=SECRET, ignore=ignore)
+    inv = Invariants(inner, signals=frozenset(shape.all_signals()), secret=SECRET,
+                     ignore=ignore)  # fmt: skip
     shared = SimStore(sim, inner, inv)
     losses = LostAnswers(sim, inner, scenario.losses, orphan=inv.orphaned,
                          weight=LOSS_WEIGHT * scenario.fault_weight / FAULT_WEIGHT)  # fmt: skip
@@ -270,6 +299,7 @@ def _run(seed: int, scenario: Scenario, inner: Any, clock: ManualClock, chooser:
         env={"ZUKE_CANCEL_POLL": "10s", "TOKEN": SECRET}, fault_ms=scenario.fault_ms,
         faults_left=scenario.faults, losses=losses, fault_weight=scenario.fault_weight,
         directed_left=int(scenario.fault_weight > FAULT_WEIGHT),
+        slow_left=scenario.slow,
     )  # fmt: skip
     inv.actors = world.actors
     digest = hashlib.sha256()
@@ -320,8 +350,35 @@ def _final_checks(world: World, scenario: Scenario) -> None:
     inv = world.inv
     if scenario.shape.compensate:
         inv.settle({"deploy": "undeploy"})
+    exit_truthful(world)
     for actor in world.actors.values():
         errors = [actor.error, *actor.errors] if actor.error is not None else list(actor.errors)
         for exc in errors:
             if not isinstance(exc, ZukeError):
                 inv.fail("no-engine-error", f"{actor.name} died of {type(exc).__name__}: {exc}")
+
+
+def exit_truthful(world: World) -> None:
+    """``exit-truthful``: a process that never faulted (no crash, stall, cut-off, nor a lost
+    answer of its own) does not end with an error its run's record contradicts — an owner
+    whose run is recorded succeeded, a deliverer whose signal the record says it stored.
+    (A continuation that meets a run another process already ended has nothing to do:
+    ``bdd1d0e``.)"""
+    lost = {name for name, _ in world.losses.lost} if world.losses is not None else set()
+    for name, actor in sorted(world.actors.items()):
+        kind = world.spec_of[name].kind
+        ended = actor.result if isinstance(actor.result, BaseException) else actor.error
+        if ended is None or actor.faulted or name in lost:
+            continue
+        run_id = world.run_of(world.spec_of[name].run_of if kind != "owner" else name)
+        record = world.inv.record(run_id) if run_id is not None else None
+        if record is None:
+            continue
+        error = f"{type(ended).__name__} ({ended})"
+        if kind == "owner" and record.status == "succeeded":
+            world.inv.fail("exit-truthful", f"{name} ended with {error}, but its run "
+                           f"{run_id} is recorded succeeded")  # fmt: skip
+        stored = any(e.tool == "signal" and e.actor == name for e in record.events)
+        if kind in ("resumer", "mcp-resume") and stored:
+            world.inv.fail("exit-truthful", f"{name} ended with {error}, but run {run_id} "
+                           "holds its signal, stored by it")  # fmt: skip

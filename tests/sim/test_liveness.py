@@ -91,3 +91,18 @@ def test_an_end_or_a_wait_without_a_reason_is_named() -> None:
 def test_the_seeds_that_found_bugs_stay_fixed(seed: int) -> None:
     result = run_seed(seed)
     assert result.violations == [], result.describe()
+
+
+#: fan-out seeds in CI (make_scenario's ``fanout``): items each waiting for their own signal
+FANOUT_SEEDS = 60
+
+
+def test_fan_out_seeds_keep_each_items_signal_to_its_item() -> None:
+    """A fan-out over two items, each item's gate waiting for its own signal, delivered per
+    item (one twice, through MCP): every invariant holds, ``item-scope`` among them — an
+    item's signal resumes that item only — and every item's stored signal is consumed
+    (``signal-consumed``). Seed 18 found the engine dying of a ``KeyError`` when an item was
+    parked as the run failed (fixed: tests/runs/test_fan_out_gates.py)."""
+    for seed in range(FANOUT_SEEDS):
+        result = run_seed(seed, fanout=True)
+        assert result.violations == [] and not result.exhausted, result.describe()

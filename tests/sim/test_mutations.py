@@ -49,3 +49,12 @@ def test_the_hot_scenarios_break_nothing_unmutated() -> None:
     for seed in range(0, 60, 3):
         result = run_seed(seed, hot=True)
         assert result.violations == [], result.describe()
+
+
+def test_the_race_scenarios_break_nothing_unmutated() -> None:
+    """The race scenarios (a watcher, a slow continuation) pass as they are: before the fix
+    of ``resume_run_async`` seeds 59, 64 and 69 broke ``exit-truthful`` (a deliverer whose
+    signal was stored and consumed by the watcher said "not suspended")."""
+    for seed in (59, 64, 69, *range(1, 40, 4)):
+        result = run_seed(seed, race=True)
+        assert result.violations == [], result.describe()

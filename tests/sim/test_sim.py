@@ -132,20 +132,57 @@ def _as(name: str, check: Callable[[], object]) -> None:
     context.run(check)
 
 
+def _freed(inv: Invariants, store: MemoryStateStore, key: str, token: str | None,
+           actor: str) -> None:  # fmt: skip
+    """``actor`` releases ``key`` with ``token`` (``None``: breaks it), and the ledger is
+    told what the claim was just before."""
+    before = inv.view.claim(key)
+    if token is None:
+        store.break_lock(key)
+    else:
+        store.release_lock(key, token)
+    inv.freeing(key, before, "released" if token else "broke", Actor(actor))
+
+
+def _take(inv: Invariants, store: MemoryStateStore, actor: str) -> str:
+    taken = store.acquire_lock("prod", LockHolder(actor, "run-1", "t0"), 30_000)
+    assert isinstance(taken, LockAcquired)
+    inv.granted("prod", taken.token, Actor(actor))
+    return taken.token
+
+
 def test_a_live_claim_freed_by_another_is_named() -> None:
     clock = ManualClock()
     store = MemoryStateStore(clock=clock)
     inv = Invariants(store)
-    taken = store.acquire_lock("prod", LockHolder("a", "run-1", "t0"), 30_000)
-    assert isinstance(taken, LockAcquired)
-    inv.granted("prod", taken.token, Actor("a"))
-    inv.freeing("prod", taken.token, "released", Actor("a"))  # its own
+    _freed(inv, store, "prod", _take(inv, store, "a"), "a")  # its own
     assert inv.violations == []
-    inv.freeing("prod", taken.token, "released", Actor("reaper"))  # live, and not its
+    stale = _take(inv, store, "a")
+    _freed(inv, store, "prod", None, "reaper")  # live, and not its
     assert [v.invariant for v in inv.violations] == ["claims-respected"]
-    clock.advance(30_000)
-    inv.freeing("prod", taken.token, "released", Actor("reaper"))  # lapsed: anyone may
+    _take(inv, store, "b")
+    _freed(inv, store, "prod", stale, "a")  # a stale token: the store frees nothing
     assert len(inv.violations) == 1
+    clock.advance(30_000)
+    _freed(inv, store, "prod", None, "reaper")  # lapsed: anyone may
+    assert len(inv.violations) == 1
+
+
+def test_a_stale_token_that_frees_a_live_claim_is_named() -> None:
+    """Judged by what the store did, not by the token asked with: a release that frees the
+    claim of another (the planted ``release-any-token``) is caught."""
+    from tests.sim.mutations import BY_NAME, applied
+
+    clock = ManualClock()
+    store = MemoryStateStore(clock=clock)
+    inv = Invariants(store)
+    stale = _take(inv, store, "a")
+    _freed(inv, store, "prod", None, "a")
+    _take(inv, store, "b")
+    with applied(BY_NAME["release-any-token"]):
+        _freed(inv, store, "prod", stale, "a")
+    assert [v.invariant for v in inv.violations] == ["claims-respected"]
+    assert "held by b" in inv.violations[0].detail
 
 
 def test_a_run_leaving_its_end_is_named() -> None:
@@ -216,10 +253,16 @@ def test_a_finished_run_that_keeps_a_lock_is_named_and_its_lease_holder_may_free
     written = store.create_run(record)
     assert isinstance(written, Written)
     inv.observe()
-    inv.freeing("prod", kept.token, "released", Actor("sweeper"))  # holds the run's lease
+    live = inv.view.claim("prod")
+    assert live is not None
+    gone = replace(live, token=None, holder=None, expires_at=None)  # as after its release
+    store_claims = store._claims
+    store_claims["prod"] = gone
+    inv.freeing("prod", live, "released", Actor("sweeper"))  # holds the run's lease
     assert inv.violations == []
-    inv.freeing("prod", kept.token, "released", Actor("stranger"))
+    inv.freeing("prod", live, "released", Actor("stranger"))
     assert [v.invariant for v in inv.violations] == ["claims-respected"]
+    store_claims["prod"] = live
     store.put_run(replace(record, status="succeeded"), expected_version=written.version)
     inv.observe()
     assert [v.invariant for v in inv.violations][-1] == "finished-holds-nothing"

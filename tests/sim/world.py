@@ -16,6 +16,7 @@ A move is one of:
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,7 +31,8 @@ from tests.sim.liveness import settled
 from tests.sim.runtime import Actor, Sim, SimThread, current_actor
 from zuke._build import Build
 from zuke._clock import ManualClock
-from zuke.state._protocol import LockAcquired, LockHolder, RunQuery
+from zuke.state._protocol import LockAcquired, LockHolder, RunQuery, Written
+from zuke.state._unsure import UnsureWriteError, UnsureWrites
 from zuke.state.records import TERMINAL_STATUSES, RunDelta, RunRecord
 
 #: fault weights, beside 1.0 for a grant
@@ -44,6 +46,27 @@ CALL_MS = 1_000
 
 #: the weight of a directed stall (hot scenarios: a holder paused at its Hold.write)
 DIRECTED_WEIGHT = 0.3
+#: how long a slow continuation waits for its lease (hot scenarios): shorter than every
+#: TTL, so nothing the actor holds lapses — slow, not faulted
+SLOW_MS = 45_000
+#: its weight beside 1.0 for a grant (hot scenarios: the window is the point)
+SLOW_WEIGHT = 1.0
+
+
+def _in_continuation(actor: Actor) -> bool:
+    """Whether a task on one of ``actor``'s event loops is inside ``continue_run`` (a
+    continuation: the owner's, a deliverer's). Its store calls run on worker threads,
+    whose stacks do not show the coroutine; the loops, parked at quiescence, do."""
+    for st in actor.threads:
+        loop = st.park.loop if st.park is not None and st.park.kind == "loop" else None
+        for task in asyncio.all_tasks(loop) if loop is not None else ():
+            coro: Any = task.get_coro()
+            while coro is not None:
+                code = getattr(coro, "cr_code", None)
+                if code is not None and code.co_name == "continue_run":
+                    return True
+                coro = getattr(coro, "cr_await", None)
+    return False
 
 
 def _in_hold_write(frame: FrameType | None) -> bool:
@@ -63,6 +86,8 @@ class SimStore:
         self.sim = sim
         self.inner = inner
         self.inv = inv
+        #: run writes whose answer was lost, with their witness (the version each made)
+        self.unsure: UnsureWrites[str] = UnsureWrites()
 
     def __repr__(self) -> str:
         return "SimStore"
@@ -74,19 +99,48 @@ class SimStore:
         noted = getattr(self.inv.view, "noted", None)
         if noted is not None:
             noted(record.id)  # the view reads the runs actors asked for
-        return self.sim.call(f"create_run {record.id}", lambda: self.inner.create_run(record))
+        return self._run_write(f"create_run {record.id}", record.id, "", record,
+                               lambda: self.inner.create_run(record))  # fmt: skip
 
     def put_run(self, record: RunRecord, *, expected_version: str) -> Any:
-        return self.sim.call(
-            f"put_run {record.id}",
+        return self._run_write(
+            f"put_run {record.id}", record.id, expected_version, record,
             lambda: self.inner.put_run(record, expected_version=expected_version),
-        )
+        )  # fmt: skip
 
     def append_run(self, run_id: str, delta: RunDelta, *, expected_version: str) -> Any:
-        return self.sim.call(
-            f"append_run {run_id}",
+        return self._run_write(
+            f"append_run {run_id}", run_id, expected_version, delta,
             lambda: self.inner.append_run(run_id, delta, expected_version=expected_version),
-        )
+        )  # fmt: skip
+
+    def _run_write(self, label: str, run_id: str, expected: str, payload: object,
+                   write: Callable[[], Any]) -> Any:  # fmt: skip
+        """A run write as a store that retries makes it (issue 25 §1, the Postgres store's
+        ``_unsure``): a write whose answer was lost (:mod:`tests.sim.faults`) is noted with
+        its witness — the version it made — and the same write sent again (same run,
+        expected version and payload: the run writer's retry) is answered by that witness,
+        ``Written`` whatever landed after it, not applied twice. Uses zuke's own
+        :class:`~zuke.state._unsure.UnsureWrites`, as the Postgres store does."""
+        made: list[Any] = []
+
+        def once() -> Any:
+            known = self.unsure.key(run_id, expected, payload)
+            if known is not None:
+                return Written(version=known)  # the witness: it landed, at this version
+            made.append(write())
+            if isinstance(made[-1], Written) and isinstance(payload, RunDelta):
+                self.inv.appended(run_id, payload, self._caller())
+            return made[-1]
+
+        try:
+            result = self.sim.call(label, once)
+        except UnsureWriteError:
+            if made and isinstance(made[-1], Written):
+                self.unsure.note(run_id, expected, payload, made[-1].version)
+            raise
+        self.unsure.forget(run_id, expected, payload)
+        return result
 
     def delete_run(self, run_id: str) -> None:
         self.sim.call(f"delete_run {run_id}", lambda: self.inner.delete_run(run_id))
@@ -114,8 +168,9 @@ class SimStore:
 
     def release_lock(self, key: str, token: str) -> None:
         def release() -> None:
-            self.inv.freeing(key, token, "released", self._caller())
+            before = self.inv.view.claim(key)
             self.inner.release_lock(key, token)
+            self.inv.freeing(key, before, "released", self._caller())
 
         self.sim.call(f"release_lock {key}", release)
 
@@ -124,8 +179,10 @@ class SimStore:
 
     def break_lock(self, key: str) -> Any:
         def smash() -> Any:
-            self.inv.freeing(key, None, "broke", self._caller())
-            return self.inner.break_lock(key)
+            before = self.inv.view.claim(key)
+            broken = self.inner.break_lock(key)
+            self.inv.freeing(key, before, "broke", self._caller())
+            return broken
 
         return self.sim.call(f"break_lock {key}", smash)
 
@@ -161,6 +218,8 @@ class World:
     fault_weight: float = FAULT_WEIGHT
     #: directed stalls left (hot scenarios: one, besides the budget of faults)
     directed_left: int = 0
+    #: slow continuations left (hot scenarios: one; not a fault)
+    slow_left: int = 0
     actors: dict[str, Actor] = field(default_factory=dict)
     #: which owner created which run (the record's first actor)
     owners: dict[str, str] = field(default_factory=dict)
@@ -189,7 +248,7 @@ class World:
 
     def begin_drain(self) -> None:
         """Faults off; one more process sweeps until every run is settled."""
-        self.faults_left = self.directed_left = 0
+        self.faults_left = self.directed_left = self.slow_left = 0
         if self.losses is not None:
             self.losses.left = 0
         spec = ActorSpec("drain", "drainer", self.clock.now_ms() - self.start)
@@ -242,6 +301,8 @@ class World:
             moves += self._faults(live, now)
         if self.directed_left > 0:
             moves += self._directed(live, now)
+        if self.slow_left > 0:
+            moves += self._slow(live, now)
         if self.losses is not None:
             moves += [Move(m.label, m.weight, m.act) for m in self.losses.moves(live)]
         return moves
@@ -293,6 +354,25 @@ class World:
                 where = "its lease" if taking else "Hold.write"
                 moves.append(Move(f"stall {actor.name} at {where}", DIRECTED_WEIGHT, stall))
         return moves
+
+    def _slow(self, live: list[SimThread], now: int) -> list[Move]:
+        """Hot scenarios only: a continuation slow to take its lease (its store answers
+        late, for :data:`SLOW_MS`) — the window between its look (the run is due) and its
+        lease, in which another process may take the run to its end (``bdd1d0e``). Not a
+        fault: the actor holds nothing that lapses meanwhile, and must still tell the truth."""
+        moves: list[Move] = []
+        for st in live:
+            assert st.park is not None
+            taking = "|acquire_lock zuke-run-" in st.park.label
+            if taking and _in_continuation(st.actor):
+                slow = partial(self._slow_down, st.actor, now + SLOW_MS)
+                moves.append(Move(f"slow {st.actor.name} at its continuation", SLOW_WEIGHT,
+                                  slow))  # fmt: skip
+        return moves
+
+    def _slow_down(self, actor: Actor, until: int) -> None:
+        self.slow_left -= 1
+        actor.frozen_until = max(actor.frozen_until, until)
 
     def _directed_stall(self, actor: Actor, until: int) -> None:
         self.directed_left -= 1

@@ -220,3 +220,124 @@ def test_the_cheap_replace_hands_other_dataclasses_to_dataclasses_replace() -> N
     assert _frozen.replace(Checked(1), n=2) == Checked(2)
     with pytest.raises(ValueError, match="negative"):
         _frozen.replace(Checked(1), n=-1)  # its __post_init__ still runs
+
+
+def test_the_resume_paths_frozen_values_compile_nothing_at_import() -> None:
+    """``zuke resume RUN --signal NAME`` imports these modules; each frozen dataclass of
+    theirs is made by ``zuke.state._frozen`` (issue 28 §3: ~0.5 ms of exec'd methods a
+    class by ``dataclasses``)."""
+    import dataclasses
+    import importlib
+
+    from zuke.state import _frozen
+
+    modules = (
+        "zuke._engine.gate_cancel", "zuke._engine.compensation", "zuke.state.update",
+        "zuke.runs.outcome", "zuke.runs.continuation", "zuke.runs.signals",
+        "zuke.runs.timeouts", "zuke._engine.durable", "zuke._engine.claims",
+        "zuke._engine.resumed",
+    )  # fmt: skip
+    found = 0
+    for name in modules:
+        module = importlib.import_module(name)
+        for value in vars(module).values():
+            if isinstance(value, type) and value.__module__ == name:
+                if dataclasses.is_dataclass(value):  # dataclasses' own frozen: compiled
+                    params = value.__dataclass_params__  # type: ignore[attr-defined]
+                    assert not params.frozen, f"{name}.{value.__qualname__}"
+                found += value in _frozen._FIELDS
+    assert found >= 14
+
+
+def test_an_init_stores_fields_into_the_dict_only_where_setattr_would_do_the_same() -> None:
+    """Issue 28 §1: the compiled ``__init__`` writes a plain class's fields straight into
+    its ``__dict__`` (under half ``object.__setattr__``'s cost); a class with slots, or a
+    field's name that is a data descriptor of the class, keeps ``object.__setattr__``."""
+    import dataclasses
+
+    from zuke.state._frozen import _stores_directly
+    from zuke.state._frozen import dataclass as frozen_dataclass
+
+    @frozen_dataclass(frozen=True)
+    class Plain:
+        a: int
+        b: list[int] = dataclasses.field(default_factory=list)
+
+    value = Plain(1)
+    assert value.__dict__ == {"a": 1, "b": []} and value == Plain(1, [])
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        value.a = 2  # type: ignore[misc]
+    assert _stores_directly(Plain, ["a", "b"])
+
+    @frozen_dataclass(frozen=True)
+    class Slotted:
+        __slots__ = ("a",)
+        a: int
+
+    assert Slotted(3).a == 3 and not _stores_directly(Slotted, ["a"])
+
+    class Described:
+        @property
+        def a(self) -> int:
+            return 1
+
+        @a.setter
+        def a(self, value: int) -> None:
+            pass
+
+    assert not _stores_directly(Described, ["a"])
+
+
+def test_a_bare_dataclass_is_a_mutable_dataclass_as_dataclasses_makes_it() -> None:
+    """Issue 28 §1: ``@dataclass`` (the run's options, the CLI's arguments, a loaded build)
+    made without compiling methods at import; what ``dataclasses`` would make in every
+    way a caller sees: init with defaults and factories, repr, eq, unhashable, assignable,
+    fields and replace; one with ``__post_init__`` is ``dataclasses``' own."""
+    import dataclasses
+
+    from zuke.state._frozen import _MUTABLE
+    from zuke.state._frozen import dataclass as lean_dataclass
+
+    def make(decorate: Any) -> Any:
+        @decorate
+        class Options:
+            name: str
+            tags: list[str] = dataclasses.field(default_factory=list)
+            limit: int = 3
+
+        return Options
+
+    lean, real = make(lean_dataclass), make(dataclasses.dataclass)
+    assert lean in _MUTABLE
+    for cls in (lean, real):
+        value = cls("a")
+        assert repr(value).endswith("Options(name='a', tags=[], limit=3)")
+        assert value == cls("a", [], 3) and value != cls("b")
+        assert cls.__hash__ is None
+        value.limit = 4
+        assert value.limit == 4 and value.tags is not cls("a").tags
+        assert [f.name for f in dataclasses.fields(value)] == ["name", "tags", "limit"]
+        assert dataclasses.replace(value, name="c") == cls("c", [], 4)
+        assert dataclasses.asdict(value) == {"name": "a", "tags": [], "limit": 4}
+
+    class Watched:
+        seen: list[str] = []
+
+        def __setattr__(self, name: str, value: Any) -> None:
+            Watched.seen.append(name)
+            object.__setattr__(self, name, value)
+
+    @lean_dataclass
+    class Own(Watched):
+        a: int
+
+    assert Own(1).a == 1 and Watched.seen == ["a"]  # its own __setattr__ still runs
+
+    @lean_dataclass
+    class Checked:
+        a: int
+
+        def __post_init__(self) -> None:
+            self.a += 1
+
+    assert Checked(1).a == 2 and Checked not in _MUTABLE

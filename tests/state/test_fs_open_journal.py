@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from zuke import StoreUnavailableError
 from zuke.state import _journal
+from zuke.state._files import try_mutex
 from zuke.state._protocol import Conflict, Written
 from zuke.state.filesystem import FileSystemStateStore
 from zuke.state.records import RunDelta, RunRecord, TargetRecord
@@ -130,3 +132,79 @@ def test_an_in_place_rewrite_of_the_same_size_is_reread(tmp_path: Path) -> None:
     assert os.stat(path).st_ino == st.st_ino and os.stat(path).st_size == st.st_size
     assert isinstance(store.append_run("run-1", delta(1), expected_version=version), Conflict)
     append(store, _journal.version_of(other, len(data)), 2)
+
+
+# -- the run's mutex, kept open with the journal ------------------------------------------
+
+
+def test_appends_in_a_row_open_the_mutex_file_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = FileSystemStateStore(tmp_path)
+    version = created(store)
+    opened: list[str] = []
+    real_open = os.open
+
+    def counted(path: str, *args: int) -> int:
+        opened.append(os.fspath(path))
+        return real_open(path, *args)
+
+    monkeypatch.setattr(os, "open", counted)
+    for i in range(5):
+        version = append(store, version, i)
+    assert [p for p in opened if p.endswith(".lock")] == [store.mutex_path("run-1")]
+    assert [p for p in opened if p.endswith(".jsonl")] == [store.path_of("run-1")]
+
+
+def test_a_run_deleted_and_made_again_is_written_under_its_new_mutex(tmp_path: Path) -> None:
+    """Another process deletes the run (its journal, then its mutex file) and creates it
+    again: the descriptor kept of the old mutex file excludes nobody now, so the next
+    append must wait for the new one's holder, not write beside it."""
+    ours = FileSystemStateStore(tmp_path, mutex_timeout_s=0.05)
+    theirs = FileSystemStateStore(tmp_path)
+    append(ours, created(ours), 0)  # ours keeps the journal and the mutex file open
+    theirs.delete_run("run-1")
+    again = theirs.create_run(record())
+    assert isinstance(again, Written)
+    refused = pytest.raises(StoreUnavailableError, match="could not take the mutex")
+    with theirs._run_mutex("run-1"), refused:  # the new mutex file, held by the other process
+        ours.append_run("run-1", delta(1), expected_version=again.version)
+    append(ours, again.version, 2)  # free again: ours appends to the new journal
+    stored = theirs.get_run("run-1")
+    assert stored is not None and stored.record.targets["t0"].meta == {"step": 2}
+
+
+def test_a_mutex_held_elsewhere_is_waited_for_through_its_path(tmp_path: Path) -> None:
+    ours = FileSystemStateStore(tmp_path, mutex_timeout_s=0.05)
+    theirs = FileSystemStateStore(tmp_path)
+    version = append(ours, created(ours), 0)
+    refused = pytest.raises(StoreUnavailableError, match="could not take the mutex")
+    with theirs._run_mutex("run-1"), refused:  # the kept descriptor's flock is refused
+        ours.append_run("run-1", delta(1), expected_version=version)
+    version = append(ours, version, 2)
+    version = append(ours, version, 3)  # and kept again
+    stored = ours.get_run("run-1")
+    assert stored is not None and stored.version == version
+
+
+def test_a_compaction_under_the_kept_mutex_holds_it_until_the_record_is_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_journal, "COMPACT_MIN_BYTES", 256)
+    store = FileSystemStateStore(tmp_path)
+    other = FileSystemStateStore(tmp_path)
+    held_during_write: list[bool] = []
+    real = store._write_whole
+
+    def watching(path: str, rec: RunRecord) -> Written:
+        with try_mutex(other.mutex_path("run-1")) as free:  # what another process would get
+            held_during_write.append(not free)
+        return real(path, rec)
+
+    monkeypatch.setattr(store, "_write_whole", watching)
+    version = created(store)
+    for i in range(12):
+        version = append(store, version, i)
+    assert held_during_write and all(held_during_write)  # never written unguarded
+    stored = other.get_run("run-1")
+    assert stored is not None and stored.version == version

@@ -36,12 +36,13 @@ import asyncio
 import contextlib
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Literal
+from dataclasses import field
+from typing import TYPE_CHECKING, Literal
 
 from zuke._clock import SYSTEM_CLOCK, Clock
 from zuke._duration import format_duration, parse_duration
 from zuke._engine.executor import BODIES
+from zuke._engine.store_traits import local
 from zuke._errors import StateError, StoreRefusedError, StoreUnavailableError
 from zuke._lock_settings import check_claim_ttl, safety_margin_ms
 from zuke.state._protocol import (
@@ -51,6 +52,11 @@ from zuke.state._protocol import (
     StateStore,
 )
 from zuke.state._protocol import lease_key as lease_key  # its home; zuke cancel needs no engine
+
+if TYPE_CHECKING:
+    from dataclasses import dataclass
+else:  # a frozen dataclass without compiling its methods at import (zuke.state._frozen)
+    from zuke.state._frozen import dataclass
 
 MIN_BEAT_S = 0.1
 LEASE_TTL_MS = 60_000
@@ -163,6 +169,9 @@ class Claim:
     guards: Guarded | None = None
     #: how messages name the claim (default: ``lock "<key>"``)
     label: str = ""
+    #: give the claim back on the loop's thread (a local store, the loop the run's alone:
+    #: :func:`on_loop`), not through asyncio's executor, whose threads cost a start each
+    release_here: bool = False
 
     def __post_init__(self) -> None:
         self.lost = asyncio.Event()
@@ -330,15 +339,30 @@ class Claim:
         if lost:
             return
         try:
-            await asyncio.to_thread(self.store.release_lock, self.key, self.token)
+            if self.release_here:
+                self.store.release_lock(self.key, self.token)
+            else:
+                await asyncio.to_thread(self.store.release_lock, self.key, self.token)
         except Exception as exc:
             self.warn(f"state: releasing {self.key} failed ({exc}); it lapses after its TTL")
 
 
+def on_loop(store: StateStore, loop_is_the_runs: bool) -> bool:
+    """Whether the run's lease may be taken and given back, and its record created and
+    ended, on the event loop's thread: the loop is the run's alone (``RunOptions.inline``:
+    nothing else needs it before the first target or after the last; heartbeats run on
+    threads of their own) and the store's calls are small and bounded
+    (:func:`~zuke._engine.store_traits.local`). Otherwise they hop to asyncio's executor,
+    whose first use starts two threads and a third to join them when the loop closes."""
+    return loop_is_the_runs and local(store)
+
+
 async def acquire(
-    store: StateStore, key: str, holder: LockHolder, ttl_ms: int
+    store: StateStore, key: str, holder: LockHolder, ttl_ms: int, *, here: bool = False
 ) -> LockAcquired | LockHeld:
-    """One acquisition attempt, off the event loop."""
+    """One acquisition attempt, off the event loop (or on it: ``here``, see :func:`on_loop`)."""
+    if here:
+        return store.acquire_lock(key, holder, ttl_ms)
     return await asyncio.to_thread(store.acquire_lock, key, holder, ttl_ms)
 
 
@@ -349,12 +373,14 @@ async def acquire_lease(
     *,
     ttl_ms: int,
     backoff_s: tuple[float, ...] | None = None,
+    here: bool = False,
 ) -> LockAcquired | LockHeld:
-    """Take a run's lease, retrying a store that errors (not one that answers "held")."""
+    """Take a run's lease, retrying a store that errors (not one that answers "held");
+    ``here``: on the loop's thread (:func:`on_loop`)."""
     delays = LEASE_ACQUIRE_BACKOFF_S if backoff_s is None else backoff_s
     for delay in (*delays, None):
         try:
-            return await acquire(store, lease_key(run_id), holder, ttl_ms)
+            return await acquire(store, lease_key(run_id), holder, ttl_ms, here=here)
         except StoreRefusedError:
             raise  # its message says what to do; asking again changes nothing
         except StateError as exc:

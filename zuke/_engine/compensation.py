@@ -30,8 +30,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 from zuke._engine.context import Context, RunState, StateHandle
 from zuke._engine.executor import BodyFailure, run_body
@@ -41,6 +41,11 @@ from zuke._errors import ZukeError
 from zuke._fan_out import split_sub_name
 from zuke._redact import Redactor
 from zuke.state.records import RunRecord, TargetRecord
+
+if TYPE_CHECKING:
+    from dataclasses import dataclass
+else:  # a frozen dataclass without compiling its methods at import (zuke.state._frozen)
+    from zuke.state._frozen import dataclass
 
 #: the audit event written once per compensation attempted (``args``: target, compensation)
 COMPENSATE_EVENT = "compensate"
@@ -198,13 +203,15 @@ class CompensationContext(Context):
         target: str,
         original: str,
         cancelled: threading.Event | None = None,
+        *,
+        attempt: bool = False,
     ) -> None:
-        super().__init__(run, target, cancelled=cancelled)
+        super().__init__(run, target, cancelled=cancelled, attempt=attempt)
         self.original = original
         self.state = StateHandle(run, original)
 
     def for_attempt(self) -> Context:
-        return CompensationContext(self._run, self.target, self.original, self._run.attempt_event())
+        return CompensationContext(self._run, self.target, self.original, attempt=True)
 
 
 def walk_state(record: RunRecord, *, actor: str, redactor: Redactor) -> RunState:

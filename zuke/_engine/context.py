@@ -98,19 +98,26 @@ class RunState:
         self.cancelled = threading.Event()
         self._attempt_events: set[threading.Event] = set()
 
-    def attempt_event(self) -> threading.Event:
-        """A fresh ``ctx.cancelled`` for one attempt of a body: set by a timeout of that
-        attempt, or when the run is cancelled."""
-        event = threading.Event()
+    def attempt_cancelled(self, ctx: Context) -> threading.Event:
+        """``ctx.cancelled`` of an attempt, made when first asked for (most bodies never
+        ask: issue 28 §1, an event and two lock round trips a target saved), set at once
+        if the run is already cancelled, and not kept once the attempt is over."""
         with self._lock:
-            self._attempt_events.add(event)
+            event = ctx._cancelled
+            if event is None:
+                event = ctx._cancelled = threading.Event()
+                if not ctx._attempt_over:
+                    self._attempt_events.add(event)
         if self.cancelled.is_set():
             event.set()
         return event
 
-    def forget_attempt(self, event: threading.Event) -> None:
+    def end_attempt(self, ctx: Context) -> None:
+        """The attempt is over: a later cancellation no longer needs to reach it."""
         with self._lock:
-            self._attempt_events.discard(event)
+            ctx._attempt_over = True
+            if ctx._cancelled is not None:
+                self._attempt_events.discard(ctx._cancelled)
 
     def cancel(self) -> None:
         """Tell every running body that the run is cancelled."""
@@ -200,6 +207,8 @@ class Context:
         target: str,
         lock: LockInfo | None = None,
         cancelled: threading.Event | None = None,
+        *,
+        attempt: bool = False,
     ) -> None:
         self._run = run
         self.run_id = run.run_id
@@ -210,13 +219,20 @@ class Context:
         self.resumed_by = run.resumed_by
         self.state = StateHandle(run, target)
         self.signals: Mapping[str, Signal] = run.signals
-        #: set when the run is cancelled or this attempt timed out; a long synchronous
-        #: body should check ``ctx.cancelled.is_set()`` and return
-        self.cancelled: threading.Event = cancelled or run.cancelled
+        #: ``cancelled``: the run's event, or given, or (an attempt's) made when first asked
+        self._cancelled = cancelled or (None if attempt else run.cancelled)
+        self._attempt_over = False
         self.lock = lock
         #: True when an earlier process of this run already started this target (it was
         #: killed, and the run resumed): the body may be repeating work
         self.redriven = target in run.redriven
+
+    @property
+    def cancelled(self) -> threading.Event:
+        """Set when the run is cancelled or this attempt timed out; a long synchronous body
+        should check ``ctx.cancelled.is_set()`` and return."""
+        event = self._cancelled
+        return event if event is not None else self._run.attempt_cancelled(self)
 
     @property
     def environment_url(self) -> str | None:
@@ -239,11 +255,12 @@ class Context:
 
     def attempt_done(self) -> None:
         """The attempt is over: a later cancellation no longer needs to reach it."""
-        self._run.forget_attempt(self.cancelled)
+        self._run.end_attempt(self)
 
     def for_attempt(self) -> Context:
-        """A copy for one attempt of the body, with its own cancellation event."""
-        return Context(self._run, self.target, self.lock, self._run.attempt_event())
+        """A copy for one attempt of the body, with its own cancellation event (made when
+        the body, a timeout or a cancellation first asks for it)."""
+        return Context(self._run, self.target, self.lock, attempt=True)
 
     def __repr__(self) -> str:
         return f"Context(run_id={self.run_id!r}, target={self.target!r})"

@@ -23,30 +23,32 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from zuke._clock import Clock
 from zuke._engine import children
 from zuke._engine.cancel_watch import CancelWatch, poll_interval_s
-from zuke._engine.claims import Claim, guarding, lease_key, lease_ttl_ms
+from zuke._engine.claims import Claim, guarding, lease_key, lease_ttl_ms, stop_at_ms
 from zuke._engine.context import Context, RunState
 from zuke._engine.executor import BODIES
 from zuke._engine.fan_out import SpecIndex
-from zuke._engine.gate_cancel import GateHooks
 from zuke._engine.gates import EffectDriver, GateKeeper
 from zuke._engine.held import RunHeldLocks
 from zuke._engine.hooks import EffectRunner, GateCheck, Held
 from zuke._engine.plan import Plan, TargetSpec
 from zuke._engine.result import RunVerdict
 from zuke._engine.target_locks import TargetLocks
-from zuke._engine.walk import WalkResult, walk
 from zuke._engine.writer import RunStateWriter
 from zuke.state._protocol import LockAcquired, StateStore, StoredRun
 from zuke.state.records import RunStatus, WaitingFor
 
 if TYPE_CHECKING:
+    from dataclasses import dataclass
+
     from zuke._engine.scheduler import Scheduler
+    from zuke._engine.walk import WalkResult
+else:  # a frozen dataclass without compiling its methods at import (zuke.state._frozen)
+    from zuke.state._frozen import dataclass
 
 
 @dataclass(frozen=True)
@@ -173,6 +175,17 @@ class DurableRun:
         self.writer.on_cancel_requested = self.watch.seen
         self.writer.on_settled_elsewhere = self._settled_elsewhere
         self.writer.holds_lease = lambda: not self.lease.lost.is_set()
+        self.writer.lease_fresh = self._lease_fresh
+
+    def _lease_fresh(self) -> bool:
+        """Whether the lease is within its own stop point: past it — a process paused (its
+        heartbeat has not run yet to say so) — an answer the store gives now proves nothing
+        about the run, even ``Written`` for a write sent before the pause (a lost answer
+        decided by its witness, issue 25 §1): another process may hold the run."""
+        lease = self.lease
+        since = lease.since_ms
+        now = lease.clock.now_ms()  # the lease's own clock, that of its renewals
+        return since is None or now < stop_at_ms(ttl_ms=lease.ttl_ms, since_ms=since)
 
     def hooks(self, pool: ThreadPoolExecutor) -> Hooks:
         keeper = GateKeeper(state=self.state, writer=self.writer, clock=self.clock,
@@ -253,6 +266,13 @@ class DurableRun:
     def _settled_elsewhere(self, status: RunStatus) -> None:
         if status in ("running", "suspended", "cancelling"):
             self.writer.disown()
+            if not self._lease_fresh():  # an answer that came past the lease's stop point
+                self._stop(
+                    f"Run {self.state.run_id} stopped: its lease lapsed while this process "
+                    "was paused (no renewal proved it within its TTL), so another process may "
+                    "hold the run now. Nothing was rolled back."
+                )
+                return
             self._stop(
                 f"Run {self.state.run_id} stopped: its lease was taken over by another process "
                 "(its record names another holder). Nothing was rolled back; the new holder "
@@ -283,6 +303,11 @@ class DurableRun:
             BODIES.reopen(self.state.run_id, None)  # a lapsed lease shut the run's bodies
 
     async def _close_cancelled(self, plan: Plan, reason: str) -> RunVerdict:
+        # Imported here: only a cancelled run walks its compensations (the walk, the
+        # compensations and the gates' on_cancel are a tenth of a run's imports).
+        from zuke._engine.gate_cancel import GateHooks
+        from zuke._engine.walk import walk
+
         if self.watch is not None:
             await self.watch.stop()
         if self.lease.lost.is_set() or self.stopped_because is not None:

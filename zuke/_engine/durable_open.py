@@ -10,7 +10,7 @@ from pathlib import Path
 
 from zuke._clock import SYSTEM_CLOCK, Clock, iso
 from zuke._engine.cancel_watch import poll_interval_s
-from zuke._engine.claims import acquire_lease, lease_key, lease_ttl_ms
+from zuke._engine.claims import acquire_lease, lease_key, lease_ttl_ms, on_loop
 from zuke._engine.context import RunState
 from zuke._engine.durable import DurableRun
 from zuke._engine.plan import Plan, requires_state
@@ -46,8 +46,13 @@ async def open_run(
     required: bool,
     cwd: Path | None,
     warn: Callable[[str], None],
+    loop_is_the_runs: bool = False,
 ) -> DurableRun | None:
-    """Take the lease, then write the first record; ``None`` for a stateless run."""
+    """Take the lease, then write the first record; ``None`` for a stateless run.
+
+    ``loop_is_the_runs`` (``RunOptions.inline``): on a local store the lease, the record's
+    creation and end, and the lease's release are made on the loop's thread
+    (:func:`~zuke._engine.claims.on_loop`)."""
     if env.get("ZUKE_STATE", "") == "off" and override is None:
         if any(requires_state(spec) for spec in plan.specs.values()):
             raise StateError(
@@ -78,7 +83,8 @@ async def open_run(
     poll_s = poll_interval_s(env)  # a bad value fails here, before the lease is taken
     holder = LockHolder(state.resumed_by, state.run_id, iso(now), ci_run_url(env))
     since = SYSTEM_CLOCK.now_ms()  # the store's expiry is at least this plus the TTL
-    taken = await acquire_lease(store, state.run_id, holder, ttl_ms=ttl)
+    here = on_loop(store, loop_is_the_runs)
+    taken = await acquire_lease(store, state.run_id, holder, ttl_ms=ttl, here=here)
     if isinstance(taken, LockHeld):
         raise StateError(f"run id {state.run_id} is already leased; the id was reused")
     record = replace(record, locks={lease_key(state.run_id): taken.token})
@@ -86,8 +92,10 @@ async def open_run(
         store, record, version=None, run_state=state, clock=clock,
         redactor=state.redactor, warn=warn,
     )  # fmt: skip
+    writer.at_ends_here = here
     run = DurableRun.with_lease(store, writer, taken, ttl, state=state, env=env, clock=clock,
                           warn=warn, since_ms=since)  # fmt: skip
+    run.lease.release_here = here
     try:
         await writer.create()
     except BaseException:

@@ -60,9 +60,15 @@ class RunningBodies:
     """
 
     def __init__(self) -> None:
-        self._changed = threading.Condition()
+        #: the condition's own lock: a body's enter and leave take it directly (a C context
+        #: manager; ``Condition.__enter__`` is Python, twice a body — issue 28 §1)
+        self._lock = threading.RLock()
+        self._changed = threading.Condition(self._lock)
         self._running: dict[tuple[str, str], list[int]] = {}  # [sync, async] counts
         self._closed: set[tuple[str, str | None]] = set()
+        #: callers in :meth:`wait_idle`: a body's leaving notifies only when there are any
+        #: (issue 28 §1: ``notify_all`` is Python code, paid by every body otherwise)
+        self._waiting = 0
 
     @staticmethod
     def _within(target: str, scope: str | None) -> bool:
@@ -70,20 +76,23 @@ class RunningBodies:
 
     def enter(self, run_id: str, target: str, *, sync: bool) -> None:
         """Count a body in; raise if a lapsed claim has shut its scope."""
-        with self._changed:
-            if any(r == run_id and self._within(target, s) for r, s in self._closed):
+        with self._lock:
+            if self._closed and any(
+                r == run_id and self._within(target, s) for r, s in self._closed
+            ):
                 raise ZukeError(
                     f"{target} was not started: the claim that guards it could not be renewed"
                 )
             self._running.setdefault((run_id, target), [0, 0])[0 if sync else 1] += 1
 
     def leave(self, run_id: str, target: str, *, sync: bool) -> None:
-        with self._changed:
+        with self._lock:
             counts = self._running[(run_id, target)]
             counts[0 if sync else 1] -= 1
             if counts == [0, 0]:
                 del self._running[(run_id, target)]
-            self._changed.notify_all()
+            if self._waiting:
+                self._changed.notify_all()
 
     def _count(self, run_id: str, scope: str | None) -> tuple[int, int]:
         found = [c for (r, t), c in self._running.items() if r == run_id and self._within(t, scope)]
@@ -103,7 +112,13 @@ class RunningBodies:
     def wait_idle(self, run_id: str, scope: str | None, timeout_s: float) -> bool:
         """Wait up to ``timeout_s`` until no body runs in ``scope``; whether none does."""
         with self._changed:
-            return self._changed.wait_for(lambda: self._count(run_id, scope) == (0, 0), timeout_s)
+            self._waiting += 1
+            try:
+                return self._changed.wait_for(
+                    lambda: self._count(run_id, scope) == (0, 0), timeout_s
+                )
+            finally:
+                self._waiting -= 1
 
 
 #: The bodies of this process.

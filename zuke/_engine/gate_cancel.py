@@ -19,8 +19,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from zuke._clock import Clock, parse_iso
 from zuke._engine.claims import Claim
@@ -28,6 +27,11 @@ from zuke._engine.plan import TargetSpec
 from zuke._redact import Redactor
 from zuke._waits import GateState, WaitContext
 from zuke.state.records import RunDelta, RunEvent, RunRecord
+
+if TYPE_CHECKING:
+    from dataclasses import dataclass
+else:  # a frozen dataclass without compiling its methods at import (zuke.state._frozen)
+    from zuke.state._frozen import dataclass
 
 #: the run's event for one gate told of the cancel (``args.gate``; ``detail``: its answer)
 GATE_CANCEL_EVENT = "gate-cancel"

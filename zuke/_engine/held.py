@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from zuke._clock import SYSTEM_CLOCK, iso, parse_iso
 from zuke._engine.claims import Claim, Guarded
@@ -33,6 +34,11 @@ from zuke._errors import LockError
 from zuke.state._protocol import LockAcquired, LockHolder, StateStore
 from zuke.state.lock_rules import MAX_TTL_MS
 from zuke.state.records import HeldLock, RunRecord, WaitingFor
+
+if TYPE_CHECKING:
+    from dataclasses import dataclass
+else:  # a dataclass without compiling its methods at import (zuke.state._frozen)
+    from zuke.state._frozen import dataclass
 
 
 class HeldLockLostError(LockError):

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zuke._build import Build, define_targets, parameters
 from zuke._engine.fan_out import SpecIndex, with_secrets
@@ -21,6 +20,11 @@ from zuke._errors import BuildDefinitionError, ParameterError, UsageError, ZukeE
 from zuke._lock_settings import check_lock
 from zuke._params import Resolution, bind, resolve
 from zuke._redact import Redactor
+
+if TYPE_CHECKING:
+    from dataclasses import dataclass
+else:  # a dataclass without compiling its methods at import (zuke.state._frozen)
+    from zuke.state._frozen import dataclass
 
 
 @dataclass

@@ -7,12 +7,18 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from zuke._clock import SYSTEM_CLOCK, Clock
 from zuke._engine.observer import Observer
 from zuke._provenance import Actor
+
+if TYPE_CHECKING:
+    from dataclasses import dataclass
+else:  # a dataclass without compiling its methods at import (zuke.state._frozen)
+    from zuke.state._frozen import dataclass
 
 
 @dataclass

@@ -163,10 +163,7 @@ class BuildGraph:
         the gate it is settling (every sweep would suspend it again and the target never
         run). Refused when the build loads, naming both."""
         after: dict[str, set[str]] = {}  # gate -> the gate and every target depending on it
-        dependents: dict[str, list[str]] = {}
-        for name, spec in self.specs.items():
-            for dep in spec.depends_on:
-                dependents.setdefault(dep, []).append(name)
+        dependents: dict[str, list[str]] = {}  # made for the first disposition (most: none)
         for gate, spec in self.specs.items():
             wait = spec.wait
             if wait is None:
@@ -177,6 +174,10 @@ class BuildGraph:
                                              wait.on_failure_is_target)):  # fmt: skip
                 if not is_target:
                     continue
+                if not dependents:
+                    for name, other in self.specs.items():
+                        for dep in other.depends_on:
+                            dependents.setdefault(dep, []).append(name)
                 if gate not in after:
                     after[gate] = _reachable(gate, dependents)
                 needs = [target] if target == gate else self.closure(self.specs[target].depends_on)
@@ -216,9 +217,14 @@ def _reachable(start: str, dependents: Mapping[str, Sequence[str]]) -> set[str]:
     return seen
 
 
-def check_acyclic(edges: Mapping[str, Sequence[str]], order: Iterable[str]) -> None:
-    """Raise :class:`GraphError` naming the first cycle found (``a → b → a``)."""
+def check_acyclic(edges: Mapping[str, Sequence[str]], order: Iterable[str]) -> list[str]:
+    """Raise :class:`GraphError` naming the first cycle found (``a → b → a``); else the
+    targets of ``order`` and what they reach in a topological order — depth-first
+    post-order, each target's ``edges`` (its predecessors) first, ``order`` otherwise.
+
+    One walk does both: planning a run checked the graph and ordered it in two walks."""
     state: dict[str, int] = {}  # 1 = on the current path, 2 = done
+    out: list[str] = []
     for start in order:
         if state.get(start):
             continue
@@ -228,7 +234,9 @@ def check_acyclic(edges: Mapping[str, Sequence[str]], order: Iterable[str]) -> N
         while iters:
             nxt = next(iters[-1], None)
             if nxt is None:
-                state[path.pop()] = 2
+                done = path.pop()
+                state[done] = 2
+                out.append(done)
                 iters.pop()
                 continue
             mark = state.get(nxt)
@@ -239,6 +247,7 @@ def check_acyclic(edges: Mapping[str, Sequence[str]], order: Iterable[str]) -> N
                 state[nxt] = 1
                 path.append(nxt)
                 iters.append(iter(edges.get(nxt, ())))
+    return out
 
 
 @dataclass(frozen=True)
@@ -281,8 +290,7 @@ def make_plan(
         if b in planned and a in planned and b != a:
             soft.setdefault(a, []).append(b)
     preds = {n: (*graph.specs[n].depends_on, *soft.get(n, ())) for n in members}
-    check_acyclic(preds, members)
-    order = _topological(members, preds)
+    order = check_acyclic(preds, members)
     return Plan(
         order=tuple(order),
         specs={n: graph.specs[n] for n in order},
@@ -301,27 +309,6 @@ def _edge_end(value: object) -> str | None:
         return value.name
     name = getattr(value, "name", None)
     return name if isinstance(name, str) else None
-
-
-def _topological(members: Sequence[str], preds: Mapping[str, Sequence[str]]) -> list[str]:
-    """Depth-first post-order: predecessors first, declaration order otherwise."""
-    done: set[str] = set()
-    out: list[str] = []
-    for start in members:
-        if start in done:
-            continue
-        stack: list[tuple[str, Iterable[str]]] = [(start, iter(preds[start]))]
-        done.add(start)
-        while stack:
-            name, it = stack[-1]
-            nxt = next((p for p in it if p not in done), None)
-            if nxt is None:
-                stack.pop()
-                out.append(name)
-            else:
-                done.add(nxt)
-                stack.append((nxt, iter(preds[nxt])))
-    return out
 
 
 def requires_state(spec: TargetSpec) -> bool:

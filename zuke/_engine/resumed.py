@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from zuke._engine.context import RunState
 from zuke._engine.drive import drive
@@ -24,6 +24,11 @@ from zuke._engine.run import LoadedBuild, RunOptions, ordering_edges
 from zuke._reporting import RunReporter
 from zuke.state._protocol import LockAcquired, StateStore, StoredRun
 from zuke.state.records import RunRecord
+
+if TYPE_CHECKING:
+    from dataclasses import dataclass
+else:  # a frozen dataclass without compiling its methods at import (zuke.state._frozen)
+    from zuke.state._frozen import dataclass
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,8 @@ error, nothing has run); from scheduling on, failures are outcomes.
 
 from __future__ import annotations
 
-import difflib
+import os
 import time
-import uuid
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -59,9 +58,21 @@ def stateless(
     return not any(requires_state(s) or s.fan_out is not None for s in plan.specs.values())
 
 
+def new_run_id() -> str:
+    """A random (version 4) UUID as text, what ``str(uuid.uuid4())`` gives — without
+    importing ``uuid``, which loads ``platform`` (2 ms of every run's start-up)."""
+    b = bytearray(os.urandom(16))
+    b[6] = (b[6] & 0x0F) | 0x40  # version 4
+    b[8] = (b[8] & 0x3F) | 0x80  # the RFC 4122 variant
+    h = b.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
 def check_targets(graph: BuildGraph, names: Sequence[str], what: str = "target") -> None:
     for name in names:
         if name not in graph.specs:
+            import difflib  # only for a typo: not a cost of every run
+
             close = difflib.get_close_matches(name, list(graph.specs), n=1)
             hint = f' Did you mean "{close[0]}"?' if close else " Run --list to see the targets."
             raise UsageError(f"Unknown {what}: {name}.{hint}")
@@ -95,7 +106,7 @@ async def execute_async(build_cls: type[Build], options: RunOptions) -> RunResul
         edges = await ordering_edges(loaded.build, graph)
         plan = make_plan(graph, options.targets, skip=options.skip, ordering=edges)
         override = loaded.build.state_store()
-    run_id = str(uuid.uuid4())
+    run_id = new_run_id()
     given = options.actor
     starter = given if isinstance(given, Actor) else resolve_actor(given, options.env)
     state = RunState(
@@ -132,6 +143,7 @@ async def execute_async(build_cls: type[Build], options: RunOptions) -> RunResul
             required=options.state,
             cwd=options.cwd,
             warn=options.on_warning,
+            loop_is_the_runs=options.inline,
         )
     return await drive(plan, state=state, durable=durable, options=options, started=started,
                        reporters=reporters)  # fmt: skip

@@ -141,7 +141,9 @@ class Scheduler(TargetRun):
             pending = Outcome(status="pending")
             return {n: self.outcomes.get(n) or self.waiting.get(n) or pending for n in self.names()}
         cancelled = self.cancel_requested.is_set()
-        for name in self.plan.order:
+        # Every target, a fan-out's items too: an item parked at its gate when the run
+        # ended otherwise (a failure elsewhere) is settled with the rest, not left out.
+        for name in self.names():
             if name not in self.outcomes:
                 reason = (
                     (self.stop_reason or self.cancel_reason or "the run was cancelled")

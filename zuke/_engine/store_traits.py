@@ -45,6 +45,17 @@ def local(store: StateStore) -> bool:
     return type(store).__dict__.get("inline_writes", False) is True
 
 
+def lazy_after(store: StateStore) -> bool:
+    """Whether ``store``'s ``append_run_known`` takes, as ``after``, a function that makes the
+    record the delta leaves (called only when a compaction is due), so that a writer need not
+    apply each delta to its record as it writes it. A store says so with a true
+    ``append_after_lazily`` attribute of its own class (the filesystem and Postgres
+    stores); any other store's writes go through ``update_run``, which hands it the record
+    itself.
+    """
+    return type(store).__dict__.get("append_after_lazily", False) is True
+
+
 #: What any resume writes besides its targets' own: the lease, ``running``, its end (or its
 #: next suspension), the lease given back.
 RESUME_WRITES = 4

@@ -40,7 +40,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
+from typing import TYPE_CHECKING
 
 from zuke._clock import Clock
 from zuke._engine import gate_cancel
@@ -66,6 +67,11 @@ from zuke._engine.walker import Walker
 from zuke._redact import Redactor
 from zuke.state._protocol import LockAcquired, LockHolder, StateStore, lease_key
 from zuke.state.records import TERMINAL_STATUSES, RunDelta, RunEvent, RunRecord, RunStatus
+
+if TYPE_CHECKING:
+    from dataclasses import dataclass
+else:  # a dataclass without compiling its methods at import (zuke.state._frozen)
+    from zuke.state._frozen import dataclass
 
 CANCEL_LOCK_TTL_MS = 30_000
 TAKEN_OVER = "the run was taken over by another process mid-rollback"

@@ -44,6 +44,7 @@ Failures, and what becomes of them:
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Awaitable, Callable, Sequence
 
 from zuke._clock import SYSTEM_CLOCK, Clock, iso
@@ -51,7 +52,7 @@ from zuke._engine.context import RunState
 from zuke._engine.observer import RecordWriter, Transition
 from zuke._engine.record_writes import BACKOFF_S, OURS, RecordWrites, honest_status
 from zuke._engine.record_writes import RunTakenOverError as RunTakenOverError
-from zuke._engine.store_traits import checkpointed, local
+from zuke._engine.store_traits import checkpointed, lazy_after, local
 from zuke._errors import StateError, ZukeError
 from zuke._redact import Redactor
 from zuke.state._frozen import replace
@@ -84,6 +85,7 @@ class RunStateWriter(RecordWrites, RecordWriter):
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.store = store
+        self._fold_lock = threading.Lock()
         self.record = record
         self.version = version
         self.clock = clock
@@ -97,6 +99,7 @@ class RunStateWriter(RecordWrites, RecordWriter):
         self.writes = 0
         #: whether the run still holds its lease (retrying a write makes sense only then)
         self.holds_lease: Callable[[], bool] = lambda: True
+        self.lease_fresh: Callable[[], bool] = lambda: True
         #: one line saying what could not be recorded, once the run's end is known
         self.record_error: str | None = None
         #: set when a re-read shows another process ended the run (``zuke cancel``)
@@ -109,6 +112,8 @@ class RunStateWriter(RecordWrites, RecordWriter):
         self.on_cancel_requested: Callable[[RunRecord], object] = lambda record: None
         self._rows: dict[str, TargetRecord] = dict(record.targets)
         self._pending: RunDelta | None = None
+        self._dirty: dict[str, None] = {}
+        self._dirty_at = ""
         self._dirty_meta: set[str] = set()
         self._lost = False  # a change was lost: the next write marks the record degraded
         self._loss: str | None = None  # why the record is incomplete, if it is
@@ -132,6 +137,10 @@ class RunStateWriter(RecordWrites, RecordWriter):
         #: thread, so that a slow store never stalls the loop beside running work
         self.inline: Callable[[], bool] = lambda: False
         self._local = local(store)
+        #: the run's creation and its end are written on the loop's thread (a local store,
+        #: the loop the run's alone: :func:`zuke._engine.claims.on_loop`)
+        self.at_ends_here = False
+        self._lazy_after = lazy_after(store)
         if run_state is not None:
             run_state.on_meta_change = self._meta_changed_from_any_thread
 
@@ -188,10 +197,6 @@ class RunStateWriter(RecordWrites, RecordWriter):
         else:
             why = "it was taken over by another process (its lease is no longer this one's)"
         return f"{self.where}: {why}; nothing more is recorded here, and no call is made"
-
-    def _set_row(self, name: str, row: TargetRecord) -> None:
-        self._rows[name] = row
-        self._queue(RunDelta(updated_at=self._now(), targets={name: row}))
 
     def _meta_changed_from_any_thread(self, target: str) -> None:
         try:
@@ -285,7 +290,10 @@ class RunStateWriter(RecordWrites, RecordWriter):
     async def create(self) -> None:
         """Write the initial record; a run id that already exists is an error."""
         try:
-            outcome = await asyncio.to_thread(self.store.create_run, self.record)
+            if self.at_ends_here:
+                outcome = self.store.create_run(self.record)
+            else:
+                outcome = await asyncio.to_thread(self.store.create_run, self.record)
         except ZukeError:
             raise
         except Exception as exc:  # a third-party store's own error: say where, in the tree
@@ -312,6 +320,8 @@ class RunStateWriter(RecordWrites, RecordWriter):
         # A record missing a change nobody can name cannot prove success either.
         ending = honest_status(status) if self._broken is not None else status
         self._queue(RunDelta(updated_at=now, status=ending))
+        if self.at_ends_here:  # the run's targets are done: nothing else needs the loop
+            self.inline = _always
         failure = await self._flush(persist=True)
         self._ended = True
         if failure is not None:
@@ -322,3 +332,7 @@ class RunStateWriter(RecordWrites, RecordWriter):
                 f"{self.record.status} and marked degraded — trust this run's summary, not "
                 f"the record (zuke runs show {self.run_id})"
             )
+
+
+def _always() -> bool:
+    return True

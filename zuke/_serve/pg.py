@@ -40,7 +40,7 @@ from zuke._serve.backend import (
 )
 from zuke._serve.jsontext import dumps
 from zuke._serve.sqlite import WouldWait
-from zuke.state import _pg_builds, _pg_locks, _pg_runs
+from zuke.state import _pg_builds, _pg_driver, _pg_locks, _pg_runs
 from zuke.state._listing_sql import Position as Place
 from zuke.state._listing_sql import page
 from zuke.state._pg_conn import PgDatabase
@@ -94,7 +94,7 @@ class PgServeDb:
     def __init__(self, url: str, *, connections: int, wait_s: float) -> None:
         """``wait_s``: the longest a request waits for a connection (then 503)."""
         try:
-            import psycopg2  # noqa: F401
+            _pg_driver.load()  # without Python's ssl: libpq has its own TLS
         except ImportError:
             raise StateError(
                 "--db names a Postgres database, but psycopg is not installed: "

@@ -263,6 +263,9 @@ def _with_hint(exc: UsageError, parsed: cli_args.RunArgs) -> UsageError:
 
 def entrypoint() -> None:
     """The console script: exit with :func:`main`'s code."""
+    from zuke.cli import lean_asyncio
+
+    lean_asyncio.install()  # asyncio without ssl until something needs ssl
     _exit(main)
 
 

@@ -11,13 +11,17 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
 from zuke._errors import UsageError
 
 if TYPE_CHECKING:
+    from dataclasses import dataclass
+
     from zuke._params import Parameter
+else:  # a dataclass without compiling its methods at import (zuke.state._frozen)
+    from zuke.state._frozen import dataclass
 
 #: Commands handled by the management CLI rather than as targets.
 COMMANDS = ("graph", "runs", "resume", "cancel", "locks", "state", "serve", "mcp")

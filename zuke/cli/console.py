@@ -165,8 +165,9 @@ class ConsoleReporter(Observer):
         self.line()
         self.line(s.bold("Build Summary"))
         self.line(f"{'Target':<{width}}  {'Status':<10}  Duration")
+        colours = {"Succeeded": s.green, "Failed": s.red}
         for name, label, duration in rows:
-            colour = {"Succeeded": s.green, "Failed": s.red}.get(label, s.dim)
+            colour = colours.get(label, s.dim)
             self.line(f"{name:<{width}}  {colour(f'{label:<10}')}  {duration}")
         self.line(f"{'Total':<{width}}  {'':<10}  {format_duration(result.duration_ms)}")
         self.line()

@@ -15,16 +15,20 @@ command that needs the build says so in one line (:func:`needs_build`).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from zuke._errors import BuildDefinitionError, RunNotFoundError, UsageError, ZukeError
 
 if TYPE_CHECKING:
+    from dataclasses import dataclass
+
     from zuke._build import Build
     from zuke._redact import Redactor
     from zuke.state._protocol import StateStore
+else:  # a dataclass without compiling its methods at import (zuke.state._frozen)
+    from zuke.state._frozen import dataclass
 
 
 def known_secrets(

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
+from typing import TYPE_CHECKING
 
 from zuke._build import Build, parameters
 from zuke._clock import iso, parse_iso
@@ -46,6 +47,11 @@ from zuke.runs.timeouts import settle_timeout, unfinished_rollback
 from zuke.state._protocol import StateStore
 from zuke.state.records import RunDelta, RunEvent, RunRecord
 from zuke.state.update import GaveUp, Unchanged
+
+if TYPE_CHECKING:
+    from dataclasses import dataclass
+else:  # a frozen dataclass without compiling its methods at import (zuke.state._frozen)
+    from zuke.state._frozen import dataclass
 
 #: At most this many continuations in a row for signals that arrived while the run ran.
 MAX_CONTINUATIONS = 10

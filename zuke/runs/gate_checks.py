@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Protocol
 
 from zuke._clock import has_passed, iso, parse_iso
 from zuke._engine import store_traits
@@ -42,6 +42,11 @@ from zuke._waits import GateState, NotYet, WaitContext, WaitFailed, ask
 from zuke.runs.lifecycle import Hold, LazyHold
 from zuke.state.records import RunDelta, RunRecord, TargetRecord
 from zuke.state.update import Unchanged
+
+if TYPE_CHECKING:
+    from dataclasses import dataclass
+else:  # a dataclass without compiling its methods at import (zuke.state._frozen)
+    from zuke.state._frozen import dataclass
 
 
 @dataclass

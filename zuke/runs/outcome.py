@@ -8,10 +8,15 @@ public ``zuke.resume_run`` and MCP's ``resume_run`` — answers with this value,
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Literal
+from dataclasses import field
+from typing import TYPE_CHECKING, Literal
 
 from zuke._engine.result import RunResult
+
+if TYPE_CHECKING:
+    from dataclasses import dataclass
+else:  # a frozen dataclass without compiling its methods at import (zuke.state._frozen)
+    from zuke.state._frozen import dataclass
 
 ResumeAction = Literal["resumed", "timed-out", "gate-failed", "already-delivered", "delivered"]
 

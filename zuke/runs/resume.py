@@ -127,6 +127,10 @@ async def resume_run_async(
         status: ResumeAction = "delivered" if action == "stored" else "already-delivered"
         why = f"{delivered}; {held}".replace("; resume: ", "; ")
         return ResumeOutcome(run_id, status, after.status, notes=[*notes, why])
+    except RunNotSuspendedError:
+        # Between the look (due) and the lease another process — a watcher, a sweep —
+        # took the run to its end: the signal is stored (and consumed); nothing to do.
+        outcome = None
     if outcome is None:  # nothing left to continue: the signal was consumed, or is not due
         fresh = await asyncio.to_thread(store.get_run, run_id)
         now_status = fresh.record.status if fresh is not None else after.status

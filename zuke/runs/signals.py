@@ -29,8 +29,7 @@ import asyncio
 import hashlib
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from zuke._clock import Clock, iso
 from zuke._engine.run import LoadedBuild
@@ -41,6 +40,11 @@ from zuke._text import check_text
 from zuke.state._protocol import StateStore, StoredRun
 from zuke.state.records import TERMINAL_STATUSES, RunDelta, RunEvent, RunRecord, Signal
 from zuke.state.update import GaveUp, Unchanged, update_run
+
+if TYPE_CHECKING:
+    from dataclasses import dataclass
+else:  # a frozen dataclass without compiling its methods at import (zuke.state._frozen)
+    from zuke.state._frozen import dataclass
 
 #: The largest signal payload, as JSON text (UTF-8 bytes).
 MAX_SIGNAL_BYTES = 64 * 1024

@@ -32,7 +32,8 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from zuke._clock import iso
 from zuke._engine import gate_cancel
@@ -49,6 +50,11 @@ from zuke.runs.outcome import ResumeAction, ResumeOutcome
 from zuke.state._protocol import StateStore
 from zuke.state.records import RunDelta, RunEvent, RunRecord, RunStatus, TargetRecord
 from zuke.state.update import GaveUp, Unchanged
+
+if TYPE_CHECKING:
+    from dataclasses import dataclass
+else:  # a frozen dataclass without compiling its methods at import (zuke.state._frozen)
+    from zuke.state._frozen import dataclass
 
 #: a gate whose trigger failed (``WaitFailed``) and its ``on_failure`` disposition
 FAILED_EVENT = "wait-failed"

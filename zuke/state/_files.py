@@ -78,7 +78,7 @@ class _Mutex:
 
     def __enter__(self) -> None:
         try:
-            self._fd = _try_flock(self._path)
+            self._fd = try_flock(self._path)
         except OSError:
             self._fd = None  # _held tries again and raises what it should
         if self._fd is None:
@@ -170,7 +170,7 @@ def _held(path: str, timeout_s: float, *, directory: str) -> Iterator[int | None
     exclude each other.
     """
     try:
-        fast = _try_flock(path)
+        fast = try_flock(path)
     except OSError as exc:
         if not (isinstance(exc, PermissionError) and os.path.exists(path)):
             raise os_failure("take the mutex", path, exc, directory=directory) from None
@@ -213,7 +213,7 @@ def try_mutex(path: str) -> Iterator[bool]:
     whose writer holds the run's mutex, a rebuild another process has started).
     """
     try:
-        fd = _try_flock(path)
+        fd = try_flock(path)
     except OSError:
         fd = None
     if fd is None:
@@ -226,8 +226,9 @@ def try_mutex(path: str) -> Iterator[bool]:
         os.close(fd)
 
 
-def _try_flock(path: str) -> int | None:
-    """A descriptor holding ``flock(path)`` if it is free right now, else ``None``.
+def try_flock(path: str) -> int | None:
+    """A descriptor holding ``flock(path)`` if it is free right now, else ``None`` (the
+    caller releases it by closing it).
 
     Raises :class:`OSError` when the file cannot be opened for writing.
     """

@@ -28,11 +28,23 @@ full probe (:func:`zuke.state._journal.probe`'s reads, on a descriptor opened
 for both reading and appending). Every write is still the same single
 ``write()`` of one complete line, fsynced when it was before, so a crash at
 any point leaves what it left before.
+
+The descriptor of the run's mutex file (``<run id>.lock``) is kept with it, so the
+next append takes the mutex with one ``flock`` instead of a ``stat`` of the
+directory, an ``open``, the ``flock`` and a ``close`` (:meth:`OpenJournals.reuse`).
+That descriptor still names the mutex every other process opens while the
+journal is unchanged: only ``delete_run`` unlinks a run's mutex file, and it
+removes the journal first, under the mutex — so a journal that is the same
+inode, size and times as this process left it (the inode cannot be reused while
+the journal's descriptor is open) proves the mutex file was not unlinked since.
+The ``flock`` is taken before that check, so a deletion cannot slip between them.
+Anything else closes both and takes the mutex afresh from its path.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import threading
 from dataclasses import dataclass
@@ -63,13 +75,35 @@ class OpenJournal:
     probe: _journal.Probe
     #: (st_dev, st_ino, st_size, st_mtime_ns, st_ctime_ns) when ``probe`` was last right
     stamp: tuple[int, int, int, int, int]
+    #: the run's mutex file, open (``-1``: not kept); ``flock``-ed while an append is made
+    lock_fd: int = -1
 
     def close(self) -> None:
-        """Close the descriptor (once: a closed entry is never kept again)."""
+        """Close the descriptors (once: a closed entry is never kept again); closing the
+        mutex's releases it if it is held."""
+        fd, self.fd = self.fd, -1
+        lock_fd, self.lock_fd = self.lock_fd, -1
+        for each in (fd, lock_fd):
+            if each >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(each)
+
+    def close_journal(self) -> None:
+        """Close the journal's descriptor only (a compaction replaces the file); the mutex
+        stays held until :meth:`close`."""
         fd, self.fd = self.fd, -1
         if fd >= 0:
             with contextlib.suppress(OSError):
                 os.close(fd)
+
+    def unlock(self) -> None:
+        """Release the mutex held through :attr:`lock_fd` (the descriptor stays open)."""
+        try:
+            fcntl.flock(self.lock_fd, fcntl.LOCK_UN)
+        except OSError:  # cannot happen on a descriptor we hold it by; never keep it then
+            lock_fd, self.lock_fd = self.lock_fd, -1
+            with contextlib.suppress(OSError):
+                os.close(lock_fd)
 
     def appended(self, length: int) -> None:
         """This process appended ``length`` bytes (one complete line) through ``fd``."""
@@ -98,8 +132,32 @@ class OpenJournals:
         self._lock = threading.Lock()
         self._kept: OpenJournal | None = None
 
-    def open(self, run_id: str, path: str, where: str) -> OpenJournal | None:
-        """``run_id``'s journal as it is now (the caller holds its mutex); ``None`` if absent."""
+    def reuse(self, run_id: str, path: str) -> OpenJournal | None:
+        """The kept entry of ``run_id``, its mutex held through its own descriptor and its
+        journal unchanged since this process's last append; ``None`` (and nothing held)
+        otherwise: the caller takes the mutex from its path and calls :meth:`open`."""
+        with self._lock:
+            kept = self._kept
+            if kept is None or kept.run_id != run_id or kept.lock_fd < 0:
+                return None
+            self._kept = None
+        try:
+            fcntl.flock(kept.lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # another process writes the run now: the path's bounded wait
+            kept.close()
+            return None
+        try:
+            same = _stamp(os.stat(path)) == kept.stamp
+        except OSError:
+            same = False
+        if same:
+            return kept
+        kept.close()  # releases the mutex: the caller takes it afresh
+        return None
+
+    def open(self, run_id: str, path: str, where: str, lock_fd: int = -1) -> OpenJournal | None:
+        """``run_id``'s journal as it is now (the caller holds its mutex, through ``lock_fd``
+        if it is given: kept with the journal); ``None`` if absent."""
         with self._lock:
             kept = self._kept
             if kept is not None and kept.run_id == run_id:
@@ -112,6 +170,10 @@ class OpenJournals:
             except OSError:
                 same = False
             if same:
+                if kept.lock_fd >= 0:  # a descriptor of the mutex the caller holds by its own
+                    with contextlib.suppress(OSError):
+                        os.close(kept.lock_fd)
+                kept.lock_fd = lock_fd
                 return kept
             kept.close()
         try:
@@ -128,7 +190,7 @@ class OpenJournals:
             if isinstance(exc, OSError):
                 raise os_failure("read", path, exc, directory=self._directory) from None
             raise
-        return OpenJournal(run_id, fd, found, _stamp(st))
+        return OpenJournal(run_id, fd, found, _stamp(st), lock_fd)
 
     def keep(self, journal: OpenJournal) -> None:
         """Keep ``journal`` open for the next append (closing the one kept before)."""

@@ -16,11 +16,15 @@ transition's time. So:
   connection stops preparing and calls the function ``zuke_append`` (schema 4,
   :mod:`._pg_schema`), whose plans PL/pgSQL keeps per server connection: the
   same statements, nothing of them session state;
-* the rare append that changes the run's status or actor (a park, an end), or
-  carries a signal, calls the function too: the prepared statement leaves
-  ``status`` out of its ``UPDATE``, so that the parking trigger (``AFTER
-  UPDATE OF status``) is not even looked at on every transition, and wakes
-  nobody, where the function sends a signal's ``pg_notify`` itself.
+* the rare append that changes the run's status or actor (a park, an end) is a
+  second prepared statement (:data:`STATUS_STATEMENT`), prepared when the
+  first one comes: the common one leaves ``status`` out of its ``UPDATE``, so
+  that the parking trigger (``AFTER UPDATE OF status``) is not even looked at
+  on every transition. (It was the function: its first call on a connection
+  compiles it and plans its statements, about 1.2 ms more than preparing
+  this one — a run's end paid it once; ``docs/benchmarks.md``);
+* an append that carries a signal calls the function, which sends the
+  signal's ``pg_notify`` itself.
 
 The write's witness (its key and the version it made) rides in the delta's row
 (schema 4), not in a row of its own.
@@ -53,9 +57,28 @@ STATEMENT = (
     " FROM u"
 )
 TYPES = "text, text, bigint, bigint, text, text, text, bigint"
-#: named by its text (a CRC: ``hashlib`` would load OpenSSL into every read-only command)
-NAME = f"zuke_append_{zlib.crc32(f'{TYPES}|{STATEMENT}'.encode()):08x}"
-_EXECUTE = f"EXECUTE {NAME} (%s, %s, %s, %s, %s, %s, %s, %s)"
+#: the same, also setting the run's status ($9, NULL: kept) and actor ($10, NULL: kept)
+STATUS_STATEMENT = STATEMENT.replace(
+    "updated_at = $6,",
+    "updated_at = $6, status = COALESCE($9, status), actor = COALESCE($10, actor),",
+)
+STATUS_TYPES = f"{TYPES}, text, text"
+
+
+def _name(kind: str, types: str, statement: str) -> str:
+    """Named by its text (a CRC: ``hashlib`` would load OpenSSL into every read-only command)."""
+    return f"zuke_{kind}_{zlib.crc32(f'{types}|{statement}'.encode()):08x}"
+
+
+NAME = _name("append", TYPES, STATEMENT)
+STATUS_NAME = _name("append_status", STATUS_TYPES, STATUS_STATEMENT)
+#: name -> (its PREPARE, its EXECUTE)
+_FORMS = {
+    NAME: (f"PREPARE {NAME} ({TYPES}) AS {STATEMENT}",
+           f"EXECUTE {NAME} (%s, %s, %s, %s, %s, %s, %s, %s)"),
+    STATUS_NAME: (f"PREPARE {STATUS_NAME} ({STATUS_TYPES}) AS {STATUS_STATEMENT}",
+                  f"EXECUTE {STATUS_NAME} (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"),
+}  # fmt: skip
 _CALL = "SELECT zuke_append(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
 
 
@@ -77,9 +100,12 @@ def append(
     """The version the append made (negated: a compaction is due), or ``None``: the run is
     not at ``expected`` (or is gone). ``signal``: the delta stores a signal (sweepers are
     woken)."""
-    if status is None and actor is None and not signal and conn.prepared is not None:
-        ran, made = _prepared(conn, (ns, run_id, expected, version, key, updated_at, delta,
-                                     compact))  # fmt: skip
+    if not signal and conn.prepared is not None:
+        args: tuple[Any, ...] = (ns, run_id, expected, version, key, updated_at, delta, compact)
+        if status is None and actor is None:
+            ran, made = _prepared(conn, NAME, args)
+        else:
+            ran, made = _prepared(conn, STATUS_NAME, (*args, status, actor))
         if ran:
             return made
     row = conn.execute(
@@ -89,22 +115,31 @@ def append(
     return None if row is None or row[0] is None else int(row[0])
 
 
-def _prepared(conn: Conn, args: Sequence[Any]) -> tuple[bool, int | None]:
-    """Whether the prepared statement ran, and its answer; it did not when the connection
-    cannot keep it (which then never tries again)."""
+def _prepared(conn: Conn, name: str, args: Sequence[Any]) -> tuple[bool, int | None]:
+    """Whether the prepared statement ``name`` ran, and its answer; it did not when the
+    connection cannot keep it (which then never tries again)."""
     from psycopg2.errors import DuplicatePreparedStatement, InvalidSqlStatementName
 
     assert conn.prepared is not None
-    if NAME not in conn.prepared:
+    prepare, execute = _FORMS[name]
+    if name not in conn.prepared:
         with suppress(DuplicatePreparedStatement):  # a pooler's server connection has it
-            conn.execute(f"PREPARE {NAME} ({TYPES}) AS {STATEMENT}")
-        conn.prepared.add(NAME)
+            conn.execute(prepare)
+        conn.prepared.add(name)
     try:
-        row = conn.execute(_EXECUTE, args).fetchone()
+        row = conn.execute(execute, args).fetchone()
     except InvalidSqlStatementName:  # refused before it ran: nothing of it happened
         conn.prepared = None
         return False, None
     return True, (None if row is None else int(row[0]))
 
 
-__all__ = ["NAME", "STATEMENT", "TYPES", "append"]
+__all__ = [
+    "NAME",
+    "STATEMENT",
+    "STATUS_NAME",
+    "STATUS_STATEMENT",
+    "STATUS_TYPES",
+    "TYPES",
+    "append",
+]

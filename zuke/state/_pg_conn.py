@@ -43,6 +43,7 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from zuke._errors import StoreUnavailableError
+from zuke.state import _pg_driver
 from zuke.state._pg_pool import PgConn, Pool, PoolBusy, PoolClosed
 from zuke.state._pg_url import CONNECT_TIMEOUT_S, PgAddress
 from zuke.state._protocol import Conflict
@@ -88,6 +89,7 @@ def connect(dsn: str, deadline: float, *, waiting: bool) -> PgConn:
     """A new autocommit connection; a server that is stopping, starting, recovering — or, once
     ``waiting`` (a connection broke: a restart), not listening yet — is asked again
     until ``deadline``. Raises psycopg2's last error."""
+    _pg_driver.load()  # without Python's ssl (libpq has its own TLS), if it is the first
     import psycopg2
 
     for attempt in itertools.count():
@@ -187,6 +189,7 @@ class PgDatabase(PgAddress):
 
         Used as it is, nothing is retried: the store's calls go through :meth:`call`.
         """
+        _pg_driver.load()  # the first call's: without Python's ssl
         import psycopg2
 
         pool = self._open()
@@ -235,6 +238,7 @@ class PgDatabase(PgAddress):
         Only a "landed" is taken from that look (a conflict seen then may be a third
         writer's, after the second sending's own write).
         """
+        _pg_driver.load()  # the first call's: without Python's ssl
         import psycopg2
 
         pool = self._open()

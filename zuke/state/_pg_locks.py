@@ -30,7 +30,7 @@ deletion holds the floor row ``FOR UPDATE`` and an acquisition reads it
 
 from __future__ import annotations
 
-import uuid
+import os
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -69,7 +69,8 @@ def acquire(
 ) -> LockAcquired | LockHeld:
     """Take ``key`` if it is free, released or expired; ``token``: the claim's, if chosen
     beforehand (so that a lost answer can be told from a refusal: :func:`held_by`)."""
-    token = uuid.uuid4().hex if token is None else token
+    # 32 random hex digits, as uuid4().hex: without importing uuid (platform)
+    token = os.urandom(16).hex() if token is None else token
     for _ in range(ACQUIRE_ATTEMPTS):
         row = conn.execute(
             "WITH a AS (INSERT INTO zuke_locks AS l"

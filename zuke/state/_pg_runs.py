@@ -26,7 +26,7 @@ it is atomic in autocommit mode and costs one round trip:
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from zuke._errors import CorruptRecordError
@@ -58,9 +58,28 @@ def write_key(version: int) -> str:
     return f"v:{version}"
 
 
+def _text_encoder() -> Callable[[Any], str]:
+    """``json.dumps(raw, ensure_ascii=False, separators=(",", ":"), allow_nan=False)`` with
+    its C encoder made once (``json.dumps`` makes one a call: most of a delta's encoding), as
+    :mod:`._journal` does; without the circular-reference check (every value written is
+    built by :mod:`zuke.state.wire`, and ``ctx.state.set`` refuses a circular one)."""
+    from json import encoder
+
+    plain = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    make = getattr(encoder, "c_make_encoder", None)
+    if make is None:  # no C accelerator: the pure-Python encoder, as json.dumps would
+        return plain.encode
+    one = make(None, plain.default, encoder.encode_basestring, None, ":", ",",
+               False, False, False)  # fmt: skip
+    return lambda raw: "".join(one(raw, 0))
+
+
+_encode = _text_encoder()
+
+
 def dumps(raw: Any) -> str:
     """Compact JSON that Postgres ``text`` holds: escaped when it has a lone surrogate."""
-    text = json.dumps(raw, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    text = _encode(raw)
     if not text.isascii():
         try:
             text.encode()
@@ -207,12 +226,13 @@ def append(
     expected: int,
     *,
     version: int | None = None,
-    after: RunRecord | None = None,
+    after: RunRecord | Callable[[], RunRecord] | None = None,
     key: str | None = None,
 ) -> Written | Conflict:
     """Append ``delta`` if the run is at ``expected``; ``after``, when the caller knows it, is
-    the record the delta makes — a compaction due then writes it instead of reading back and
-    folding the whole journal (:func:`_compact_known`)."""
+    the record the delta makes (or a function making it, called only then) — a compaction
+    due then writes it instead of reading back and folding the whole journal
+    (:func:`_compact_known`)."""
     line = dumps(delta_to_json(delta))
     made = _pg_append.append(
         conn, ns, run_id, expected, version, _key(key, version), to_db(delta.updated_at),
@@ -225,7 +245,7 @@ def append(
         if after is None:
             _compact(conn, ns, run_id)
         else:
-            _compact_known(conn, ns, run_id, -made, after)
+            _compact_known(conn, ns, run_id, -made, after() if callable(after) else after)
     return Written(version=str(abs(made)))
 
 
@@ -314,12 +334,14 @@ def _compact(conn: Conn, ns: str, run_id: str) -> None:
 def delete(conn: Conn, ns: str, run_id: str) -> bool:
     """Remove the run and what is its (call inside a transaction); whether it was there.
 
-    Its targets go by ``ON DELETE CASCADE``; its deltas and witnesses, which have no
-    foreign key (schema 4: the check cost every append), by the statements after the
-    row's: the row's ``DELETE`` waits for an append in flight, and each later statement
-    sees what that append committed, while an append after it finds no row to update.
+    Its deltas, witnesses and target names, which have no foreign key (schema 4: the
+    check cost every append; schema 5: a look-up per target at creation), go by the
+    statements after the row's: the row's ``DELETE`` waits for an append in flight, and
+    each later statement sees what that append committed, while an append after it finds
+    no row to update.
     """
     cursor = conn.execute("DELETE FROM zuke_runs WHERE ns = %s AND id = %s", (ns, run_id))
+    conn.execute("DELETE FROM zuke_run_targets WHERE ns = %s AND run_id = %s", (ns, run_id))
     conn.execute("DELETE FROM zuke_run_deltas WHERE ns = %s AND run_id = %s", (ns, run_id))
     conn.execute("DELETE FROM zuke_run_writes WHERE ns = %s AND run_id = %s", (ns, run_id))
     return cursor.rowcount > 0

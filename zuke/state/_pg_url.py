@@ -118,6 +118,9 @@ class PgAddress:
         """The URL as libpq takes it: zuke's defaults (and ``defaults``) where the URL sets
         none, the client encoding UTF8 whatever it or ``PGCLIENTENCODING`` says, and ``extra``
         over all."""
+        from zuke.state import _pg_driver
+
+        _pg_driver.load()  # the first use of psycopg2 in most commands: without Python's ssl
         from psycopg2.extensions import make_dsn, parse_dsn
 
         try:

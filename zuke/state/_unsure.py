@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from zuke._errors import StoreUnavailableError
 
@@ -38,6 +38,13 @@ class UnsureWriteError(StoreUnavailableError):
     """A write went out and its answer was lost for good: it may or may not have landed.
     The store remembers it (:class:`UnsureWrites`), so the same write sent again looks
     first."""
+
+    #: the stored run (a ``StoredRun``) the write was sent against, set by ``update_run``
+    #: when that was a record it re-read after a conflict: the caller's retry sends the
+    #: same write against it — so the store finds the write's witness — not against the
+    #: older record it knew, which would meet its own landed write as a conflict and
+    #: apply the change twice
+    based_on: Any = None
 
 
 class UnsureWrites(Generic[K]):

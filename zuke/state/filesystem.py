@@ -35,7 +35,9 @@ from zuke.state import _journal
 from zuke.state._files import (
     FileTimeClock,
     append_line,
+    ensure_directory,
     remove,
+    try_flock,
 )
 from zuke.state._fs_locks import CLOCK_FILE, FsLocks
 from zuke.state._fs_open import OpenJournal, OpenJournals, records_intent
@@ -83,6 +85,9 @@ class FileSystemStateStore(FsRunFiles):
     #: a write is a small append under a bounded mutex: the engine may make it on the
     #: event loop's thread (``zuke._engine.store_traits.local``)
     inline_writes = True
+    #: ``append_run_known``'s ``after`` may be a function making the record (called only
+    #: when a compaction is due: ``zuke._engine.store_traits.lazy_after``)
+    append_after_lazily = True
 
     def __init__(
         self,
@@ -161,32 +166,77 @@ class FileSystemStateStore(FsRunFiles):
         delta: RunDelta,
         *,
         expected_version: str,
-        after: RunRecord | None = None,
+        after: RunRecord | Callable[[], RunRecord] | None = None,
     ) -> Written | Conflict:
-        """:meth:`append_run`; ``after``, if given, is the record the delta makes.
+        """:meth:`append_run`; ``after``, if given, is the record the delta makes (or a
+        function making it, called only if a compaction is due).
 
-        The caller (:func:`~zuke.state.update.update_run`) has it already: it
-        applied the delta to the record it read at ``expected_version``. Only a
-        version that matches writes anything, so then ``after`` is exactly the
-        journal's record once the delta is appended, and a compaction due now
+        The caller (:func:`~zuke.state.update.update_run`, or the run's writer) has it
+        already: it applied the delta to the record it read at ``expected_version``, or
+        can. Only a version that matches writes anything, so then ``after`` is exactly
+        the journal's record once the delta is appended, and a compaction due now
         writes it instead of reading back and parsing the whole journal.
         """
         path = self.path_of(run_id)
         line = _journal.delta_line(delta)
-        with self._run_mutex(run_id):
-            opened = self._journals.open(run_id, path, self.where(run_id))
-            if opened is None:
-                return Conflict()
-            try:
-                written = self._append_open(opened, path, line, delta, expected_version, after)
-            except BaseException:
-                opened.close()
-                raise
-            self._journals.keep(opened)  # closed already if a compaction replaced the file
-            return written
+        opened = self._journals.reuse(run_id, path)  # the mutex held by its kept descriptor
+        if opened is None:
+            return self._append_locking(run_id, path, line, delta, expected_version, after)
+        return self._append_held(opened, path, line, delta, expected_version, after)
+
+    def _append_locking(self, run_id: str, path: str, line: bytes, delta: RunDelta,
+                        expected: str, after: RunRecord | Callable[[], RunRecord] | None,
+                        ) -> Written | Conflict:  # fmt: skip
+        """:meth:`append_run_known`, taking the run's mutex from its path (the first append,
+        or after another process wrote the run); its descriptor is kept with the journal."""
+        if not os.path.isdir(self.directory):  # one stat; created on first write
+            ensure_directory(self.directory, directory=self.directory)
+        try:
+            lock_fd = try_flock(self.mutex_path(run_id))
+        except OSError:
+            lock_fd = None
+        if lock_fd is None:  # held by another writer (or unusable): the bounded wait
+            with self._run_mutex(run_id):
+                opened = self._journals.open(run_id, path, self.where(run_id))
+                if opened is None:
+                    return Conflict()
+                try:
+                    written = self._append_open(opened, path, line, delta, expected, after)
+                except BaseException:
+                    opened.close()
+                    raise
+                self._journals.keep(opened)  # without a mutex descriptor: taken afresh next
+                return written
+        try:
+            opened = self._journals.open(run_id, path, self.where(run_id), lock_fd)
+        except BaseException:
+            os.close(lock_fd)  # releases the mutex
+            raise
+        if opened is None:
+            os.close(lock_fd)
+            return Conflict()
+        return self._append_held(opened, path, line, delta, expected, after)
+
+    def _append_held(self, opened: OpenJournal, path: str, line: bytes, delta: RunDelta,
+                     expected: str, after: RunRecord | Callable[[], RunRecord] | None,
+                     ) -> Written | Conflict:  # fmt: skip
+        """The append on ``opened``, whose mutex is held through ``opened.lock_fd``; then
+        the mutex is released and the entry kept for the next append."""
+        try:
+            written = self._append_open(opened, path, line, delta, expected, after)
+        except BaseException:
+            opened.close()  # releases the mutex
+            raise
+        if opened.fd < 0:  # a compaction replaced the journal: nothing to keep
+            opened.close()
+        else:
+            opened.unlock()
+            self._journals.keep(opened)
+        return written
 
     def _append_open(self, opened: OpenJournal, path: str, line: bytes, delta: RunDelta,
-                     expected: str, after: RunRecord | None) -> Written | Conflict:  # fmt: skip
+                     expected: str, after: RunRecord | Callable[[], RunRecord] | None,
+                     ) -> Written | Conflict:  # fmt: skip
         """:meth:`append_run_known` on the journal ``opened`` (under the run's mutex)."""
         run_id, current = opened.run_id, opened.probe
         if current.version != expected:
@@ -209,10 +259,11 @@ class FileSystemStateStore(FsRunFiles):
         if compact:
             # Rewriting costs about base + journal bytes and happens only after
             # more than `base` bytes of deltas, so total bytes stay linear.
-            opened.close()  # the journal is replaced: the next append opens the new one
-            written = (
-                self._compact(run_id, path) if after is None else self._write_whole(path, after)
-            )
+            opened.close_journal()  # the journal is replaced: the next append opens the new one
+            if after is None:
+                written = self._compact(run_id, path)
+            else:
+                written = self._write_whole(path, after() if callable(after) else after)
         else:
             opened.appended(len(line))
         if listed or compact:

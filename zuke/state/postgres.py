@@ -19,12 +19,12 @@ A ``namespace`` keeps several independent stores in one set of tables (what
 
 from __future__ import annotations
 
-import uuid
+import os
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Final, TypeVar
 
 from zuke._errors import StateError
-from zuke.state import _pg_listen, _pg_locks, _pg_runs
+from zuke.state import _pg_driver, _pg_listen, _pg_locks, _pg_runs
 from zuke.state._ids import check_id, check_ttl
 from zuke.state._pg_conn import DEFAULT_MAX_CONNECTIONS, POOL_SIZE_ENV, PgDatabase
 from zuke.state._protocol import (
@@ -57,6 +57,10 @@ class PostgresStateStore:
     #: thread and back: the engine makes it on the event loop's thread while nothing else
     #: of the run needs the loop (``zuke._engine.store_traits.local``)
     inline_writes = True
+    #: ``append_run_known``'s ``after`` may be a function making the record, called only when
+    #: a compaction is due (``zuke._engine.store_traits.lazy_after``): the run's writer then
+    #: need not apply each delta to the record it holds (a copy of every row a write)
+    append_after_lazily = True
 
     def __init__(
         self,
@@ -144,14 +148,24 @@ class PostgresStateStore:
         return self._append(run_id, delta, expected_version, None)
 
     def append_run_known(
-        self, run_id: str, delta: RunDelta, *, expected_version: str, after: RunRecord
+        self,
+        run_id: str,
+        delta: RunDelta,
+        *,
+        expected_version: str,
+        after: RunRecord | Callable[[], RunRecord],
     ) -> Written | Conflict:
         """:meth:`append_run`, given ``after``, the record the delta makes (``update_run``
-        knows it): a compaction due writes it instead of reading the journal back."""
+        knows it), or a function making it (the run's writer), called only when a compaction
+        is due: it is written instead of reading the journal back."""
         return self._append(run_id, delta, expected_version, after)
 
     def _append(
-        self, run_id: str, delta: RunDelta, expected_version: str, after: RunRecord | None
+        self,
+        run_id: str,
+        delta: RunDelta,
+        expected_version: str,
+        after: RunRecord | Callable[[], RunRecord] | None,
     ) -> Written | Conflict:
         check_id(run_id)
         expected = _pg_runs.parse_version(expected_version)
@@ -219,7 +233,8 @@ class PostgresStateStore:
         check_ttl(ttl_ms)
         ns, asked = self.namespace, (holder, ttl_ms)
         known = self._unsure_locks.key(key, "", asked)  # the same acquisition, sent again
-        token = uuid.uuid4().hex if known is None else known
+        # 32 random hex digits, as uuid4().hex: without importing uuid (platform)
+        token = os.urandom(16).hex() if known is None else known
 
         def acquire(conn: Conn) -> LockAcquired | LockHeld:
             self._ensure_floor(conn)
@@ -282,7 +297,7 @@ class PostgresStateStore:
 def from_url(spec: str, env: Mapping[str, str]) -> PostgresStateStore:
     """The store ``ZUKE_STATE=postgresql://…`` names; refused without ``zuke[postgres]``."""
     try:
-        import psycopg2  # noqa: F401
+        _pg_driver.load()  # without Python's ssl: libpq has its own TLS
     except ImportError:
         raise StateError(
             "state: ZUKE_STATE names a Postgres database, but psycopg is not installed: "

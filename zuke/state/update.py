@@ -21,8 +21,7 @@ store raises), and a run that is not in the store is
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 from zuke._errors import RunNotFoundError
 from zuke.state._protocol import (
@@ -30,9 +29,16 @@ from zuke.state._protocol import (
     JournalingStateStore,
     StateStore,
     StoredRun,
+    Written,
     can_append,
 )
+from zuke.state._unsure import UnsureWriteError
 from zuke.state.records import RunDelta, RunRecord, apply_delta
+
+if TYPE_CHECKING:
+    from dataclasses import dataclass
+else:  # a frozen dataclass without compiling its methods at import (zuke.state._frozen)
+    from zuke.state._frozen import dataclass
 
 #: Attempts (the first write and its re-applications) before :func:`update_run` gives up.
 MAX_ATTEMPTS = 10
@@ -93,23 +99,34 @@ def update_run(
         if delta is None:
             return Unchanged(current.record, current.version)
         new = apply_delta(current.record, delta)
-        if can_append(store):
-            journal = cast("JournalingStateStore", store)
-            # A store that can use the record the delta makes (the filesystem store:
-            # a compaction due writes it, instead of reading back the whole journal).
-            known_append = getattr(journal, "append_run_known", None)
-            if callable(known_append):
-                outcome = known_append(run_id, delta, expected_version=current.version, after=new)
-            else:
-                outcome = journal.append_run(run_id, delta, expected_version=current.version)
-        else:
-            outcome = store.put_run(new, expected_version=current.version)
+        try:
+            outcome = _write(store, run_id, delta, new, current.version)
+        except UnsureWriteError as exc:
+            exc.based_on = current  # what the retry must send it against (see there)
+            raise
         if not isinstance(outcome, Conflict):
             return Updated(new, outcome.version, delta, attempt)
         if attempt == attempts:
             return GaveUp(current.record, current.version, attempts)
         current = None
     raise AssertionError("unreachable")
+
+
+def _write(
+    store: StateStore, run_id: str, delta: RunDelta, new: RunRecord, expected: str
+) -> Written | Conflict:
+    if can_append(store):
+        journal = cast("JournalingStateStore", store)
+        # A store that can use the record the delta makes (the filesystem store:
+        # a compaction due writes it, instead of reading back the whole journal).
+        known_append = getattr(journal, "append_run_known", None)
+        if callable(known_append):
+            found: Written | Conflict = known_append(
+                run_id, delta, expected_version=expected, after=new
+            )
+            return found
+        return journal.append_run(run_id, delta, expected_version=expected)
+    return store.put_run(new, expected_version=expected)
 
 
 __all__ = ["MAX_ATTEMPTS", "GaveUp", "Unchanged", "UpdateResult", "Updated", "update_run"]

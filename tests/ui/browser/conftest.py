@@ -12,7 +12,6 @@ error; the test fails at its end if there was any.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,9 +20,7 @@ from urllib.parse import urlsplit
 import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, Route, sync_playwright
 
-from tests.ui.browser.support import CHROMIUM_ARGS, Serve, chromium_path, serve_process
-
-REQUIRE_ENV = "ZUKE_REQUIRE_BROWSER"
+from tests.ui.browser.support import CHROMIUM_ARGS, Serve, require_chromium, serve_process
 
 
 def pytest_itemcollected(item: pytest.Item) -> None:
@@ -33,12 +30,7 @@ def pytest_itemcollected(item: pytest.Item) -> None:
 
 @pytest.fixture(scope="session")
 def browser() -> Iterator[Browser]:
-    path = chromium_path()
-    if path is None:
-        message = "the browser tests need Debian's Chromium: apt-get install -y chromium"
-        if os.environ.get(REQUIRE_ENV) == "1":
-            pytest.fail(f"{message} ({REQUIRE_ENV}=1)", pytrace=False)
-        pytest.skip(message)
+    path = require_chromium()
     with sync_playwright() as p:
         launched = p.chromium.launch(executable_path=path, headless=True, args=CHROMIUM_ARGS)
         try:

@@ -19,6 +19,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 from tests.e2e.support import clean_env, finish, spawn
 from tests.ui.support import READ_TOKEN, TOKEN
 from zuke.testing.serve import listening_url
@@ -35,6 +37,8 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 START_DEADLINE_S = 30.0
+#: set to 1 where a missing Chromium must fail the browser tests instead of skipping them
+REQUIRE_ENV = "ZUKE_REQUIRE_BROWSER"
 #: who starts the runs (``ZUKE_ACTOR``)
 STARTER = "release-bot"
 
@@ -115,12 +119,26 @@ def chromium_path() -> str | None:
     return shutil.which("chromium")
 
 
+def require_chromium() -> str:
+    """Debian's Chromium's path; without it the test skips, saying so — or fails where
+    ``ZUKE_REQUIRE_BROWSER=1`` (CI, ``.ci/run``)."""
+    path = chromium_path()
+    if path is None:
+        message = "the browser tests need Debian's Chromium: apt-get install -y chromium"
+        if os.environ.get(REQUIRE_ENV) == "1":
+            pytest.fail(f"{message} ({REQUIRE_ENV}=1)", pytrace=False)
+        pytest.skip(message)
+    return path
+
+
 __all__ = [
     "CHROMIUM_ARGS",
+    "REQUIRE_ENV",
     "Serve",
     "chromium_path",
     "clean_env",
     "demo_release",
+    "require_chromium",
     "serve_process",
     "zuke",
 ]
