@@ -36,13 +36,11 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from zuke._clock import iso
-from zuke._engine import gate_cancel
 from zuke._engine.plan import Plan, make_plan
 from zuke._engine.result import RunResult
 from zuke._engine.resumed import execute_resumed, plan_of
 from zuke._engine.run import LoadedBuild, RunOptions, ordering_edges
 from zuke._errors import AlreadyResumedError, RunError
-from zuke.runs.compensate import gate_hooks, walk_taken
 from zuke.runs.deadlines import TIMEOUT_EVENT, still_expired, timed_out_error
 from zuke.runs.gate_checks import timeout_hook
 from zuke.runs.lifecycle import Hold, lease_key
@@ -241,6 +239,10 @@ async def _cancel_run(
     marked = await hold.write(mark)
     if isinstance(marked, (Unchanged, GaveUp)):
         raise changed_under_us(record.id, marked)
+    # Imported here: only a rollback walks (the walk and the compensations are a tenth of
+    # what a signal's resume would import otherwise, issue 28 §3).
+    from zuke.runs.compensate import walk_taken
+
     result, _, warnings = await walk_taken(
         hold,
         build=type(loaded.build),
@@ -321,6 +323,9 @@ async def _tell_skipped(
     now_ms: int,
 ) -> tuple[RunEvent, ...]:  # fmt: skip
     """Ask each other waiting gate a rollback skips (its ``on_cancel``); their events."""
+    from zuke._engine import gate_cancel  # a rollback's only (see walk_taken's import)
+    from zuke.runs.compensate import gate_hooks
+
     events = []
     hooks = gate_hooks(loaded, actor)
     for other in gate_cancel.waiting_gates(hold.record):
