@@ -13,11 +13,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.writer_support import count_record_builds
 from zuke._clock import ManualClock
 from zuke._engine import record_writes
 from zuke._engine.observer import Transition
 from zuke._engine.writer import RunStateWriter
-from zuke.state import _journal, records, update
+from zuke.state import _journal, records
 from zuke.state._protocol import Conflict, StoredRun, Written
 from zuke.state.filesystem import FileSystemStateStore
 from zuke.state.records import RunDelta, RunEvent, RunRecord, TargetRecord
@@ -94,16 +95,7 @@ def test_the_record_held_is_the_journals_through_compactions(
 def test_no_delta_is_applied_to_the_record_until_it_is_asked_for(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    applied: list[int] = []
-    real = records.apply_deltas
-
-    def counted(base: RunRecord, deltas: list[RunDelta]) -> RunRecord:
-        applied.append(len(deltas))
-        return real(base, deltas)
-
-    monkeypatch.setattr(record_writes, "apply_deltas", counted)
-    monkeypatch.setattr(record_writes, "apply_delta", lambda b, d: counted(b, [d]))
-    monkeypatch.setattr(update, "apply_delta", lambda b, d: counted(b, [d]))
+    applied = count_record_builds(monkeypatch)
 
     async def go() -> None:
         store = CountingStore(tmp_path)

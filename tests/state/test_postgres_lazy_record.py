@@ -9,14 +9,15 @@ import asyncio
 
 import pytest
 
+from tests.writer_support import count_record_builds
 from zuke._clock import ManualClock
-from zuke._engine import record_writes, store_traits
+from zuke._engine import store_traits
 from zuke._engine.observer import Transition
 from zuke._engine.writer import RunStateWriter
-from zuke.state import _pg_runs, records, update
+from zuke.state import _pg_runs
 from zuke.state._protocol import StoredRun
 from zuke.state.postgres import PostgresStateStore
-from zuke.state.records import RunDelta, RunRecord, TargetRecord
+from zuke.state.records import RunRecord, TargetRecord
 from zuke.testing.store_contract import fresh
 
 CLOCK = ManualClock()
@@ -102,16 +103,7 @@ def test_the_record_held_is_the_databases_through_compactions(
 def test_no_delta_is_applied_to_the_record_until_it_is_asked_for(
     pg_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    applied: list[int] = []
-    real = records.apply_deltas
-
-    def counted(base: RunRecord, deltas: list[RunDelta]) -> RunRecord:
-        applied.append(len(deltas))
-        return real(base, deltas)
-
-    monkeypatch.setattr(record_writes, "apply_deltas", counted)
-    monkeypatch.setattr(record_writes, "apply_delta", lambda b, d: counted(b, [d]))
-    monkeypatch.setattr(update, "apply_delta", lambda b, d: counted(b, [d]))
+    applied = count_record_builds(monkeypatch)
     store = PostgresStateStore(pg_url)
 
     async def go() -> None:
