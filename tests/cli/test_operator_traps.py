@@ -176,7 +176,11 @@ def test_an_existing_empty_store_directory_still_has_no_runs(
         ({"ZUKE_STATE": "https://state.example"}, "names no store"),
         ({"ZUKE_STATE": "github://acme"}, "repository 'acme' is refused"),
         ({"ZUKE_STATE": "postgresql://u:pw-9f3x@h:port/db"}, "postgresql:// URL does not parse"),
-        ({"ZUKE_STATE": "postgresql://u@h/db", "ZUKE_PG_POOL_SIZE": "lots"}, "ZUKE_PG_POOL_SIZE"),
+        pytest.param(  # the pool's setting is read by the driver's store: the extra's
+            {"ZUKE_STATE": "postgresql://u@h/db", "ZUKE_PG_POOL_SIZE": "lots"},
+            "ZUKE_PG_POOL_SIZE",
+            marks=pytest.mark.psycopg,
+        ),
         ({"ZUKE_STATE_FSYNC": "sometimes"}, "ZUKE_STATE_FSYNC='sometimes'"),
         ({"ZUKE_STATE_URL": "http://state.example.com"}, "plaintext http://"),
         ({"ZUKE_RUN_LEASE_TTL": "banana"}, "ZUKE_RUN_LEASE_TTL"),

@@ -12,6 +12,10 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
+pytestmark = pytest.mark.psycopg  # psycopg2 itself (the postgres extra), no cluster
+
 STORE_WITHOUT_SSL = """
     import sys
     from zuke.cli import lean_asyncio
