@@ -30,10 +30,10 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from zuke._errors import CorruptRecordError
+from zuke.state._compact_json import compact_encoder
 from zuke.state.records import RunDelta, RunRecord, apply_deltas
 from zuke.state.wire import delta_to_json, parse_delta, parse_record, record_to_json
 
@@ -51,32 +51,7 @@ COMPACT_MIN_BYTES = 64 * 1024
 _HEADER_MAX = 4096
 
 
-def _compact_encoder() -> Callable[[Any], str]:
-    """``json.dumps(obj, separators=(",", ":"))``, with its C encoder made once.
-
-    ``json.dumps`` with ``separators`` builds a ``JSONEncoder`` and then a C encoder on
-    every call: about 60 % of encoding one journal line (one a transition). The C
-    encoder made once is the same function with the same arguments — less its
-    circular-reference check, which a fresh ``markers`` dict per call would need: every
-    value written is built by :mod:`zuke.state.wire` from the record's own classes, and
-    ``ctx.state.set`` refuses a circular value before it is kept (``clean_patch``).
-    """
-    from json import encoder
-
-    plain = json.JSONEncoder(separators=(",", ":"))
-    make = getattr(encoder, "c_make_encoder", None)
-    if make is None:  # no C accelerator: the pure-Python encoder, as json.dumps would
-        return plain.encode
-    one = make(None, plain.default, encoder.encode_basestring_ascii, None, ":", ",",
-               False, False, True)  # fmt: skip
-
-    def encode(obj: Any) -> str:
-        return "".join(one(obj, 0))
-
-    return encode
-
-
-_encode = _compact_encoder()
+_encode = compact_encoder()
 
 
 def encode_line(obj: Any) -> bytes:

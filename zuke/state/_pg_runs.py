@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from zuke._errors import CorruptRecordError
 from zuke.state import _pg_append
+from zuke.state._compact_json import compact_encoder
 from zuke.state._listing_sql import Position
 from zuke.state._listing_sql import listing_sql as shared_listing_sql
 from zuke.state._pg_schema import from_db, to_db
@@ -58,23 +59,10 @@ def write_key(version: int) -> str:
     return f"v:{version}"
 
 
-def _text_encoder() -> Callable[[Any], str]:
-    """``json.dumps(raw, ensure_ascii=False, separators=(",", ":"), allow_nan=False)`` with
-    its C encoder made once (``json.dumps`` makes one a call: most of a delta's encoding), as
-    :mod:`._journal` does; without the circular-reference check (every value written is
-    built by :mod:`zuke.state.wire`, and ``ctx.state.set`` refuses a circular one)."""
-    from json import encoder
-
-    plain = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    make = getattr(encoder, "c_make_encoder", None)
-    if make is None:  # no C accelerator: the pure-Python encoder, as json.dumps would
-        return plain.encode
-    one = make(None, plain.default, encoder.encode_basestring, None, ":", ",",
-               False, False, False)  # fmt: skip
-    return lambda raw: "".join(one(raw, 0))
-
-
-_encode = _text_encoder()
+#: ``json.dumps(raw, ensure_ascii=False, separators=(",", ":"), allow_nan=False)``, its C
+#: encoder made once, as the journal's (``json.dumps`` makes one a call: most of a delta's
+#: encoding)
+_encode = compact_encoder(ensure_ascii=False, allow_nan=False)
 
 
 def dumps(raw: Any) -> str:
