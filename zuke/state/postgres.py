@@ -24,9 +24,14 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Final, TypeVar
 
 from zuke._errors import StateError
-from zuke.state import _pg_driver, _pg_listen, _pg_locks, _pg_runs
+from zuke.state import _pg_driver, _pg_listen, _pg_locks, _pg_runs, _pg_send
 from zuke.state._ids import check_id, check_ttl
-from zuke.state._pg_conn import DEFAULT_MAX_CONNECTIONS, POOL_SIZE_ENV, PgDatabase
+from zuke.state._pg_conn import (
+    DEFAULT_MAX_CONNECTIONS,
+    POOL_SIZE_ENV,
+    PgDatabase,
+    lost_connection,
+)
 from zuke.state._protocol import (
     Conflict,
     LockAcquired,
@@ -77,6 +82,8 @@ class PostgresStateStore:
         #: writes (and acquisitions) that failed unsure, to be looked up if sent again
         self._unsure: UnsureWrites[int] = UnsureWrites()
         self._unsure_locks: UnsureWrites[str] = UnsureWrites()
+        #: the connection appends are sent on without waiting (:meth:`send_append_known`)
+        self._sender: _pg_send.AppendSender | None = None
 
     def __repr__(self) -> str:
         ns = f", namespace={self.namespace!r}" if self.namespace else ""
@@ -91,6 +98,9 @@ class PostgresStateStore:
 
     def close(self) -> None:
         """Close the pool (the database object's: stores sharing it are closed too)."""
+        sender, self._sender = self._sender, None
+        if sender is not None:
+            sender.close()
         self.database.close()
 
     def listen(self, wake: _pg_listen.Wake) -> _pg_listen.Listener:
@@ -159,6 +169,64 @@ class PostgresStateStore:
         knows it), or a function making it (the run's writer), called only when a compaction
         is due: it is written instead of reading the journal back."""
         return self._append(run_id, delta, expected_version, after)
+
+    def send_append_known(
+        self,
+        run_id: str,
+        delta: RunDelta,
+        *,
+        expected_version: str,
+        after: Callable[[], RunRecord],
+    ) -> Callable[[], Written | Conflict] | None:
+        """:meth:`append_run_known`, sent now and answered later: the function returned waits
+        for the answer (what ``append_run_known`` would have returned or raised), which must
+        be asked for before anything else is written. ``None``: not sent — not this delta (a
+        status, an actor, a signal: another statement), nor before the sending connection
+        is up (:mod:`._pg_send`); ``append_run_known`` writes it then."""
+        check_id(run_id)
+        expected = _pg_runs.parse_version(expected_version)
+        if expected is None or self._unsure.key(run_id, str(expected), delta) is not None:
+            return None  # a write sent again after a lost answer is looked up first: _write
+        sender = self._sender
+        if sender is None:
+            self._sender = sender = _pg_send.AppendSender(self.database.conninfo())
+        if not sender.ready():
+            return None
+        version = self._version()
+        args = _pg_send.plain_append_args(self.namespace, run_id, delta, expected, version)
+        if args is None or not sender.send(args):
+            return None
+        return lambda: self._sent_answer(sender, run_id, delta, expected, version, after)
+
+    def _sent_answer(
+        self,
+        sender: _pg_send.AppendSender,
+        run_id: str,
+        delta: RunDelta,
+        expected: int,
+        version: int,
+        after: Callable[[], RunRecord],
+    ) -> Written | Conflict:
+        import psycopg2
+        from psycopg2.errors import InvalidSqlStatementName
+
+        try:
+            made = sender.answer()
+        except InvalidSqlStatementName:  # refused before it ran (a pooler): the ordinary way
+            return self._append(run_id, delta, str(expected), after)
+        except psycopg2.Error as exc:
+            if not (sender.lost or lost_connection(exc, None)):
+                raise self.database._failed(exc) from None  # the statement failed: not applied
+            # The answer was lost with the connection: the append may have landed. Sent
+            # again the ordinary way, its witness is looked up first (_write).
+            self._unsure.note(run_id, str(expected), delta, version)
+            return self._append(run_id, delta, str(expected), after)
+        if made is None:
+            return Conflict()
+        if made < 0:  # a compaction is due: on a pooled connection, as _pg_runs.append does it
+            ns = self.namespace
+            return self._call(lambda conn: _pg_runs.appended(conn, ns, run_id, made, after))
+        return Written(version=str(made))
 
     def _append(
         self,
