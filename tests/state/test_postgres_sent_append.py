@@ -18,7 +18,7 @@ from zuke._clock import ManualClock
 from zuke._engine import store_traits
 from zuke._engine.observer import Observers, Transition
 from zuke._engine.writer import RunStateWriter
-from zuke.state import _pg_runs
+from zuke.state import _pg_runs, _pg_send
 from zuke.state._protocol import Conflict, Written
 from zuke.state.postgres import PostgresStateStore
 from zuke.state.records import RunDelta, RunRecord, TargetRecord
@@ -204,3 +204,24 @@ def test_a_run_written_through_sent_appends_ends_with_every_row(store: PostgresS
     assert (found.version, found.record) == (writer.version, writer.record)
     assert found.record.status == "succeeded"
     assert all(found.record.targets[n].status == "succeeded" for n in names)
+
+
+def test_the_senders_poll_states_are_psycopg2s() -> None:
+    import psycopg2.extensions as ext
+
+    assert (_pg_send._POLL_OK, _pg_send._POLL_READ) == (ext.POLL_OK, ext.POLL_READ)
+
+
+def test_a_short_run_never_opens_the_sending_connection(store: PostgresStateStore) -> None:
+    record = _record()
+    version = _created(store, record)
+    for _ in range(_pg_send.SEND_AFTER):
+        assert store.send_append_known(
+            record.id, _running("t0"), expected_version=version, after=lambda: record
+        ) is None  # fmt: skip
+    assert store._sender is None
+    with store.database.connection() as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+        ).fetchone()
+    assert row is not None and row[0] == 1  # the pool's one connection, no other

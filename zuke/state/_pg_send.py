@@ -10,12 +10,13 @@ body. Nothing else changes: the same statement, the same compare-and-swap and
 witness, the same compaction; a lost answer is looked up by its witness like
 any other write's (the store's ``_write``).
 
-The connection is opened lazily and without waiting: :meth:`AppendSender.ready`
-drives its connect and its ``PREPARE`` a step at a time (``poll`` never blocks),
-and says no — the append goes the ordinary way, on a pooled connection — until
-they are done, so a short run never waits for a second backend. It is one
-connection beside the pool's (``ZUKE_PG_POOL_SIZE``), and a connection that
-cannot keep a prepared statement (a transaction pooler) or breaks is dropped
+The connection is opened once a store has made :data:`SEND_AFTER` appends (a
+short run never opens it), and without waiting: :meth:`AppendSender.ready`
+drives its connect and its ``PREPARE`` a step at a time (``poll`` never
+blocks), and says no — the append goes the ordinary way, on a pooled
+connection — until they are done. It is one connection beside the pool's
+(``ZUKE_PG_POOL_SIZE``), and a connection that cannot keep a prepared
+statement (a transaction pooler) or breaks is dropped
 for good: every later append goes the ordinary way.
 """
 
@@ -34,8 +35,15 @@ from zuke.state.wire import delta_to_json
 if TYPE_CHECKING:
     from psycopg2.extensions import connection, cursor
 
+#: the appends a store makes the ordinary way before it opens the sending connection: a
+#: short run never opens it (a backend's start and its first statements cost the server a
+#: few milliseconds of CPU, more than overlapping a few round trips saves)
+SEND_AFTER = 8
 #: the sender's states
 _CONNECTING, _PREPARING, _READY, _BUSY, _GONE = range(5)
+#: psycopg2's ``POLL_OK`` and ``POLL_READ`` (``psycopg2.extensions``: 0 and 1, fixed by its
+#: API), here so that the wait imports nothing
+_POLL_OK, _POLL_READ = 0, 1
 
 
 def plain_append_args(
@@ -152,16 +160,14 @@ class AppendSender:
 
     def _wait(self) -> None:
         """``poll`` until the statement under way is answered, sleeping on the socket."""
-        import psycopg2.extensions as ext
-
         assert self._conn is not None
         conn, poller = self._conn, self._poller
         fd = conn.fileno()
         while True:
             state = conn.poll()
-            if state == ext.POLL_OK:
+            if state == _POLL_OK:
                 return
-            poller.register(fd, select.POLLIN if state == ext.POLL_READ else select.POLLOUT)
+            poller.register(fd, select.POLLIN if state == _POLL_READ else select.POLLOUT)
             poller.poll()
 
 

@@ -84,6 +84,7 @@ class PostgresStateStore:
         self._unsure_locks: UnsureWrites[str] = UnsureWrites()
         #: the connection appends are sent on without waiting (:meth:`send_append_known`)
         self._sender: _pg_send.AppendSender | None = None
+        self._unsent = 0  # appends asked to be sent before the sending connection was opened
 
     def __repr__(self) -> str:
         ns = f", namespace={self.namespace!r}" if self.namespace else ""
@@ -189,6 +190,9 @@ class PostgresStateStore:
             return None  # a write sent again after a lost answer is looked up first: _write
         sender = self._sender
         if sender is None:
+            self._unsent += 1
+            if self._unsent <= _pg_send.SEND_AFTER:
+                return None
             self._sender = sender = _pg_send.AppendSender(self.database.conninfo())
         if not sender.ready():
             return None
@@ -207,26 +211,43 @@ class PostgresStateStore:
         version: int,
         after: Callable[[], RunRecord],
     ) -> Written | Conflict:
-        import psycopg2
-        from psycopg2.errors import InvalidSqlStatementName
-
         try:
             made = sender.answer()
-        except InvalidSqlStatementName:  # refused before it ran (a pooler): the ordinary way
-            return self._append(run_id, delta, str(expected), after)
-        except psycopg2.Error as exc:
-            if not (sender.lost or lost_connection(exc, None)):
-                raise self.database._failed(exc) from None  # the statement failed: not applied
-            # The answer was lost with the connection: the append may have landed. Sent
-            # again the ordinary way, its witness is looked up first (_write).
-            self._unsure.note(run_id, str(expected), delta, version)
-            return self._append(run_id, delta, str(expected), after)
+        except Exception as exc:
+            return self._unanswered(exc, sender, run_id, delta, expected, version, after)
         if made is None:
             return Conflict()
         if made < 0:  # a compaction is due: on a pooled connection, as _pg_runs.append does it
             ns = self.namespace
             return self._call(lambda conn: _pg_runs.appended(conn, ns, run_id, made, after))
         return Written(version=str(made))
+
+    def _unanswered(
+        self,
+        exc: Exception,
+        sender: _pg_send.AppendSender,
+        run_id: str,
+        delta: RunDelta,
+        expected: int,
+        version: int,
+        after: Callable[[], RunRecord],
+    ) -> Written | Conflict:
+        """A sent append's answer that did not come: refused before it ran (a pooler), the
+        statement failed (nothing applied), or lost with its connection (it may have landed:
+        its witness is looked up)."""
+        import psycopg2
+        from psycopg2.errors import InvalidSqlStatementName
+
+        if isinstance(exc, InvalidSqlStatementName):  # nothing of it ran: the ordinary way
+            return self._append(run_id, delta, str(expected), after)
+        if not isinstance(exc, psycopg2.Error):
+            raise exc
+        if not (sender.lost or lost_connection(exc, None)):
+            raise self.database._failed(exc) from None  # the statement failed: not applied
+        # The answer was lost with the connection: the append may have landed. Sent again
+        # the ordinary way, its witness is looked up first (_write).
+        self._unsure.note(run_id, str(expected), delta, version)
+        return self._append(run_id, delta, str(expected), after)
 
     def _append(
         self,
