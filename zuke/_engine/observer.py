@@ -89,6 +89,9 @@ class RecordWriter(Observer):
     an observer whose own failures are the record's, told through :meth:`failed` (named
     here so that this module does not depend on the writer, which depends on it)."""
 
+    #: it may send a write and have it answered later (:meth:`begin`, :meth:`acknowledged`)
+    sends: bool = False
+
     def failed(self, exc: BaseException) -> None:
         raise NotImplementedError
 
@@ -123,9 +126,17 @@ class Observers(Observer):
         self._warn = warn
 
     async def _each(self, call: Callable[[Observer], Awaitable[None]]) -> None:
-        await self._to_writer(call)
+        if self._writer is not None:
+            try:
+                await call(self._writer)
+            except Exception as exc:  # the record's problem, not the run's: never dropped
+                self._writer.failed(exc)
         for o in list(self._observers):
-            await self._to(o, call)
+            try:
+                await call(o)
+            except Exception as exc:  # any observer failure is contained
+                self._observers.remove(o)
+                self._warn(f"{type(o).__name__} failed and was dropped: {exc!r}")
 
     async def _to_writer(self, call: Callable[[RecordWriter], Awaitable[None]]) -> None:
         if self._writer is not None:
@@ -146,12 +157,21 @@ class Observers(Observer):
         await self._each(lambda o: o.run_started(run_id, plan))
 
     async def transition(self, t: Transition) -> None:
-        """The writer first; the observers that may see a transition before it is recorded
-        (the console) while its write is out; then, the write answered, the others, in
-        order — and only then does the transition return (the next body waits for it)."""
+        """The writer first; where it sends writes to be answered later
+        (:attr:`RecordWriter.sends`), the observers that may see a transition before it is
+        recorded (the console) while its write is out, then, the write answered, the
+        others, in order — and only then does the transition return (the next body waits
+        for it)."""
+        writer = self._writer
+        if writer is None or not writer.sends:
+            await self._each(lambda o: o.transition(t))
+            return
         rest = list(self._observers)
         try:
-            await self._to_writer(lambda w: w.begin(t))
+            try:
+                await writer.begin(t)
+            except Exception as exc:  # as _to_writer: the record's problem, never dropped
+                writer.failed(exc)
             while rest and rest[0].before_recorded:
                 await self._to(rest.pop(0), lambda o: o.transition(t))
         finally:

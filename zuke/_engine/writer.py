@@ -143,6 +143,7 @@ class RunStateWriter(SentWrites, RecordWriter):
         self.at_ends_here = False
         self._lazy_after = lazy_after(store)
         self._sends = self._lazy_after and sends_appends(store)
+        self.sends = self._sends  # Observers awaits acknowledged() (sent_writes)
         self._sent = None
         if run_state is not None:
             run_state.on_meta_change = self._meta_changed_from_any_thread

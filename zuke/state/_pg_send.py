@@ -69,8 +69,6 @@ class AppendSender:
         self._cursor: cursor | None = None
         self._state = _CONNECTING
         self._poller = select.poll()
-        #: the last answer was lost with the connection (it closed under it)
-        self.lost = False
         try:
             self._conn = psycopg2.connect(conninfo, async_=1)  # returns before it is made
         except psycopg2.Error:
@@ -120,7 +118,6 @@ class AppendSender:
             self._wait()
             row = self._cursor.fetchone()
         except BaseException:
-            self.lost = bool(self._conn.closed)
             self.close()
             raise
         self._state = _READY

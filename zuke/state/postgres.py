@@ -242,10 +242,11 @@ class PostgresStateStore:
             return self._append(run_id, delta, str(expected), after)
         if not isinstance(exc, psycopg2.Error):
             raise exc
-        if not (sender.lost or lost_connection(exc, None)):
-            raise self.database._failed(exc) from None  # the statement failed: not applied
-        # The answer was lost with the connection: the append may have landed. Sent again
-        # the ordinary way, its witness is looked up first (_write).
+        if getattr(exc, "pgcode", None) and not lost_connection(exc, None):
+            raise self.database._failed(exc) from None  # the server refused it: not applied
+        # No answer from the server (the connection closed, or psycopg2 cannot say what
+        # became of it): the append may have landed. Sent again the ordinary way, its
+        # witness is looked up first (_write), so it is applied once whatever happened.
         self._unsure.note(run_id, str(expected), delta, version)
         return self._append(run_id, delta, str(expected), after)
 
