@@ -225,3 +225,24 @@ def test_a_short_run_never_opens_the_sending_connection(store: PostgresStateStor
             "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
         ).fetchone()
     assert row is not None and row[0] == 1  # the pool's one connection, no other
+
+
+def test_one_append_is_out_at_a_time_the_others_go_the_ordinary_way(
+    store: PostgresStateStore,
+) -> None:
+    record = _record()
+    version = _created(store, record)
+    first = _send(store, record, _running("t0"), version)
+    # another run's writer (another thread) while the answer is out: not sent, nor while a
+    # thread is in the middle of sending
+    assert store.send_append_known(
+        record.id, _running("t1"), expected_version=version, after=lambda: record
+    ) is None  # fmt: skip
+    outcome = first()
+    assert isinstance(outcome, Written)
+    with store._send_lock:
+        assert store.send_append_known(
+            record.id, _running("t1"), expected_version=outcome.version, after=lambda: record
+        ) is None  # fmt: skip
+    again = _send(store, record, _running("t1"), outcome.version)()
+    assert isinstance(again, Written)

@@ -20,6 +20,7 @@ A ``namespace`` keeps several independent stores in one set of tables (what
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Final, TypeVar
 
@@ -85,6 +86,7 @@ class PostgresStateStore:
         #: the connection appends are sent on without waiting (:meth:`send_append_known`)
         self._sender: _pg_send.AppendSender | None = None
         self._unsent = 0  # appends asked to be sent before the sending connection was opened
+        self._send_lock = threading.Lock()
 
     def __repr__(self) -> str:
         ns = f", namespace={self.namespace!r}" if self.namespace else ""
@@ -188,18 +190,23 @@ class PostgresStateStore:
         expected = _pg_runs.parse_version(expected_version)
         if expected is None or self._unsure.key(run_id, str(expected), delta) is not None:
             return None  # a write sent again after a lost answer is looked up first: _write
-        sender = self._sender
-        if sender is None:
-            self._unsent += 1
-            if self._unsent <= _pg_send.SEND_AFTER:
+        if not self._send_lock.acquire(blocking=False):
+            return None  # another thread's run is sending: one statement at a time on it
+        try:
+            sender = self._sender
+            if sender is None:
+                self._unsent += 1
+                if self._unsent <= _pg_send.SEND_AFTER:
+                    return None
+                self._sender = sender = _pg_send.AppendSender(self.database.conninfo())
+            if not sender.ready():  # up, and no other append's answer outstanding
                 return None
-            self._sender = sender = _pg_send.AppendSender(self.database.conninfo())
-        if not sender.ready():
-            return None
-        version = self._version()
-        args = _pg_send.plain_append_args(self.namespace, run_id, delta, expected, version)
-        if args is None or not sender.send(args):
-            return None
+            version = self._version()
+            args = _pg_send.plain_append_args(self.namespace, run_id, delta, expected, version)
+            if args is None or not sender.send(args):
+                return None
+        finally:
+            self._send_lock.release()
         return lambda: self._sent_answer(sender, run_id, delta, expected, version, after)
 
     def _sent_answer(
@@ -211,44 +218,30 @@ class PostgresStateStore:
         version: int,
         after: Callable[[], RunRecord],
     ) -> Written | Conflict:
+        """A sent append's answer. One that did not come was refused before it ran (a
+        pooler: sent the ordinary way), refused by the server (nothing applied: an error),
+        or lost with its connection — it may have landed, so its witness is looked up before
+        it is sent again the ordinary way (:meth:`_write`): applied once whatever happened."""
         try:
             made = sender.answer()
         except Exception as exc:
-            return self._unanswered(exc, sender, run_id, delta, expected, version, after)
+            import psycopg2
+            from psycopg2.errors import InvalidSqlStatementName
+
+            if isinstance(exc, InvalidSqlStatementName):
+                return self._append(run_id, delta, str(expected), after)
+            if not isinstance(exc, psycopg2.Error):
+                raise
+            if getattr(exc, "pgcode", None) and not lost_connection(exc, None):
+                raise self.database._failed(exc) from None
+            self._unsure.note(run_id, str(expected), delta, version)
+            return self._append(run_id, delta, str(expected), after)
         if made is None:
             return Conflict()
         if made < 0:  # a compaction is due: on a pooled connection, as _pg_runs.append does it
             ns = self.namespace
             return self._call(lambda conn: _pg_runs.appended(conn, ns, run_id, made, after))
         return Written(version=str(made))
-
-    def _unanswered(
-        self,
-        exc: Exception,
-        sender: _pg_send.AppendSender,
-        run_id: str,
-        delta: RunDelta,
-        expected: int,
-        version: int,
-        after: Callable[[], RunRecord],
-    ) -> Written | Conflict:
-        """A sent append's answer that did not come: refused before it ran (a pooler), the
-        statement failed (nothing applied), or lost with its connection (it may have landed:
-        its witness is looked up)."""
-        import psycopg2
-        from psycopg2.errors import InvalidSqlStatementName
-
-        if isinstance(exc, InvalidSqlStatementName):  # nothing of it ran: the ordinary way
-            return self._append(run_id, delta, str(expected), after)
-        if not isinstance(exc, psycopg2.Error):
-            raise exc
-        if getattr(exc, "pgcode", None) and not lost_connection(exc, None):
-            raise self.database._failed(exc) from None  # the server refused it: not applied
-        # No answer from the server (the connection closed, or psycopg2 cannot say what
-        # became of it): the append may have landed. Sent again the ordinary way, its
-        # witness is looked up first (_write), so it is applied once whatever happened.
-        self._unsure.note(run_id, str(expected), delta, version)
-        return self._append(run_id, delta, str(expected), after)
 
     def _append(
         self,
