@@ -18,7 +18,7 @@ from zuke._clock import ManualClock
 from zuke._engine import store_traits
 from zuke._engine.observer import Observers, Transition
 from zuke._engine.writer import RunStateWriter
-from zuke.state import _pg_runs, _pg_send
+from zuke.state import _pg_pool, _pg_runs
 from zuke.state._protocol import Conflict, Written
 from zuke.state.postgres import PostgresStateStore
 from zuke.state.records import RunDelta, RunRecord, TargetRecord
@@ -150,14 +150,8 @@ def test_a_sent_append_whose_connection_broke_is_applied_exactly_once(
         assert after is not None and after.version == outcome.version
         assert after.record.targets["t0"].meta == {"m": marker}
         assert _deltas(store, record.id) == 2
-        # the sending connection is gone for good: the store goes on the ordinary way
-        assert store.send_append_known(
-            record.id, _running("t2"), expected_version=outcome.version, after=lambda: record
-        ) is None  # fmt: skip
-        assert isinstance(
-            store.append_run(record.id, _running("t2"), expected_version=outcome.version),
-            Written,
-        )
+        # the broken connection was dropped: the next append is sent on a fresh one
+        assert isinstance(_send(store, record, _running("t2"), outcome.version)(), Written)
     finally:
         store.close()
 
@@ -206,43 +200,35 @@ def test_a_run_written_through_sent_appends_ends_with_every_row(store: PostgresS
     assert all(found.record.targets[n].status == "succeeded" for n in names)
 
 
-def test_the_senders_poll_states_are_psycopg2s() -> None:
+def test_the_waits_poll_states_are_psycopg2s() -> None:
     import psycopg2.extensions as ext
 
-    assert (_pg_send._POLL_OK, _pg_send._POLL_READ) == (ext.POLL_OK, ext.POLL_READ)
+    assert (_pg_pool.POLL_OK, _pg_pool.POLL_READ) == (ext.POLL_OK, ext.POLL_READ)
 
 
-def test_a_short_run_never_opens_the_sending_connection(store: PostgresStateStore) -> None:
+def test_an_append_is_sent_on_the_pools_connection_no_other(store: PostgresStateStore) -> None:
     record = _record()
     version = _created(store, record)
-    for _ in range(_pg_send.SEND_AFTER):
-        assert store.send_append_known(
-            record.id, _running("t0"), expected_version=version, after=lambda: record
-        ) is None  # fmt: skip
-    assert store._sender is None
+    outcome = _send(store, record, _running("t0"), version)()
+    assert isinstance(outcome, Written)
     with store.database.connection() as conn:
         row = conn.execute(
             "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
         ).fetchone()
-    assert row is not None and row[0] == 1  # the pool's one connection, no other
+    assert row is not None and row[0] == 1  # the pool's one connection: no second backend
 
 
-def test_one_append_is_out_at_a_time_the_others_go_the_ordinary_way(
+def test_while_an_answer_is_out_another_append_goes_the_ordinary_way(
     store: PostgresStateStore,
 ) -> None:
     record = _record()
     version = _created(store, record)
     first = _send(store, record, _running("t0"), version)
-    # another run's writer (another thread) while the answer is out: not sent, nor while a
-    # thread is in the middle of sending
+    # another run's writer (another thread) while the answer is out: its connection is lent
     assert store.send_append_known(
         record.id, _running("t1"), expected_version=version, after=lambda: record
     ) is None  # fmt: skip
     outcome = first()
     assert isinstance(outcome, Written)
-    with store._send_lock:
-        assert store.send_append_known(
-            record.id, _running("t1"), expected_version=outcome.version, after=lambda: record
-        ) is None  # fmt: skip
     again = _send(store, record, _running("t1"), outcome.version)()
     assert isinstance(again, Written)

@@ -23,6 +23,7 @@ it comes back — never under a statement that runs.
 
 from __future__ import annotations
 
+import select
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -51,6 +52,7 @@ class PgConn:
         """Run one statement; its cursor (``fetchone``, ``fetchall``, ``rowcount``, iterable)."""
         cur = self.raw.cursor()
         cur.execute(sql, params)
+        wait(self.raw)
         return cur
 
     @contextmanager
@@ -88,6 +90,25 @@ class PgConn:
     def close(self) -> None:
         with suppress(Exception):
             self.raw.close()
+
+
+#: psycopg2's ``POLL_OK`` and ``POLL_READ`` (``psycopg2.extensions``; fixed by its API),
+#: here so that a statement's wait imports nothing
+POLL_OK, POLL_READ = 0, 1
+
+
+def wait(raw: connection) -> None:
+    """Until what is under way on ``raw`` (asynchronous mode) is done: ``poll``, sleeping on
+    its socket; psycopg2 raises what the server or the connection said."""
+    fd = raw.fileno()
+    while True:
+        state = raw.poll()
+        if state == POLL_OK:
+            return
+        if state == POLL_READ:
+            select.select([fd], [], [])
+        else:
+            select.select([], [fd], [])
 
 
 class PoolBusy(Exception):
@@ -141,6 +162,11 @@ class Pool:
                 self._count -= 1
                 self._cond.notify()
             raise
+
+    def take_idle(self) -> PgConn | None:
+        """An idle connection if there is one now (``None``: none, and none is made)."""
+        with self._cond:
+            return self._idle.pop() if self._idle and not self._closed else None
 
     def give(self, conn: PgConn) -> None:
         """Return a lent connection: kept if it is fit to lend again, else closed."""

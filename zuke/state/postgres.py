@@ -20,7 +20,6 @@ A ``namespace`` keeps several independent stores in one set of tables (what
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Final, TypeVar
 
@@ -83,10 +82,6 @@ class PostgresStateStore:
         #: writes (and acquisitions) that failed unsure, to be looked up if sent again
         self._unsure: UnsureWrites[int] = UnsureWrites()
         self._unsure_locks: UnsureWrites[str] = UnsureWrites()
-        #: the connection appends are sent on without waiting (:meth:`send_append_known`)
-        self._sender: _pg_send.AppendSender | None = None
-        self._unsent = 0  # appends asked to be sent before the sending connection was opened
-        self._send_lock = threading.Lock()
 
     def __repr__(self) -> str:
         ns = f", namespace={self.namespace!r}" if self.namespace else ""
@@ -101,9 +96,6 @@ class PostgresStateStore:
 
     def close(self) -> None:
         """Close the pool (the database object's: stores sharing it are closed too)."""
-        sender, self._sender = self._sender, None
-        if sender is not None:
-            sender.close()
         self.database.close()
 
     def listen(self, wake: _pg_listen.Wake) -> _pg_listen.Listener:
@@ -184,34 +176,25 @@ class PostgresStateStore:
         """:meth:`append_run_known`, sent now and answered later: the function returned waits
         for the answer (what ``append_run_known`` would have returned or raised), which must
         be asked for before anything else is written. ``None``: not sent — not this delta (a
-        status, an actor, a signal: another statement), nor before the sending connection
-        is up (:mod:`._pg_send`); ``append_run_known`` writes it then."""
+        status, an actor, a signal: another statement), nor without an idle pooled
+        connection (:mod:`._pg_send`); ``append_run_known`` writes it then."""
         check_id(run_id)
         expected = _pg_runs.parse_version(expected_version)
         if expected is None or self._unsure.key(run_id, str(expected), delta) is not None:
             return None  # a write sent again after a lost answer is looked up first: _write
-        if not self._send_lock.acquire(blocking=False):
-            return None  # another thread's run is sending: one statement at a time on it
-        try:
-            sender = self._sender
-            if sender is None:
-                self._unsent += 1
-                if self._unsent <= _pg_send.SEND_AFTER:
-                    return None
-                self._sender = sender = _pg_send.AppendSender(self.database.conninfo())
-            if not sender.ready():  # up, and no other append's answer outstanding
-                return None
-            version = self._version()
-            args = _pg_send.plain_append_args(self.namespace, run_id, delta, expected, version)
-            if args is None or not sender.send(args):
-                return None
-        finally:
-            self._send_lock.release()
-        return lambda: self._sent_answer(sender, run_id, delta, expected, version, after)
+        if delta.status is not None or delta.actor is not None or delta.signals:
+            return None  # another statement (_pg_append.append)
+        version = self._version()  # before lending: drawing one may need the pool
+        args = _pg_send.plain_append_args(self.namespace, run_id, delta, expected, version)
+        lent = None if args is None else self.database.lend_idle()
+        sent = None if lent is None or args is None else _pg_send.send(lent, args)
+        if sent is None:
+            return None
+        return lambda: self._sent_answer(sent, run_id, delta, expected, version, after)
 
     def _sent_answer(
         self,
-        sender: _pg_send.AppendSender,
+        sent: _pg_send.Sent,
         run_id: str,
         delta: RunDelta,
         expected: int,
@@ -223,16 +206,17 @@ class PostgresStateStore:
         or lost with its connection — it may have landed, so its witness is looked up before
         it is sent again the ordinary way (:meth:`_write`): applied once whatever happened."""
         try:
-            made = sender.answer()
+            made = sent.answer()
         except Exception as exc:
             import psycopg2
             from psycopg2.errors import InvalidSqlStatementName
 
             if isinstance(exc, InvalidSqlStatementName):
+                sent.conn.prepared = None  # it keeps none: never again on this connection
                 return self._append(run_id, delta, str(expected), after)
             if not isinstance(exc, psycopg2.Error):
                 raise
-            if getattr(exc, "pgcode", None) and not lost_connection(exc, None):
+            if not lost_connection(exc, sent.conn):
                 raise self.database._failed(exc) from None
             self._unsure.note(run_id, str(expected), delta, version)
             return self._append(run_id, delta, str(expected), after)
