@@ -4,8 +4,8 @@ The store talks to Postgres through one driver, psycopg2 (a C extension over
 libpq: ~25 ms to import, where psycopg 3 takes ~120 ms, most of a
 ``zuke runs list`` budget of 120 ms; see ``docs/benchmarks.md``).
 
-:class:`PgConn` is a psycopg2 connection in autocommit mode with the two calls
-the store's SQL modules make of it: ``execute`` (the cursor, to fetch from)
+:class:`PgConn` is a psycopg2 connection in asynchronous mode (autocommit, always)
+with the two calls the store's SQL modules make of it: ``execute`` (the cursor, to fetch from)
 and ``transaction`` (an explicit ``BEGIN`` … ``COMMIT``, rolled back on any
 exception).
 
@@ -38,7 +38,9 @@ Params = Sequence[Any] | Mapping[str, Any] | None
 
 
 class PgConn:
-    """One psycopg2 connection (autocommit) with ``execute`` and ``transaction``."""
+    """One psycopg2 connection (asynchronous mode: autocommit) with ``execute``, which waits
+    for the answer (:func:`wait`), and ``transaction``. Asynchronous, so that the run's
+    writer can send an append on it and read the answer later (:mod:`._pg_send`)."""
 
     __slots__ = ("prepared", "raw")
 
