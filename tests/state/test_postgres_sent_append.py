@@ -232,3 +232,27 @@ def test_while_an_answer_is_out_another_append_goes_the_ordinary_way(
     assert isinstance(outcome, Written)
     again = _send(store, record, _running("t1"), outcome.version)()
     assert isinstance(again, Written)
+
+
+def test_a_connection_past_descriptor_1024_is_waited_on(pg_url: str) -> None:
+    import os
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1200:
+        pytest.skip(f"this process may open {hard} files, fewer than the test needs")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200), hard))
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]  # select(2) stops at 1024
+    store = PostgresStateStore(pg_url)
+    try:
+        record = _record()
+        version = _created(store, record)
+        lent = store.database.lend_idle()
+        assert lent is not None and lent[1].raw.fileno() >= 1024
+        lent[0].give(lent[1])
+        assert isinstance(_send(store, record, _running("t0"), version)(), Written)
+    finally:
+        store.close()
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

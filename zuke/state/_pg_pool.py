@@ -107,10 +107,10 @@ def wait(raw: connection) -> None:
         state = raw.poll()
         if state == POLL_OK:
             return
-        if state == POLL_READ:
-            select.select([fd], [], [])
-        else:
-            select.select([], [fd], [])
+        # poll(2), not select(2): a process with many files open has descriptors past 1024
+        poller = select.poll()
+        poller.register(fd, select.POLLIN if state == POLL_READ else select.POLLOUT)
+        poller.poll()
 
 
 class PoolBusy(Exception):
