@@ -190,3 +190,34 @@ def test_an_answer_that_finds_the_run_taken_over_stops_the_next_body() -> None:
     assert found is not None
     record: RunRecord = found.record
     assert record.targets["b"].status != "succeeded"
+
+
+def test_a_ctrl_c_while_the_write_is_out_stops_the_next_body_and_the_end_waits_for_it() -> None:
+    log: list[tuple[str, str]] = []
+    store = SendingStore(log)
+    cancel: list[asyncio.Event] = []
+
+    def interrupted(names: str) -> None:
+        if names == "b":  # as Ctrl-C does: the run's cancel event, set on the loop
+            cancel[0].set()
+            log.append(("ctrl-c", names))
+
+    store.before_answer = interrupted
+
+    async def go() -> Any:
+        cancel.append(asyncio.Event())
+        options = RunOptions(
+            targets=["b"], env={}, state=True, inline=True, clock=ManualClock(),
+            cancel=cancel[0], on_warning=lambda line: log.append(("warning", line)),
+        )  # fmt: skip
+        return await execute_async(chain(store, log), options)
+
+    result = asyncio.run(go())
+    assert at(log, ("sent", "b")) < at(log, ("ctrl-c", "b")) < at(log, ("answered", "b"))
+    assert ("body", "b") not in log
+    assert result.status == "cancelled", log
+    found = store.get_run(result.run_id)
+    assert found is not None
+    assert found.record.status == "cancelled"  # the end was written after b's answer
+    assert found.record.targets["a"].status == "succeeded"
+    assert found.record.targets["b"].status != "succeeded"
