@@ -21,7 +21,7 @@ def _hunt(name: str) -> Caught:
 
 @pytest.mark.timeout(900)
 def test_every_planted_bug_is_caught_with_its_seed() -> None:
-    names = [m.name for m in CATALOGUE if m.ci]
+    names = [m.name for m in CATALOGUE if m.ci and m.store is None]  # postgres: test_pg.py
     workers = min(2, os.cpu_count() or 1)
     with multiprocessing.get_context("spawn").Pool(workers) as pool:
         caught = pool.map(_hunt, names, chunksize=1)
