@@ -241,6 +241,21 @@ def release_any_token(original: Any) -> Any:
     return release
 
 
+def ended_elsewhere_goes_on(original: Any) -> Any:
+    """``DurableRun._settled_elsewhere`` ignoring a run another process *ended*: the owner
+    whose write was answered "the run ended" (``Unchanged``) keeps driving its plan. Its
+    writer has disowned the run, so nothing it does reaches the record (no status leaves
+    its end: ``terminal-once`` sees nothing) — but its next body runs."""
+    from zuke.state.records import TERMINAL_STATUSES
+
+    def settled(self: Any, status: str) -> Any:
+        if status in TERMINAL_STATUSES:
+            return None
+        return original(self, status)
+
+    return settled
+
+
 def pg_release_any_token(original: Any) -> Any:
     """``_pg_locks.release`` without its token in ``WHERE``: the Postgres twin of
     :func:`release_any_token`, in the store's own SQL."""

@@ -23,6 +23,7 @@ from typing import Any
 
 from tests.sim.broken import (
     any_signal,
+    ended_elsewhere_goes_on,
     ended_runs_continue,
     ended_to_running,
     fence_stays,
@@ -263,6 +264,11 @@ CATALOGUE: tuple[Mutation, ...] = (
     Mutation("item-signal-crosses", "a fan-out item's gate passes on another item's signal",
              ("item-scope",), (("zuke._waits", "_ExternalSignal.check", any_signal),),
              fanout=True, only=True),
+    Mutation("ended-elsewhere-goes-on", "an owner told by its write that another process "
+             "ended the run drives its next target anyway (writing nothing)",
+             ("finished-not-resumed",),
+             (("zuke._engine.durable", "DurableRun._settled_elsewhere", ended_elsewhere_goes_on),),
+             start=family("locks"), step=5, hot=True, only=True, budget=100),
     # the Postgres store's own lock SQL, over Postgres (tests/sim/test_pg.py hunts it)
     Mutation("pg-release-any-token", "the Postgres store's release frees a key whatever token "
              "asks: a stale holder's release frees whoever holds it now", ("claims-respected",),
