@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from tests.sim.campaign import run_many, run_parallel
 from tests.sim.conftest import setting
 from tests.sim.invariants import Exec, Invariants
-from tests.sim.runtime import Actor, current_actor
+from tests.sim.procs import Actor, current_actor
 from tests.sim.scenario import FAMILIES, DrawChooser, make_scenario, run_seed
 from zuke._clock import ManualClock
 from zuke._engine.context import LockInfo
