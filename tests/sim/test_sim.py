@@ -100,6 +100,18 @@ def test_a_seed_is_one_interleaving() -> None:
         assert first.steps > 5
 
 
+def test_a_campaign_runs_the_scenarios_asked_for() -> None:
+    """``python -m tests.sim --seeds N --race`` (``--hot``, ``--fanout``): every seed's
+    scenario of that kind, the same interleavings as the seeds run one by one."""
+    seeds = range(30, 33)
+    for kind in ("hot", "race", "fanout"):
+        summary = run_many(seeds, variant=frozenset({kind}))
+        alone = {run_seed(seed, **{kind: True}).schedule for seed in seeds}  # type: ignore[arg-type]
+        assert summary.schedules == alone
+    assert run_many(seeds).schedules == {run_seed(seed).schedule for seed in seeds}
+    assert run_many(seeds).schedules != run_many(seeds, variant=frozenset({"race"})).schedules
+
+
 def test_families_take_turns() -> None:
     assert [make_scenario(seed).family for seed in range(5)] == list(FAMILIES)
 
