@@ -1,6 +1,6 @@
 """Folders whose every test carries a marker, left uncollected when ``-m`` rules that marker out.
 
-``pytest -m "not e2e and not act and not sim"`` (the README's inner loop) deselects the
+The README's inner loop (``pytest -m "not e2e and not act and not sim and not slow"``) deselects the
 real-process, Action and simulation tests only after collecting them: each xdist worker
 imported those ~15,000 lines of tests and rewrote their asserts (uncached under
 ``PYTHONDONTWRITEBYTECODE=1``, this VM's setting) to run none of them — about a fifth of

@@ -12,7 +12,7 @@ from _pytest.mark.expression import Expression
 
 from tests.marked_folders import FOLDERS, TESTS, may_select, pytest_ignore_collect, unmarked
 
-INNER = "not e2e and not act and not sim"
+INNER = "not e2e and not act and not sim and not slow"
 
 
 def selectable(expression: str, *present: str) -> bool:

@@ -1,7 +1,8 @@
-"""Issue 19 §3 item 9: the README's inner loop (``pytest -m "not e2e and not act and not sim"``)
-leaves out every test of tests/e2e, tests/action, tests/sim, tests/chaos and tests/ui/browser,
-by their folders' markers (which also lets it leave those folders uncollected:
-``tests/marked_folders.py``)."""
+"""Issue 19 §3 item 9: the README's inner loop
+(``pytest -m "not e2e and not act and not sim and not slow"``) leaves out every test of
+tests/e2e, tests/action, tests/sim, tests/chaos and tests/ui/browser, by their folders'
+markers (which also lets it leave those folders uncollected: ``tests/marked_folders.py``);
+``slow`` marks the expensive variants a cheaper test covers (issue 28 §7)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from pathlib import Path
 from tests.child import LEAN_PLUGINS
 
 ROOT = Path(__file__).resolve().parents[2]
-INNER = "not e2e and not act and not sim"
+INNER = "not e2e and not act and not sim and not slow"
 
 
 def collect(*args: str) -> str:
