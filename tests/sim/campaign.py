@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from tests.sim.patches import patched
-from tests.sim.scenario import SeedResult, run_seed
+from tests.sim.scenario import SeedResult, forced_store, run_seed
 
 
 @dataclass
@@ -133,6 +133,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     ignore = frozenset(filter(None, args.ignore.split(",")))
+    if forced_store() == "postgres":
+        from tests.sim import pg
+
+        pg.ensure_database()
     if args.seed is not None:
         result = run_seed(
             args.seed,

@@ -234,6 +234,9 @@ class Invariants:
 
     def granted(self, key: str, token: str, actor: Actor) -> None:
         self.token_owner[token] = actor.name
+        seen = getattr(self.view, "token_seen", None)
+        if seen is not None:
+            seen(token)  # a store that keeps tokens hashed (tests.sim.pg)
 
     def orphaned(self, key: str) -> None:
         """The claim on ``key`` was taken by an acquire whose answer was lost: its taker
