@@ -34,6 +34,11 @@ def _cpu() -> float:
     return t.user + t.system + t.children_user + t.children_system
 
 
+def _children() -> float:
+    t = os.times()
+    return t.children_user + t.children_system
+
+
 def _worker(config: pytest.Config) -> str:
     workerinput: dict[str, Any] = getattr(config, "workerinput", {})
     return str(workerinput.get("workerid", "main"))
@@ -67,11 +72,12 @@ def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, object, object
     out = item.config.stash.get(_out, None)
     if out is None:
         return (yield)
-    cpu0, wall0 = _cpu(), time.monotonic()
+    cpu0, kids0, wall0 = _cpu(), _children(), time.monotonic()
     try:
         return (yield)
     finally:
-        line = {"id": item.nodeid, "cpu": _cpu() - cpu0, "wall": time.monotonic() - wall0}
+        line = {"id": item.nodeid, "cpu": _cpu() - cpu0, "wall": time.monotonic() - wall0,
+                "children": _children() - kids0}  # fmt: skip
         out.write(json.dumps(line) + "\n")
 
 
@@ -99,7 +105,12 @@ def summarise(where: Path, top: int = 40) -> str:
             f"{sum(r['cpu'] for r in mine):.1f} s CPU / {sum(r['wall'] for r in mine):.1f} s wall,"
             f" process {end.get('cpu', 0):.1f} s CPU"
         )
-    lines.append(f"all: {len(tests)} tests, {sum(r['cpu'] for r in tests):.1f} s CPU")
+    kids = sum(r.get("children", 0) for r in tests)
+    spawning = sum(1 for r in tests if r.get("children", 0) > 0)
+    lines.append(
+        f"all: {len(tests)} tests, {sum(r['cpu'] for r in tests):.1f} s CPU, of which"
+        f" {kids:.1f} s in waited-for child processes ({spawning} tests reaped some)"
+    )
     files: dict[str, float] = {}
     for r in tests:
         key = r["id"].split("::")[0]
