@@ -114,6 +114,11 @@ class PgSim:
         conn.raw.autocommit = True
         return conn
 
+    def close(self) -> None:
+        """Close the side connection and the pool (another database is simulated in now)."""
+        self.database.close()
+        self._side.close()
+
     def namespace(self, seed: int) -> str:
         """A namespace no earlier seed run of this process (or any other) used."""
         return f"sim-{self.name}-{next(self._seeds)}-{seed}"
@@ -132,6 +137,8 @@ def shared() -> PgSim:
             "(pytest tests/sim and python -m tests.sim start a throwaway cluster themselves)"
         )
     if _SHARED is None or _SHARED.given != url:
+        if _SHARED is not None:
+            _SHARED.close()
         _SHARED = PgSim(url)
     return _SHARED
 

@@ -28,7 +28,8 @@ from tests.sim.actors import ActorSpec, body
 from tests.sim.faults import LostAnswers
 from tests.sim.invariants import Invariants
 from tests.sim.liveness import settled
-from tests.sim.runtime import Actor, Sim, SimThread, current_actor
+from tests.sim.procs import Actor, SimThread, current_actor
+from tests.sim.runtime import Sim
 from zuke._build import Build
 from zuke._clock import ManualClock
 from zuke.state._protocol import LockAcquired, LockHolder, RunQuery, Written
