@@ -6,6 +6,7 @@ without Postgres, failed when ``ZUKE_REQUIRE_POSTGRES=1``)."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -105,3 +106,17 @@ def test_a_bug_in_the_postgres_lock_sql_is_caught(sim_pg_url: str) -> None:
     print(caught.describe())
     assert caught.seed is not None, caught.describe()
     assert "claims-respected" in caught.invariants
+
+
+@pytest.mark.parametrize("name", ["no-reaping", "kept-lock-released"])
+def test_the_engines_lease_and_lock_bugs_are_caught_over_postgres(
+    sim_pg_url: str, name: str
+) -> None:
+    """Two of the catalogue's lease and lock mutations of the engine (a gone owner's run
+    never reaped: the leases must lapse on the server; a kept lock given back early), hunted
+    over Postgres: caught by the seed that catches them in memory."""
+    mutation = BY_NAME[name]
+    caught = hunt(replace(mutation, store="postgres"))
+    assert caught.seed is not None, caught.describe()
+    assert set(caught.invariants) & set(mutation.breaks)
+    assert caught.seed == hunt(mutation).seed
