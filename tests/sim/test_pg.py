@@ -72,6 +72,18 @@ def test_postgres_seeds_break_nothing(sim_pg_url: str, monkeypatch: pytest.Monke
     assert summary.exhausted == 0
 
 
+def test_postgres_hot_and_race_seeds_break_nothing(sim_pg_url: str) -> None:
+    """A few hot seeds (a directed stall at a holder's compare-and-swap) and the race
+    seeds that once broke ``exit-truthful`` (a slow continuation beside a watcher), over
+    Postgres."""
+    for seed in (1, 6, 11):
+        result = run_seed(seed, store="postgres", hot=True)
+        assert result.violations == [], result.describe()
+    for seed in (59, 64, 69):
+        result = run_seed(seed, store="postgres", race=True)
+        assert result.violations == [], result.describe()
+
+
 def test_a_postgres_seed_takes_the_memory_seeds_moves(sim_pg_url: str) -> None:
     """The store answers as the memory store does: a seed over Postgres takes the same
     moves (the same schedule hash). The server's answers are real, the moves the seed's."""
