@@ -282,7 +282,7 @@ class Sim:
                 self.cv.wait(left)
 
     def describe_running(self) -> str:
-        frames = sys._current_frames()
+        frames = thread_frames()
         lines = [f"{self.running} tracked thread(s) never parked:"]
         for thread in threading.enumerate():
             st = getattr(thread, "_zuke_sim", None)
@@ -358,6 +358,22 @@ class Sim:
                 if left <= 0:
                     raise HarnessStuck(self.describe_running())
                 self.cv.wait(min(left, 0.05))
+
+
+def thread_frames() -> dict[int, Any]:
+    """``sys._current_frames()`` with the garbage collector held off. CPython 3.11 makes the
+    other threads' frame objects while it holds the runtime's thread list; a collection
+    started by one of those allocations that frees a ``threading.local`` (an earlier
+    seed's :class:`Sim`, in a cycle) takes that lock again and the process hangs for ever
+    — a hot campaign over Postgres stopped so (gdb: ``local_clear`` under
+    ``_current_frames``), in :meth:`tests.sim.world.World._directed`."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return sys._current_frames()
+    finally:
+        if enabled:
+            gc.enable()
 
 
 _REAL_START = threading.Thread.start

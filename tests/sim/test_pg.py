@@ -6,6 +6,7 @@ without Postgres, failed when ``ZUKE_REQUIRE_POSTGRES=1``)."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -71,6 +72,18 @@ def test_postgres_seeds_break_nothing(sim_pg_url: str, monkeypatch: pytest.Monke
     assert summary.exhausted == 0
 
 
+def test_postgres_hot_and_race_seeds_break_nothing(sim_pg_url: str) -> None:
+    """A few hot seeds (a directed stall at a holder's compare-and-swap) and the race
+    seeds that once broke ``exit-truthful`` (a slow continuation beside a watcher), over
+    Postgres."""
+    for seed in (1, 6, 11):
+        result = run_seed(seed, store="postgres", hot=True)
+        assert result.violations == [], result.describe()
+    for seed in (59, 64, 69):
+        result = run_seed(seed, store="postgres", race=True)
+        assert result.violations == [], result.describe()
+
+
 def test_a_postgres_seed_takes_the_memory_seeds_moves(sim_pg_url: str) -> None:
     """The store answers as the memory store does: a seed over Postgres takes the same
     moves (the same schedule hash). The server's answers are real, the moves the seed's."""
@@ -105,3 +118,17 @@ def test_a_bug_in_the_postgres_lock_sql_is_caught(sim_pg_url: str) -> None:
     print(caught.describe())
     assert caught.seed is not None, caught.describe()
     assert "claims-respected" in caught.invariants
+
+
+@pytest.mark.parametrize("name", ["no-reaping", "kept-lock-released"])
+def test_the_engines_lease_and_lock_bugs_are_caught_over_postgres(
+    sim_pg_url: str, name: str
+) -> None:
+    """Two of the catalogue's lease and lock mutations of the engine (a gone owner's run
+    never reaped: the leases must lapse on the server; a kept lock given back early), hunted
+    over Postgres: caught by the seed that catches them in memory."""
+    mutation = BY_NAME[name]
+    caught = hunt(replace(mutation, store="postgres"))
+    assert caught.seed is not None, caught.describe()
+    assert set(caught.invariants) & set(mutation.breaks)
+    assert caught.seed == hunt(mutation).seed
