@@ -13,8 +13,9 @@ import pytest
 from zuke.cli import main
 
 # The throwaway Postgres cluster (``pg_cluster``) for any test folder, and CI's no-skip rule;
-# the hang watchdog (every thread's stack, then the process ends: CI fails instead of hanging).
-pytest_plugins = ["tests.pg_fixtures", "tests.watchdog"]
+# the hang watchdog (every thread's stack, then the process ends: CI fails instead of hanging);
+# the folders ``-m`` rules out left uncollected (the README's inner loop), each checked marked.
+pytest_plugins = ["tests.pg_fixtures", "tests.watchdog", "tests.marked_folders"]
 
 
 @dataclass

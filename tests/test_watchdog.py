@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from tests.watchdog import HARD_TIMEOUT_S, hard_timeout
+from tests.watchdog import HARD_TIMEOUT_S, hard_timeout, no_restart_where_it_hangs
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -56,6 +56,9 @@ def test_a_hang_prints_every_threads_stack_and_ends_the_run(tmp_path: Path) -> N
     assert 'test_hangs.py", line 7 in test_hangs' in done.stderr
 
 
+# slow (a child xdist run: 2 s of CPU, 9 s): in the inner loop the serial run above shows the
+# dump and the end, and test_under_loadgroup_a_crashed_worker_is_not_replaced the setting
+@pytest.mark.slow
 @pytest.mark.timeout(300)  # a child xdist run on a loaded VM: 29 s at load 15
 def test_under_two_workers_and_loadgroup_the_crash_fails_the_run_instead_of_hanging(
     tmp_path: Path,
@@ -65,6 +68,19 @@ def test_under_two_workers_and_loadgroup_the_crash_fails_the_run_instead_of_hang
     assert "crashed while running" in done.stdout, done.stdout[-2000:]
     assert "test_hangs.py::test_hangs" in done.stdout
     assert 'test_hangs.py", line 7 in test_hangs' in done.stderr, done.stderr[-2000:]
+
+
+@pytest.mark.parametrize(
+    ("dist", "given", "restarts"),
+    [("loadgroup", None, 0), ("loadscope", None, 0), ("loadfile", None, 0),
+     ("load", None, None), ("no", None, None), ("loadgroup", 3, 3)],
+)  # fmt: skip
+def test_under_loadgroup_a_crashed_worker_is_not_replaced(
+    dist: str, given: int | None, restarts: int | None
+) -> None:
+    option = SimpleNamespace(dist=dist, maxworkerrestart=given)
+    no_restart_where_it_hangs(option)
+    assert option.maxworkerrestart == restarts
 
 
 class _Config:

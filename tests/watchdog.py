@@ -39,10 +39,15 @@ _stderr = pytest.StashKey[int]()
 def pytest_configure(config: pytest.Config) -> None:
     # Capture is suspended while plugins configure: fd 2 is still the terminal or CI's log.
     config.stash[_stderr] = os.dup(2)
-    option = config.option
+    no_restart_where_it_hangs(config.option)
+
+
+def no_restart_where_it_hangs(option: object) -> None:
+    """``--max-worker-restart 0`` under the schedulers of :data:`HANGING_ON_RESTART`, unless
+    given: a crashed worker then fails the run instead of hanging it."""
     restarts = getattr(option, "maxworkerrestart", None)
     if getattr(option, "dist", None) in HANGING_ON_RESTART and restarts is None:
-        option.maxworkerrestart = 0
+        option.maxworkerrestart = 0  # type: ignore[attr-defined]
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

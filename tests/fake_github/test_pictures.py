@@ -23,7 +23,6 @@ import pytest
 from fixtures.fake_github import FakeGitHub
 from tests.e2e.deploy_support import REPO, deploy_github
 from tests.fake_github.pictures.pages import environments_page, history_page, issue_page
-from tests.fake_github.pictures.shots import WIDTH, pages_of, shoot
 from tests.fake_github.pictures.story import SERVER, Snapshot, Story, snapshot, tell
 from tests.ui.browser.support import require_chromium
 
@@ -221,6 +220,10 @@ def _all_nodes(node: Node) -> list[Node]:
 @pytest.mark.ui
 def test_the_screenshots_are_small_pngs_of_the_pages(told: Told, tmp_path: Path) -> None:
     require_chromium()
+    # here, not at the top: shots imports Playwright (0.17 s), and every xdist worker of the
+    # inner loop collected this file to deselect it (issue 28 §7)
+    from tests.fake_github.pictures.shots import WIDTH, pages_of, shoot
+
     saved = shoot(pages_of(told.snap, told.story), tmp_path)
     assert [p.name for p in saved] == ["github-environments.png",
                                        "github-deployment-history.png",

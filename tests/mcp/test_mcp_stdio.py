@@ -10,17 +10,18 @@ import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import pytest
-from mcp import ClientSession
-from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from tests.e2e.support import ZUKE, clean_env, finish, kill, spawn, wait_until, write_build
 from tests.mcp.support import BUILD, COMPENSATED_BUILD, SECRET
 from zuke.state.filesystem import FileSystemStateStore
 from zuke.state.records import RunRecord
+
+if TYPE_CHECKING:
+    from mcp import ClientSession
 
 pytestmark = pytest.mark.e2e
 SESSION_S = 60
@@ -40,6 +41,11 @@ async def session(
     workdir: Path, *flags: str, env: dict[str, str] | None = None
 ) -> AsyncIterator[ClientSession]:
     """A client session with ``zuke mcp FLAGS`` started in ``workdir``; stderr to a file."""
+    # here, not at the top: the MCP SDK takes 0.8 s to import, and every xdist worker of the
+    # inner loop collected this file only to deselect it (issue 28 §7)
+    from mcp import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
     server = StdioServerParameters(
         command=ZUKE,
         args=["mcp", *flags],

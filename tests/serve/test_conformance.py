@@ -53,6 +53,9 @@ def test_the_kit_passes_against_serve_on_sqlite(tmp_path: Path) -> None:
         assert_all_passed(kit(f"{server.url}/team/a"))  # a namespace, and a second run
 
 
+# slow (13 s, 3 s of CPU: two servers, three kit runs): the kit itself is run in the inner loop
+# against serve on SQLite (above), and serve on Postgres by tests/serve/test_pg_serve.py
+@pytest.mark.slow
 def test_the_kit_passes_against_each_of_two_postgres_replicas(
     pg_cluster: PgCluster, tmp_path: Path
 ) -> None:

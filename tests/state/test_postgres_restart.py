@@ -14,6 +14,8 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
+
 from tests.pg_support import PgCluster
 from zuke.state._protocol import Written
 from zuke.state.postgres import PostgresStateStore
@@ -24,6 +26,11 @@ WRITERS = 4
 APPENDS = 60
 RESTART_AT = (40, 140)
 DEADLINE_S = 120.0
+
+# slow (a cluster of its own, initdb and two restarts: 2.2 s of CPU, 6-10 s): in the inner loop
+# tests/state/test_postgres_faults.py covers what a restart does to the store — lost answers
+# read back and applied once, connections the server killed replaced without failing a call
+pytestmark = pytest.mark.slow
 
 
 def test_appends_through_two_restarts_each_land_exactly_once(restartable: PgCluster) -> None:
