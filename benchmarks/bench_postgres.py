@@ -33,6 +33,9 @@ untimed warm-up:
   signal gate with nothing due, a fresh process: the command, and per run
   (the command less the same command over an empty database, divided by the
   runs);
+- **overlap**: a chain's transitions in this process, the append sent and answered
+  later (the store as it is) against every append the ordinary way, alternating
+  blocks (``_pg_overlap.py``): wall and CPU per target, and the paired ratio;
 - **listing**: ``zuke runs list --limit 20`` over ``--listed`` runs (20,000),
   a fresh process, against the same command on an empty filesystem store;
   the target is 120 ms or less (issue 25).
@@ -53,6 +56,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.pg_support
 from _pg_chain import Sample, ServerCpu, run_once
+from _pg_overlap import transitions
 from _timing import BenchmarkError, dump_json, machine, machine_line, time_once
 from _timing import zuke_command as zuke
 from bench_engine import chain_build, child_env
@@ -292,6 +296,23 @@ def bench_append(cluster: PgCluster, root: Path, calls: int, rounds: int = 7) ->
     ]  # fmt: skip
 
 
+def bench_overlap(cluster: PgCluster, rounds: int, targets: int = 200) -> list[Row]:
+    found = transitions(cluster.create_database(), targets, rounds)
+    sent, ordinary = found["sent"], found["ordinary"]
+    paired = statistics.median(s[0] / o[0] for s, o in zip(sent, ordinary, strict=True))
+    note = f"{rounds} blocks of {targets} targets each, alternating, in process"
+    return [
+        Row("a chain's transitions, per target", "the append sent, answered later",
+            tuple(w for w, _ in sent), note=f"{paired:.3f}× ordinary (paired)"),
+        Row("a chain's transitions, per target", "every append the ordinary way",
+            tuple(w for w, _ in ordinary), note=note),
+        Row("a chain's transitions, per target, CPU", "the append sent, answered later",
+            tuple(c for _, c in sent)),
+        Row("a chain's transitions, per target, CPU", "every append the ordinary way",
+            tuple(c for _, c in ordinary)),
+    ]  # fmt: skip
+
+
 def bench_locks(cluster: PgCluster, pairs: int) -> list[Row]:
     store = PostgresStateStore(cluster.create_database())
     try:
@@ -409,7 +430,7 @@ def main() -> None:
     parser.add_argument("--listed", type=int, default=20_000, help="runs the listing holds")
     parser.add_argument(
         "--only",
-        choices=("chain", "append", "locks", "sweep", "listing"),
+        choices=("chain", "append", "locks", "sweep", "listing", "overlap"),
         action="append",
         help="rows",
     )
@@ -418,7 +439,7 @@ def main() -> None:
     why = unavailable()
     if why:
         raise SystemExit(f"bench_postgres: {why}")
-    only = set(args.only or ("chain", "append", "locks", "sweep", "listing"))
+    only = set(args.only or ("chain", "append", "locks", "sweep", "listing", "overlap"))
     cluster = start_cluster()
     rows: list[Row] = []
     try:
@@ -432,6 +453,8 @@ def main() -> None:
                 rows += bench_append(cluster, root, args.pairs)
             if "locks" in only:
                 rows += bench_locks(cluster, args.pairs)
+            if "overlap" in only:
+                rows += bench_overlap(cluster, max(args.runs, 11))
             if "chain" in only:
                 rows += bench_chain(cluster, root, args.runs)
     finally:

@@ -67,6 +67,10 @@ class FanOutProgress:
 class Observer:
     """Override what you need; every hook is awaited by the engine."""
 
+    #: may see a transition while the record's write of it is still out (it prints, and says
+    #: nothing of the record: the console); the others see it once the write was answered
+    before_recorded: bool = False
+
     async def run_started(self, run_id: str, plan: Plan) -> None:
         return None
 
@@ -85,8 +89,19 @@ class RecordWriter(Observer):
     an observer whose own failures are the record's, told through :meth:`failed` (named
     here so that this module does not depend on the writer, which depends on it)."""
 
+    #: it may send a write and have it answered later (:meth:`begin`, :meth:`acknowledged`)
+    sends: bool = False
+
     def failed(self, exc: BaseException) -> None:
         raise NotImplementedError
+
+    async def begin(self, t: Transition) -> None:
+        """:meth:`transition`, whose write may still be out when it returns (the writer's
+        ``begin``): :meth:`acknowledged` waits for it."""
+        await self.transition(t)
+
+    async def acknowledged(self) -> None:
+        """Return once the write :meth:`begin` sent was answered (and settled)."""
 
 
 class Observers(Observer):
@@ -123,11 +138,46 @@ class Observers(Observer):
                 self._observers.remove(o)
                 self._warn(f"{type(o).__name__} failed and was dropped: {exc!r}")
 
+    async def _to_writer(self, call: Callable[[RecordWriter], Awaitable[None]]) -> None:
+        if self._writer is not None:
+            try:
+                await call(self._writer)
+            except Exception as exc:  # the record's problem, not the run's: never dropped
+                self._writer.failed(exc)
+
+    async def _to(self, o: Observer, call: Callable[[Observer], Awaitable[None]]) -> None:
+        try:
+            await call(o)
+        except Exception as exc:  # any observer failure is contained
+            if o in self._observers:
+                self._observers.remove(o)
+            self._warn(f"{type(o).__name__} failed and was dropped: {exc!r}")
+
     async def run_started(self, run_id: str, plan: Plan) -> None:
         await self._each(lambda o: o.run_started(run_id, plan))
 
     async def transition(self, t: Transition) -> None:
-        await self._each(lambda o: o.transition(t))
+        """The writer first; where it sends writes to be answered later
+        (:attr:`RecordWriter.sends`), the observers that may see a transition before it is
+        recorded (the console) while its write is out, then, the write answered, the
+        others, in order — and only then does the transition return (the next body waits
+        for it)."""
+        writer = self._writer
+        if writer is None or not writer.sends:
+            await self._each(lambda o: o.transition(t))
+            return
+        rest = list(self._observers)
+        try:
+            try:
+                await writer.begin(t)
+            except Exception as exc:  # as _to_writer: the record's problem, never dropped
+                writer.failed(exc)
+            while rest and rest[0].before_recorded:
+                await self._to(rest.pop(0), lambda o: o.transition(t))
+        finally:
+            await self._to_writer(lambda w: w.acknowledged())
+        for o in rest:
+            await self._to(o, lambda o: o.transition(t))
 
     async def run_finished(self, result: RunResult) -> None:
         await self._each(lambda o: o.run_finished(result))

@@ -14,7 +14,7 @@ from zuke._clock import Clock, iso
 from zuke._engine.store_traits import CHECKPOINT_DEBOUNCE_S, describe_store
 from zuke._errors import StateError, ZukeError
 from zuke._redact import Redactor
-from zuke.state._protocol import Conflict, StateStore, StoredRun
+from zuke.state._protocol import Conflict, StateStore, StoredRun, Written
 from zuke.state._unsure import UnsureWriteError
 from zuke.state.records import (
     RunDelta,
@@ -194,62 +194,88 @@ class RecordWrites:
             self._take_meta()
             if complete and self._loss is not None:
                 self._queue(RunDelta(updated_at=self._now(), targets=dict(self._rows)))
-            if self._dirty:
-                self._take_rows()
-            delta = self._pending
+            delta = self._take_delta()
             if delta is None:
                 return None
-            self._pending = None
-            if self._lost:
-                delta = merge_deltas(delta, RunDelta(updated_at=delta.updated_at, degraded=True))
             delays = self.backoff_s if persist or self._failing is None else ()
-            try:
-                result = await self._write(delta, delays)
-            except Exception as exc:
-                # Keep the change for the next write; the build goes on.
-                self._pending = (
-                    delta if self._pending is None else merge_deltas(delta, self._pending)
-                )
-                reason = self._reason(exc)
-                if self._failing is None:
-                    self.warn(
-                        f"state: could not record {self.where}: {reason}; "
-                        "the change is kept and retried with the next write"
-                    )
-                self._failing = reason
-                return reason
-            self._failing = None
-            if not self.lease_fresh() and not isinstance(result, (Unchanged, GaveUp)):
-                # The answer came past the lease's stop point (a process paused while its
-                # write was out, answered now by the write's witness): it proves nothing
-                # about the run now — another process may hold it — so nothing more is
-                # done here on its strength.
-                self.disown()
-                self.on_settled_elsewhere("running")
-                return None
-            if isinstance(result, Unchanged):
-                # Another process ended the run (zuke cancel): never write over that.
-                self.settled_elsewhere = result.record.status
-                self.disown()
-                self.on_settled_elsewhere(result.record.status)
-                return None
-            if isinstance(result, GaveUp):
-                self._lost = True
-                self._loss = f"a change was lost after {MAX_ATTEMPTS} conflicting writes"
-                self.warn(f"state: {self.where}: {self._loss}; the record is marked degraded")
-                return self._loss
-            self._lost = False
-            return None
+            return await self._deliver(delta, delays)
 
-    async def _write(self, delta: RunDelta, delays: Sequence[float]) -> WriteResult:
-        """``delta`` through ``update_run`` (off the loop), retried while the lease is ours."""
+    def _take_delta(self) -> RunDelta | None:
+        """Everything queued, as the one delta the next write sends (``None``: nothing)."""
+        if self._dirty:
+            self._take_rows()
+        delta = self._pending
+        if delta is None:
+            return None
+        self._pending = None
+        if self._lost:
+            delta = merge_deltas(delta, RunDelta(updated_at=delta.updated_at, degraded=True))
+        return delta
+
+    async def _deliver(
+        self,
+        delta: RunDelta,
+        delays: Sequence[float],
+        first: Callable[[], WriteResult] | None = None,
+    ) -> str | None:
+        """Write ``delta`` (``first``: its first attempt, already sent) and settle what came of
+        it; the reason it did not land, or ``None``. Called holding the write lock."""
+        try:
+            result = await self._write(delta, delays, first)
+        except Exception as exc:
+            # Keep the change for the next write; the build goes on.
+            self._pending = delta if self._pending is None else merge_deltas(delta, self._pending)
+            reason = self._reason(exc)
+            if self._failing is None:
+                self.warn(
+                    f"state: could not record {self.where}: {reason}; "
+                    "the change is kept and retried with the next write"
+                )
+            self._failing = reason
+            return reason
+        self._failing = None
+        if not self.lease_fresh() and not isinstance(result, (Unchanged, GaveUp)):
+            # The answer came past the lease's stop point (a process paused while its
+            # write was out, answered now by the write's witness): it proves nothing
+            # about the run now — another process may hold it — so nothing more is
+            # done here on its strength.
+            self.disown()
+            self.on_settled_elsewhere("running")
+            return None
+        if isinstance(result, Unchanged):
+            # Another process ended the run (zuke cancel): never write over that.
+            self.settled_elsewhere = result.record.status
+            self.disown()
+            self.on_settled_elsewhere(result.record.status)
+            return None
+        if isinstance(result, GaveUp):
+            self._lost = True
+            self._loss = f"a change was lost after {MAX_ATTEMPTS} conflicting writes"
+            self.warn(f"state: {self.where}: {self._loss}; the record is marked degraded")
+            return self._loss
+        self._lost = False
+        return None
+
+    async def _write(
+        self,
+        delta: RunDelta,
+        delays: Sequence[float],
+        first: Callable[[], WriteResult] | None = None,
+    ) -> WriteResult:
+        """``delta`` through ``update_run`` (off the loop), retried while the lease is ours;
+        ``first``, if given, is the first attempt (a write already sent: its answer)."""
         for delay in delays:
             try:
+                if first is not None:
+                    attempt, first = first, None
+                    return attempt()
                 return await self._update_off_loop(delta)
             except Exception:
                 if self._disowned or not self.holds_lease():
                     raise
             await self.sleep(delay)
+        if first is not None:
+            return first()
         return await self._update_off_loop(delta)
 
     async def _update_off_loop(self, delta: RunDelta) -> WriteResult:
@@ -285,6 +311,11 @@ class RecordWrites:
             self.run_id, delta, expected_version=version,
             after=lambda: apply_delta(self.record, delta),
         )  # fmt: skip
+        return self._appended(delta, outcome)
+
+    def _appended(self, delta: RunDelta, outcome: Written | Conflict) -> WriteResult:
+        """What the first attempt's append answered, taken in (a conflict goes to
+        ``update_run``'s re-reads)."""
         if isinstance(outcome, Conflict):
             return self._update_run(delta, None, MAX_ATTEMPTS - 1)
         with self._fold_lock:

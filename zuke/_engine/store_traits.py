@@ -56,6 +56,18 @@ def lazy_after(store: StateStore) -> bool:
     return type(store).__dict__.get("append_after_lazily", False) is True
 
 
+def sends_appends(store: StateStore) -> bool:
+    """Whether ``store`` can send an append now and answer it later: a
+    ``send_append_known(run_id, delta, *, expected_version, after)`` of its own class that
+    returns a function waiting for the answer (what ``append_run_known`` returns or raises)
+    or ``None`` (not sent: write it the ordinary way). The run's writer then overlaps a
+    transition's round trip with the engine's work before the next body
+    (:mod:`zuke._engine.sent_writes`); the Postgres store has it. Like :func:`local`, not
+    inherited: a wrapper or a test's faulty subclass says so itself.
+    """
+    return callable(type(store).__dict__.get("send_append_known"))
+
+
 #: What any resume writes besides its targets' own: the lease, ``running``, its end (or its
 #: next suspension), the lease given back.
 RESUME_WRITES = 4

@@ -50,9 +50,10 @@ from collections.abc import Awaitable, Callable, Sequence
 from zuke._clock import SYSTEM_CLOCK, Clock, iso
 from zuke._engine.context import RunState
 from zuke._engine.observer import RecordWriter, Transition
-from zuke._engine.record_writes import BACKOFF_S, OURS, RecordWrites, honest_status
+from zuke._engine.record_writes import BACKOFF_S, OURS, honest_status
 from zuke._engine.record_writes import RunTakenOverError as RunTakenOverError
-from zuke._engine.store_traits import checkpointed, lazy_after, local
+from zuke._engine.sent_writes import SentWrites
+from zuke._engine.store_traits import checkpointed, lazy_after, local, sends_appends
 from zuke._errors import StateError, ZukeError
 from zuke._redact import Redactor
 from zuke.state._frozen import replace
@@ -68,7 +69,7 @@ from zuke.state.records import (
 )
 
 
-class RunStateWriter(RecordWrites, RecordWriter):
+class RunStateWriter(SentWrites, RecordWriter):
     """Persists one run's transitions to a store."""
 
     def __init__(
@@ -141,6 +142,9 @@ class RunStateWriter(RecordWrites, RecordWriter):
         #: the loop the run's alone: :func:`zuke._engine.claims.on_loop`)
         self.at_ends_here = False
         self._lazy_after = lazy_after(store)
+        self._sends = self._lazy_after and sends_appends(store)
+        self.sends = self._sends  # Observers awaits acknowledged() (sent_writes)
+        self._sent = None
         if run_state is not None:
             run_state.on_meta_change = self._meta_changed_from_any_thread
 
@@ -224,6 +228,21 @@ class RunStateWriter(RecordWrites, RecordWriter):
     # -- observer -------------------------------------------------------------
 
     async def transition(self, t: Transition) -> None:
+        if self._changed(t):
+            await self.flush()
+
+    async def begin(self, t: Transition) -> None:
+        """:meth:`transition`, but the write a ``running`` transition needs may still be out
+        when this returns (sent, where the store can: :meth:`_send`): the caller awaits
+        :meth:`acknowledged` before the transition counts as recorded."""
+        if not self._sends:  # every write the ordinary way: transition's
+            await self.transition(t)
+        elif self._changed(t) and not await self._send():
+            await self.flush()
+
+    def _changed(self, t: Transition) -> bool:
+        """Take ``t`` into the target's row; whether it must be written now (a ``running``
+        one, its body waiting) — otherwise it goes with the next write, or the debounce's."""
         row = self._row(t.target)
         when = iso(t.at_ms)
         # One replace per transition (the metadata with it): a run makes thousands.
@@ -254,9 +273,9 @@ class RunStateWriter(RecordWrites, RecordWriter):
             self._dirty_meta.discard(t.target)
         self._set_row(t.target, row)
         if t.status == "running" and not self.checkpointed:
-            await self.flush()
-        else:
-            self._schedule_flush()
+            return True
+        self._schedule_flush()
+        return False
 
     def failed(self, exc: BaseException) -> None:
         """A hook of this writer raised (a bug): the change it carried is lost, not the writer."""

@@ -66,6 +66,9 @@ class Style:
 class ConsoleReporter(Observer):
     """Prints a run as it happens."""
 
+    #: its lines say what the run does, not what is recorded: printed while the write is out
+    before_recorded = True
+
     def __init__(
         self,
         *,

@@ -73,7 +73,7 @@ def _name(kind: str, types: str, statement: str) -> str:
 NAME = _name("append", TYPES, STATEMENT)
 STATUS_NAME = _name("append_status", STATUS_TYPES, STATUS_STATEMENT)
 #: name -> (its PREPARE, its EXECUTE)
-_FORMS = {
+FORMS = {
     NAME: (f"PREPARE {NAME} ({TYPES}) AS {STATEMENT}",
            f"EXECUTE {NAME} (%s, %s, %s, %s, %s, %s, %s, %s)"),
     STATUS_NAME: (f"PREPARE {STATUS_NAME} ({STATUS_TYPES}) AS {STATUS_STATEMENT}",
@@ -121,7 +121,7 @@ def _prepared(conn: Conn, name: str, args: Sequence[Any]) -> tuple[bool, int | N
     from psycopg2.errors import DuplicatePreparedStatement, InvalidSqlStatementName
 
     assert conn.prepared is not None
-    prepare, execute = _FORMS[name]
+    prepare, execute = FORMS[name]
     if name not in conn.prepared:
         with suppress(DuplicatePreparedStatement):  # a pooler's server connection has it
             conn.execute(prepare)

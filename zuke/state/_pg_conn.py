@@ -92,9 +92,16 @@ def connect(dsn: str, deadline: float, *, waiting: bool) -> PgConn:
     _pg_driver.load()  # without Python's ssl (libpq has its own TLS), if it is the first
     import psycopg2
 
+    from zuke.state._pg_pool import wait
+
     for attempt in itertools.count():
         try:
-            raw = psycopg2.connect(dsn)
+            raw = psycopg2.connect(dsn, async_=1)
+            try:
+                wait(raw)
+            except BaseException:
+                raw.close()
+                raise
         except psycopg2.OperationalError as exc:
             said = str(exc).lower()
             transient = any(c in said for c in (*_COMING_UP, *_CUT)) or (
@@ -105,7 +112,6 @@ def connect(dsn: str, deadline: float, *, waiting: bool) -> PgConn:
                 raise
             time.sleep(pause)
             continue
-        raw.autocommit = True
         return PgConn(raw)
     raise AssertionError("unreachable")
 
@@ -200,6 +206,13 @@ class PgDatabase(PgAddress):
             raise self._failed(exc) from None
         finally:
             pool.give(conn)
+
+    def lend_idle(self) -> tuple[Pool, PgConn] | None:
+        """An idle pooled connection and its pool, to give back to it once done with it; or
+        ``None``: none is idle now (none is made) or the pool is not open yet or closed."""
+        pool = self._pool
+        conn = None if pool is None else pool.take_idle()
+        return None if pool is None or conn is None else (pool, conn)
 
     def _take(self, pool: Pool) -> PgConn:
         import psycopg2

@@ -4,8 +4,8 @@ The store talks to Postgres through one driver, psycopg2 (a C extension over
 libpq: ~25 ms to import, where psycopg 3 takes ~120 ms, most of a
 ``zuke runs list`` budget of 120 ms; see ``docs/benchmarks.md``).
 
-:class:`PgConn` is a psycopg2 connection in autocommit mode with the two calls
-the store's SQL modules make of it: ``execute`` (the cursor, to fetch from)
+:class:`PgConn` is a psycopg2 connection in asynchronous mode (autocommit, always)
+with the two calls the store's SQL modules make of it: ``execute`` (the cursor, to fetch from)
 and ``transaction`` (an explicit ``BEGIN`` … ``COMMIT``, rolled back on any
 exception).
 
@@ -23,6 +23,7 @@ it comes back — never under a statement that runs.
 
 from __future__ import annotations
 
+import select
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -37,7 +38,9 @@ Params = Sequence[Any] | Mapping[str, Any] | None
 
 
 class PgConn:
-    """One psycopg2 connection (autocommit) with ``execute`` and ``transaction``."""
+    """One psycopg2 connection (asynchronous mode: autocommit) with ``execute``, which waits
+    for the answer (:func:`wait`), and ``transaction``. Asynchronous, so that the run's
+    writer can send an append on it and read the answer later (:mod:`._pg_send`)."""
 
     __slots__ = ("prepared", "raw")
 
@@ -51,6 +54,7 @@ class PgConn:
         """Run one statement; its cursor (``fetchone``, ``fetchall``, ``rowcount``, iterable)."""
         cur = self.raw.cursor()
         cur.execute(sql, params)
+        wait(self.raw)
         return cur
 
     @contextmanager
@@ -88,6 +92,25 @@ class PgConn:
     def close(self) -> None:
         with suppress(Exception):
             self.raw.close()
+
+
+#: psycopg2's ``POLL_OK`` and ``POLL_READ`` (``psycopg2.extensions``; fixed by its API),
+#: here so that a statement's wait imports nothing
+POLL_OK, POLL_READ = 0, 1
+
+
+def wait(raw: connection) -> None:
+    """Until what is under way on ``raw`` (asynchronous mode) is done: ``poll``, sleeping on
+    its socket; psycopg2 raises what the server or the connection said."""
+    fd = raw.fileno()
+    while True:
+        state = raw.poll()
+        if state == POLL_OK:
+            return
+        # poll(2), not select(2): a process with many files open has descriptors past 1024
+        poller = select.poll()
+        poller.register(fd, select.POLLIN if state == POLL_READ else select.POLLOUT)
+        poller.poll()
 
 
 class PoolBusy(Exception):
@@ -141,6 +164,11 @@ class Pool:
                 self._count -= 1
                 self._cond.notify()
             raise
+
+    def take_idle(self) -> PgConn | None:
+        """An idle connection if there is one now (``None``: none, and none is made)."""
+        with self._cond:
+            return self._idle.pop() if self._idle and not self._closed else None
 
     def give(self, conn: PgConn) -> None:
         """Return a lent connection: kept if it is fit to lend again, else closed."""

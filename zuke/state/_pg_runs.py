@@ -227,6 +227,18 @@ def append(
         delta.status, None if delta.actor is None else to_db(delta.actor), line,
         COMPACT_MIN_BYTES, signal=bool(delta.signals),
     )  # fmt: skip
+    return appended(conn, ns, run_id, made, after)
+
+
+def appended(
+    conn: Conn,
+    ns: str,
+    run_id: str,
+    made: int | None,
+    after: RunRecord | Callable[[], RunRecord] | None,
+) -> Written | Conflict:
+    """What an append answered (``made``: :func:`._pg_append.append`'s), the compaction it
+    asked for done on ``conn``."""
     if made is None:
         return Conflict()
     if made < 0:

@@ -24,9 +24,14 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Final, TypeVar
 
 from zuke._errors import StateError
-from zuke.state import _pg_driver, _pg_listen, _pg_locks, _pg_runs
+from zuke.state import _pg_driver, _pg_listen, _pg_locks, _pg_runs, _pg_send
 from zuke.state._ids import check_id, check_ttl
-from zuke.state._pg_conn import DEFAULT_MAX_CONNECTIONS, POOL_SIZE_ENV, PgDatabase
+from zuke.state._pg_conn import (
+    DEFAULT_MAX_CONNECTIONS,
+    POOL_SIZE_ENV,
+    PgDatabase,
+    lost_connection,
+)
 from zuke.state._protocol import (
     Conflict,
     LockAcquired,
@@ -159,6 +164,68 @@ class PostgresStateStore:
         knows it), or a function making it (the run's writer), called only when a compaction
         is due: it is written instead of reading the journal back."""
         return self._append(run_id, delta, expected_version, after)
+
+    def send_append_known(
+        self,
+        run_id: str,
+        delta: RunDelta,
+        *,
+        expected_version: str,
+        after: Callable[[], RunRecord],
+    ) -> Callable[[], Written | Conflict] | None:
+        """:meth:`append_run_known`, sent now and answered later: the function returned waits
+        for the answer (what ``append_run_known`` would have returned or raised), which must
+        be asked for before anything else is written. ``None``: not sent — not this delta (a
+        status, an actor, a signal: another statement), nor without an idle pooled
+        connection (:mod:`._pg_send`); ``append_run_known`` writes it then."""
+        check_id(run_id)
+        expected = _pg_runs.parse_version(expected_version)
+        if expected is None or self._unsure.key(run_id, str(expected), delta) is not None:
+            return None  # a write sent again after a lost answer is looked up first: _write
+        if delta.status is not None or delta.actor is not None or delta.signals:
+            return None  # another statement (_pg_append.append)
+        version = self._version()  # before lending: drawing one may need the pool
+        args = _pg_send.plain_append_args(self.namespace, run_id, delta, expected, version)
+        lent = None if args is None else self.database.lend_idle()
+        sent = None if lent is None or args is None else _pg_send.send(lent, args)
+        if sent is None:
+            return None
+        return lambda: self._sent_answer(sent, run_id, delta, expected, version, after)
+
+    def _sent_answer(
+        self,
+        sent: _pg_send.Sent,
+        run_id: str,
+        delta: RunDelta,
+        expected: int,
+        version: int,
+        after: Callable[[], RunRecord],
+    ) -> Written | Conflict:
+        """A sent append's answer. One that did not come was refused before it ran (a
+        pooler: sent the ordinary way), refused by the server (nothing applied: an error),
+        or lost with its connection — it may have landed, so its witness is looked up before
+        it is sent again the ordinary way (:meth:`_write`): applied once whatever happened."""
+        try:
+            made = sent.answer()
+        except Exception as exc:
+            import psycopg2
+            from psycopg2.errors import InvalidSqlStatementName
+
+            if isinstance(exc, InvalidSqlStatementName):
+                sent.conn.prepared = None  # it keeps none: never again on this connection
+                return self._append(run_id, delta, str(expected), after)
+            if not isinstance(exc, psycopg2.Error):
+                raise
+            if not lost_connection(exc, sent.conn):
+                raise self.database._failed(exc) from None
+            self._unsure.note(run_id, str(expected), delta, version)
+            return self._append(run_id, delta, str(expected), after)
+        if made is None:
+            return Conflict()
+        if made < 0:  # a compaction is due: on a pooled connection, as _pg_runs.append does it
+            ns = self.namespace
+            return self._call(lambda conn: _pg_runs.appended(conn, ns, run_id, made, after))
+        return Written(version=str(made))
 
     def _append(
         self,
