@@ -11,6 +11,7 @@ Stdlib only, so a benchmark runs in any environment that can run zuke.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shlex
@@ -19,12 +20,13 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
 
 Output = Literal["devnull", "pipe"]
+R = TypeVar("R")
 
 #: Environment variables that would make a run use a state store; benchmarks of the
 #: engine alone remove them so every run is in-memory.
@@ -207,3 +209,36 @@ def _loadavg() -> str:
 
 def dump_json(payload: object) -> str:
     return json.dumps(payload, indent=2, sort_keys=False)
+
+
+def fresh_copy(template: Path, root: Path) -> Path:
+    """``template`` copied to ``root/store`` afresh: every sweep starts from the same runs."""
+    target = root / "store"
+    if target.exists():
+        shutil.rmtree(target)
+    shutil.copytree(template, target)
+    return target
+
+
+def time_sweep(template: Path, root: Path, extra: Mapping[str, str] | None = None) -> float:
+    """Wall seconds of one fresh ``zuke resume --check`` over a fresh copy of ``template``."""
+    store = fresh_copy(template, root)
+    env = clean_env({"ZUKE_STATE_DIR": str(store), **(extra or {})})
+    return time_once([*zuke_command(), "resume", "--check"], cwd=root, env=env)
+
+
+def table_main(
+    doc: str,
+    bench: Callable[[int], R],
+    markdown: Callable[[R], str],
+    as_json: Callable[[R], object],
+    *,
+    runs_help: str,
+) -> None:
+    """The command line every table benchmark shares: ``--runs N`` and ``--json``."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5, help=runs_help)
+    parser.add_argument("--json", action="store_true", help="print JSON instead of markdown")
+    args = parser.parse_args()
+    results = bench(args.runs)
+    print(dump_json(as_json(results)) if args.json else markdown(results))

@@ -25,9 +25,7 @@ untimed warm-up of each.
 
 from __future__ import annotations
 
-import argparse
 import os
-import shutil
 import statistics
 import sys
 import tempfile
@@ -40,11 +38,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the fake GitH
 from _timing import (
     BenchmarkError,
     clean_env,
-    dump_json,
     machine,
     machine_line,
-    time_once,
-    zuke_command,
+    table_main,
+    time_sweep,
 )
 
 from fixtures.fake_github import FakeGitHub
@@ -124,18 +121,13 @@ Sample = tuple[float, int, int]
 
 def sweep_once(root: Path, gh: FakeGitHub, template: Path, reporter: bool) -> Sample:
     """Copy the store, sweep it once; (seconds, GitHub requests, journal lines written)."""
-    store = root / "store"
-    if store.exists():
-        shutil.rmtree(store)
-    shutil.copytree(template, store)
-    before = lines(store)
+    before = lines(template)  # the copy starts as the template
     gh.reset_stats()
     extra = {} if reporter else {"ZUKE_BENCH_NO_REPORTER": "1"}
-    env = clean_env({"ZUKE_STATE_DIR": str(store), "GITHUB_API_URL": gh.url,
-                     "GH_TOKEN": gh.token, "GITHUB_SHA": gh.head(REPO, "main") or "",
-                     **extra})  # fmt: skip
-    seconds = time_once([*zuke_command(), "resume", "--check"], cwd=root, env=env)
-    return seconds, int(gh.stats()["requests"]), lines(store) - before
+    sha = gh.head(REPO, "main") or ""
+    env = {"GITHUB_API_URL": gh.url, "GH_TOKEN": gh.token, "GITHUB_SHA": sha, **extra}
+    seconds = time_sweep(template, root, env)
+    return seconds, int(gh.stats()["requests"]), lines(root / "store") - before
 
 
 def bench(samples: int) -> list[Result]:
@@ -188,18 +180,14 @@ def markdown(results: list[Result]) -> str:
     return "\n".join(out)
 
 
+def as_json(results: list[Result]) -> object:
+    return {"machine": machine(), "runs": RUNS, "results": [
+        {"case": r.case, "requests": r.requests, "journal_lines": r.journal_lines,
+         "samples": list(r.samples), "median_s": r.median_s} for r in results]}  # fmt: skip
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=5, help="timed sweeps per case")
-    parser.add_argument("--json", action="store_true", help="print JSON instead of markdown")
-    args = parser.parse_args()
-    results = bench(args.runs)
-    if args.json:
-        print(dump_json({"machine": machine(), "runs": RUNS, "results": [
-            {"case": r.case, "requests": r.requests, "journal_lines": r.journal_lines,
-             "samples": list(r.samples), "median_s": r.median_s} for r in results]}))  # fmt: skip
-    else:
-        print(markdown(results))
+    table_main(__doc__ or "", bench, markdown, as_json, runs_help="timed sweeps per case")
 
 
 if __name__ == "__main__":

@@ -25,9 +25,7 @@ process, median of ``--runs`` after one untimed warm-up.
 
 from __future__ import annotations
 
-import argparse
 import os
-import shutil
 import statistics
 import sys
 import tempfile
@@ -40,11 +38,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the fake GitH
 from _timing import (
     BenchmarkError,
     clean_env,
-    dump_json,
     machine,
     machine_line,
-    time_once,
-    zuke_command,
+    table_main,
+    time_sweep,
 )
 
 from fixtures.fake_github import FakeGitHub
@@ -108,14 +105,8 @@ def sweep_once(root: Path, gh: FakeGitHub, template: Path, ids: list[int], done:
             gh.complete_run(run_id, "success")
         else:
             gh.set_run_status(run_id, "queued")
-    store = root / "store"
-    if store.exists():
-        shutil.rmtree(store)
-    shutil.copytree(template, store)
     gh.reset_stats()
-    env = clean_env({"ZUKE_STATE_DIR": str(store), "GITHUB_API_URL": gh.url,
-                     "GH_TOKEN": gh.token})  # fmt: skip
-    return time_once([*zuke_command(), "resume", "--check"], cwd=root, env=env)
+    return time_sweep(template, root, {"GITHUB_API_URL": gh.url, "GH_TOKEN": gh.token})
 
 
 def bench(samples: int) -> list[Result]:
@@ -166,19 +157,15 @@ def markdown(results: list[Result]) -> str:
     return "\n".join(lines)
 
 
+def as_json(results: list[Result]) -> object:
+    return {"machine": machine(), "gates": GATES, "results": [
+        {"case": r.case, "completed": r.completed, "requests": r.requests,
+         "target": r.target, "samples": list(r.samples), "median_s": r.median_s}
+        for r in results]}  # fmt: skip
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=5, help="timed sweeps per case")
-    parser.add_argument("--json", action="store_true", help="print JSON instead of markdown")
-    args = parser.parse_args()
-    results = bench(args.runs)
-    if args.json:
-        print(dump_json({"machine": machine(), "gates": GATES, "results": [
-            {"case": r.case, "completed": r.completed, "requests": r.requests,
-             "target": r.target, "samples": list(r.samples), "median_s": r.median_s}
-            for r in results]}))  # fmt: skip
-    else:
-        print(markdown(results))
+    table_main(__doc__ or "", bench, markdown, as_json, runs_help="timed sweeps per case")
 
 
 if __name__ == "__main__":

@@ -28,9 +28,7 @@ give the bytes the store instance wrote (a sweep with nothing due writes none).
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import shutil
 import statistics
 import sys
 import tempfile
@@ -44,10 +42,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _timing import (
     BenchmarkError,
     clean_env,
-    dump_json,
+    fresh_copy,
     machine,
     machine_line,
+    table_main,
     time_once,
+    time_sweep,
     zuke_command,
 )
 
@@ -138,14 +138,6 @@ def make_template(root: Path, build_cls: type[Build], gate: str, flag: Path) -> 
     return store_dir
 
 
-def fresh_copy(template: Path, root: Path) -> Path:
-    target = root / "store"
-    if target.exists():
-        shutil.rmtree(target)
-    shutil.copytree(template, target)
-    return target
-
-
 def sweep_in_process(build_cls: type[Build], store_dir: Path) -> tuple[float, SweepReport, int]:
     """One sweep on a new store instance: wall seconds, the report, the bytes it wrote."""
     env = clean_env({"ZUKE_STATE_DIR": str(store_dir)})
@@ -193,10 +185,7 @@ def bench(samples: int) -> list[Result]:
                 return elapsed
 
             def command(case: Case = case) -> float:
-                store_dir = fresh_copy(templates[case.gate], root)
-                env = clean_env({"ZUKE_STATE_DIR": str(store_dir)})
-                argv = [*zuke_command(), "resume", "--check"]
-                return time_once(argv, cwd=root, env=env)
+                return time_sweep(templates[case.gate], root)
 
             lib = timed(samples, library)
             results.append(Result(case.name, "library call", lib, written=written[-1]))
@@ -228,25 +217,15 @@ def markdown(results: list[Result]) -> str:
     return "\n".join(lines)
 
 
+def as_json(results: list[Result]) -> object:
+    return {"machine": machine(), "runs": RUNS, "results": [
+        {"case": r.case, "how": r.how, "samples": list(r.samples), "median_s": r.median_s,
+         "ms_per_run": r.ms_per_run, "runs_per_s": r.runs_per_s, "bytes_written": r.written}
+        for r in results]}  # fmt: skip
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=5, help="timed sweeps per measurement")
-    parser.add_argument("--json", action="store_true", help="print JSON instead of markdown")
-    args = parser.parse_args()
-    results = bench(args.runs)
-    if args.json:
-        print(dump_json({
-            "machine": machine(),
-            "runs": RUNS,
-            "results": [
-                {"case": r.case, "how": r.how, "samples": list(r.samples), "median_s": r.median_s,
-                 "ms_per_run": r.ms_per_run, "runs_per_s": r.runs_per_s,
-                 "bytes_written": r.written}
-                for r in results
-            ],
-        }))  # fmt: skip
-    else:
-        print(markdown(results))
+    table_main(__doc__ or "", bench, markdown, as_json, runs_help="timed sweeps per measurement")
 
 
 if __name__ == "__main__":

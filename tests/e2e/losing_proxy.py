@@ -3,13 +3,12 @@ its answer: the client never hears it (a process killed mid-call, a dropped conn
 
 from __future__ import annotations
 
-import http.client
 import threading
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from http.server import ThreadingHTTPServer
 
 from fixtures.fake_github import FakeGitHub
+from tests.forwarding import ForwardingHandler
 
 
 class LosingProxy(ThreadingHTTPServer):
@@ -37,34 +36,16 @@ class LosingProxy(ThreadingHTTPServer):
         self.server_close()
 
 
-class _LosingHandler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+class _LosingHandler(ForwardingHandler):
     server: LosingProxy
 
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
+    def upstream_port(self) -> int:
+        return self.server.upstream.port
 
-    def do_GET(self) -> None:
-        body = self.rfile.read(int(self.headers.get("content-length") or 0))
-        conn = http.client.HTTPConnection("127.0.0.1", self.server.upstream.port, timeout=30)
-        skip = {"host", "connection", "content-length"}
-        headers = {k: v for k, v in self.headers.items() if k.lower() not in skip}
-        conn.request(self.command, self.path, body=body or None, headers=headers)
-        answer = conn.getresponse()
-        data = answer.read()
-        conn.close()
+    def lose(self, command: str, path: str, body: bytes) -> bool:
         server = self.server
-        if not server.landed.is_set() and server.holds(self.command, self.path, body):
-            server.landed.set()  # GitHub acted on it; its answer never reaches the client
-            server.release.wait(60)
-            self.close_connection = True
-            return
-        self.send_response_only(answer.status)
-        for name, value in answer.getheaders():
-            if name.lower() not in ("content-length", "connection", "transfer-encoding"):
-                self.send_header(name, value)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    do_POST = do_PATCH = do_GET
+        if server.landed.is_set() or not server.holds(command, path, body):
+            return False
+        server.landed.set()  # GitHub acted on it; its answer never reaches the client
+        server.release.wait(60)
+        return True

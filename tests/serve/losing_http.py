@@ -3,11 +3,11 @@ loses its answer — after ``meanwhile`` ran: a second writer between the loss a
 
 from __future__ import annotations
 
-import http.client
 import threading
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from http.server import ThreadingHTTPServer
+
+from tests.forwarding import ForwardingHandler
 
 Holds = Callable[[str, str, bytes], bool]
 
@@ -40,37 +40,21 @@ class LosingHttpProxy(ThreadingHTTPServer):
         self.server_close()
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+class _Handler(ForwardingHandler):
     server: LosingHttpProxy
 
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
+    def arrived(self) -> None:
+        self.server.requests.append((self.command, self.path))
 
-    def do_GET(self) -> None:
-        body = self.rfile.read(int(self.headers.get("content-length") or 0))
+    def upstream_port(self) -> int:
+        return self.server.upstream_port
+
+    def lose(self, command: str, path: str, body: bytes) -> bool:
         server = self.server
-        server.requests.append((self.command, self.path))
-        conn = http.client.HTTPConnection("127.0.0.1", server.upstream_port, timeout=30)
-        skip = {"host", "connection", "content-length"}
-        headers = {k: v for k, v in self.headers.items() if k.lower() not in skip}
-        conn.request(self.command, self.path, body=body or None, headers=headers)
-        answer = conn.getresponse()
-        data = answer.read()
-        conn.close()
         holds = server.holds
-        if holds is not None and holds(self.command, self.path, body):
-            server.holds = None
-            server.meanwhile()  # the second writer, before the client can look
-            server.lost.set()
-            self.close_connection = True  # the answer never reaches the client
-            return
-        self.send_response_only(answer.status)
-        for name, value in answer.getheaders():
-            if name.lower() not in ("content-length", "connection", "transfer-encoding"):
-                self.send_header(name, value)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    do_POST = do_PATCH = do_PUT = do_DELETE = do_GET
+        if holds is None or not holds(command, path, body):
+            return False
+        server.holds = None
+        server.meanwhile()  # the second writer, before the client can look
+        server.lost.set()
+        return True

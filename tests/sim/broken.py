@@ -241,6 +241,35 @@ def release_any_token(original: Any) -> Any:
     return release
 
 
+def ended_elsewhere_goes_on(original: Any) -> Any:
+    """``DurableRun._settled_elsewhere`` ignoring a run another process *ended*: the owner
+    whose write was answered "the run ended" (``Unchanged``) keeps driving its plan. Its
+    writer has disowned the run, so nothing it does reaches the record (no status leaves
+    its end: ``terminal-once`` sees nothing) — but its next body runs."""
+    from zuke.state.records import TERMINAL_STATUSES
+
+    def settled(self: Any, status: str) -> Any:
+        if status in TERMINAL_STATUSES:
+            return None
+        return original(self, status)
+
+    return settled
+
+
+def pg_release_any_token(original: Any) -> Any:
+    """``_pg_locks.release`` without its token in ``WHERE``: the Postgres twin of
+    :func:`release_any_token`, in the store's own SQL."""
+    from zuke.state._pg_locks import _RELEASED
+
+    def release(conn: Any, ns: str, key: str, token: str) -> bool:
+        cursor = conn.execute(
+            f"UPDATE zuke_locks SET {_RELEASED} WHERE ns = %s AND key = %s", (ns, key)
+        )
+        return bool(cursor.rowcount > 0)
+
+    return release
+
+
 def hook_from_the_look(original: Any) -> Any:
     """The sweep's ``_settle_timeout`` calling the gate's hook as its look finds the gate
     expired — before it takes the run's lease — instead of under the lease."""

@@ -17,7 +17,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from tests.sim.patches import patched
-from tests.sim.scenario import SeedResult, run_seed
+from tests.sim.scenario import SeedResult, forced_store, run_seed
+
+#: the scenarios' variants a campaign may run (make_scenario's flags)
+VARIANTS = ("hot", "race", "fanout")
 
 
 @dataclass
@@ -60,16 +63,19 @@ def run_many(
     ignore: frozenset[str] = frozenset(),
     until: float | None = None,
     keep: int = 5,
+    variant: frozenset[str] = frozenset(),
 ) -> Summary:
     """Run ``seeds`` (until the monotonic time ``until``, if given); keep the first
-    ``keep`` failing results in full."""
+    ``keep`` failing results in full. ``variant``: the scenarios' (``hot``, ``race``,
+    ``fanout``: :func:`~tests.sim.scenario.make_scenario`'s)."""
     summary = Summary()
     started = time.monotonic()
     with patched():
         for seed in seeds:
             if until is not None and time.monotonic() >= until:
                 break
-            result = run_seed(seed, ignore=ignore)
+            result = run_seed(seed, ignore=ignore, hot="hot" in variant, race="race" in variant,
+                              fanout="fanout" in variant)  # fmt: skip
             summary.add(result)
             if len(summary.failures) > keep:
                 summary.failures.pop()
@@ -77,20 +83,26 @@ def run_many(
     return summary
 
 
-def _chunk(args: tuple[range, frozenset[str]]) -> Summary:
-    seeds, ignore = args
-    return run_many(seeds, ignore=ignore)
+def _chunk(args: tuple[range, frozenset[str], frozenset[str]]) -> Summary:
+    seeds, ignore, variant = args
+    return run_many(seeds, ignore=ignore, variant=variant)
 
 
 def run_parallel(
-    start: int, count: int, *, workers: int, ignore: frozenset[str] = frozenset()
+    start: int,
+    count: int,
+    *,
+    workers: int,
+    ignore: frozenset[str] = frozenset(),
+    variant: frozenset[str] = frozenset(),
 ) -> Summary:
     """``count`` seeds from ``start`` over ``workers`` fresh processes (one per core): the
     same seeds, results and schedules as one process gives, sooner."""
     if workers <= 1 or count < 2 * workers:
-        return run_many(range(start, start + count), ignore=ignore)
+        return run_many(range(start, start + count), ignore=ignore, variant=variant)
     started = time.monotonic()
-    chunks = [(range(start + i, start + count, workers), ignore) for i in range(workers)]
+    chunks = [(range(start + i, start + count, workers), ignore, variant)
+              for i in range(workers)]  # fmt: skip
     with multiprocessing.get_context("spawn").Pool(workers) as pool:
         parts = pool.map(_chunk, chunks)
     summary = Summary()
@@ -119,20 +131,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--hot",
         action="store_true",
-        help="with --seed: the seed's hot scenario (the planted-bug hunt's)",
+        help="the seeds' hot scenarios (the planted-bug hunt's)",
     )
     parser.add_argument(
         "--race",
         action="store_true",
-        help="with --seed: the seed's race scenario (a watcher, a slow continuation)",
+        help="the seeds' race scenarios (a watcher, a slow continuation)",
     )
     parser.add_argument(
         "--fanout",
         action="store_true",
-        help="with --seed: the seed's fan-out scenario (items waiting for their own signals)",
+        help="the seeds' fan-out scenarios (items waiting for their own signals)",
     )
     args = parser.parse_args(argv)
     ignore = frozenset(filter(None, args.ignore.split(",")))
+    if forced_store() == "postgres":
+        from tests.sim import pg
+
+        pg.ensure_database()
     if args.seed is not None:
         result = run_seed(
             args.seed,
@@ -145,11 +161,14 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(result.moves))
         print(result.describe())
         return 1 if result.violations else 0
+    variant = frozenset(name for name in VARIANTS if getattr(args, name))
     if args.soak is not None:
         seeds: Iterable[int] = itertools.count(args.start)
-        summary = run_many(seeds, ignore=ignore, until=time.monotonic() + args.soak)
+        summary = run_many(seeds, ignore=ignore, until=time.monotonic() + args.soak,
+                           variant=variant)  # fmt: skip
     else:
-        summary = run_parallel(args.start, args.seeds, workers=args.workers, ignore=ignore)
+        summary = run_parallel(args.start, args.seeds, workers=args.workers, ignore=ignore,
+                               variant=variant)  # fmt: skip
     for failure in summary.failures:
         print(failure.describe())
     print(summary.describe())

@@ -29,7 +29,8 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from tests.sim.runtime import Sim, SimThread
+from tests.sim.procs import SimThread
+from tests.sim.runtime import Sim
 from zuke._clock import iso
 from zuke.state._unsure import UnsureWriteError
 from zuke.state.records import RunDelta, RunEvent

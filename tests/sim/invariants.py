@@ -6,8 +6,8 @@ Two kinds of check:
   or acts, an effect or a compensation runs, a workflow is dispatched, a trigger's
   ``on_timeout`` hook is called, a signal's delivery returns. The builds of
   :mod:`tests.sim.builds` call them from their bodies;
-* **record checks** (:meth:`Invariants.observe`), made after every step of the
-  scheduler on what the store holds.
+* **record checks** (:mod:`tests.sim.observe`, through :meth:`Invariants.observe`),
+  made after every step of the scheduler on what the store holds.
 
 "Faulted" below means an actor that was crashed, stalled or cut off from the
 store at some point: work it started may legitimately be done again (at least
@@ -24,9 +24,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.sim.runtime import Actor, Crash, current_actor
+from tests.sim.procs import Actor, Crash, current_actor
 from tests.sim.view import view_of
-from zuke._clock import parse_iso
 from zuke.state._protocol import lease_key
 from zuke.state.records import TERMINAL_STATUSES, RunRecord
 
@@ -58,8 +57,6 @@ INVARIANTS = (
     "lease-live",
     "stated-reason",
 )
-#: a resume credits the time parked up to when it looked, not when its write landed
-CREDIT_SLACK_MS = 30_000
 
 
 @dataclass(frozen=True)
@@ -234,6 +231,9 @@ class Invariants:
 
     def granted(self, key: str, token: str, actor: Actor) -> None:
         self.token_owner[token] = actor.name
+        seen = getattr(self.view, "token_seen", None)
+        if seen is not None:
+            seen(token)  # a store that keeps tokens hashed (tests.sim.pg)
 
     def orphaned(self, key: str) -> None:
         """The claim on ``key`` was taken by an acquire whose answer was lost: its taker
@@ -380,78 +380,11 @@ class Invariants:
     # -- the record, after every step ---------------------------------------------------------
 
     def observe(self) -> None:
-        """Check what the store holds now against what it held before."""
-        stored = self.view.runs()  # id -> (JSON, version)
-        for run_id, (text, version) in sorted(stored.items()):
-            if self._seen.get(run_id) == version:
-                continue
-            self._seen[run_id] = version
-            record = self.record(run_id)
-            if record is None:
-                continue
-            if self.secret in text:
-                self.fail("secret-never-stored", f"run {run_id}'s record holds the secret")
-            unknown = sorted(set(record.signals) - self.signals)
-            if unknown:
-                self.fail("signal-known", f"run {run_id} stored the signal {unknown[0]!r}, which "
-                          "no gate waits for")  # fmt: skip
-            before = self._status.get(run_id)
-            if before in TERMINAL_STATUSES and record.status != before:
-                self.fail("terminal-once", f"run {run_id} went from {before} to {record.status}")
-            self._status[run_id] = record.status
-            if record.status in TERMINAL_STATUSES:
-                self.ended.setdefault(run_id, record.status)
-            self._deadline(record, before)
-            self.kept.update((run_id, key) for key in record.held)
-            if record.status in TERMINAL_STATUSES and record.held:
-                self.fail("finished-holds-nothing", f"run {run_id} ended {record.status} "
-                          f"keeping {sorted(record.held)} in its record")  # fmt: skip
-            succeeded = self._succeeded.setdefault(run_id, set())
-            for name in sorted(succeeded):
-                row = record.targets.get(name)
-                if row is None or row.status != "succeeded":
-                    now = row.status if row is not None else "absent"
-                    self.fail("succeeded-final", f"run {run_id}: {name} was recorded succeeded, "
-                              f"now {now}")  # fmt: skip
-            fresh = {n for n, r in record.targets.items() if r.status == "succeeded"} - succeeded
-            for name in sorted(fresh):  # the runs of it so far finished, by the record
-                for run in self.bodies.get((run_id, name), []):
-                    if run.recorded is None:
-                        run.recorded = next(self._order)
-            succeeded.update(fresh)
-        for key, claim in sorted(self.view.claims().items()):
-            top = self._fences.get(key, 0)
-            if claim.fence < top:
-                self.fail("fences-rise", f"the fence of {key} went from {top} to {claim.fence}")
-            self._fences[key] = max(top, claim.fence)
+        """Check what the store holds now against what it held before
+        (:func:`tests.sim.observe.observe`)."""
+        from tests.sim.observe import observe
 
-    def _deadline(self, record: RunRecord, before: str | None) -> None:
-        """Track the time parked; a resume must credit it to the run's deadline."""
-        now = self.store.clock.now_ms()
-        run_id = record.id
-        if before is None:
-            self._first_deadline[run_id] = parse_iso(record.deadline_at or "")
-        if record.status == "suspended" and before != "suspended":
-            self._suspended_at[run_id] = now
-        if before == "suspended" and record.status != "suspended":
-            since = self._suspended_at.pop(run_id, now)
-            self._parked[run_id] = self._parked.get(run_id, 0) + now - since
-            first = self._first_deadline.get(run_id)
-            current = parse_iso(record.deadline_at or "")
-            resumed = bool(record.events) and record.events[-1].tool == "resume"
-            resumer = self.actors.get(record.events[-1].actor) if record.events else None
-            if resumer is not None and resumer.faulted:
-                # A resumer stalled between deciding its write and making it credits the
-                # time parked up to when it decided: its clock reading is as old as its stall.
-                resumed = False
-            if not resumed:  # a timeout's rollback, a cancel: judged from here on
-                self._first_deadline[run_id], self._parked[run_id] = current, 0
-            elif first is not None and current is not None:
-                owed = first + self._parked[run_id]
-                if current < owed - CREDIT_SLACK_MS:
-                    short = (owed - current) // 1000
-                    self.fail("deadline-credit", f"run {run_id} was resumed with its deadline "
-                              f"{short} s short of the time it was parked")  # fmt: skip
+        observe(self)
 
     def settle(self, compensated_targets: dict[str, str]) -> None:
         """The end-of-seed safety checks (:func:`tests.sim.endings.settle`)."""

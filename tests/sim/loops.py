@@ -16,7 +16,8 @@ from collections.abc import Callable
 from typing import Any
 
 from tests.sim import runtime
-from tests.sim.runtime import Crash, Park, Sim, SimThread, current_actor, task_origin
+from tests.sim.procs import Crash, Park, SimThread, current_actor, task_origin
+from tests.sim.runtime import Sim
 
 
 class _SimSelector:

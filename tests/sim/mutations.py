@@ -23,6 +23,7 @@ from typing import Any
 
 from tests.sim.broken import (
     any_signal,
+    ended_elsewhere_goes_on,
     ended_runs_continue,
     ended_to_running,
     fence_stays,
@@ -40,6 +41,7 @@ from tests.sim.broken import (
     none_async,
     noop,
     nothing,
+    pg_release_any_token,
     prove_once,
     race_fails,
     redo_succeeded,
@@ -85,6 +87,9 @@ class Mutation:
     #: only the invariants in ``breaks`` end a seed (the others are counted, and it goes
     #: on): a mutation that also trips a commoner check is caught where it is meant to be
     only: bool = False
+    #: the store every seed of its hunt runs over (``postgres``: a bug in the Postgres
+    #: store's SQL; hunted by tests/sim/test_pg.py, which has a database); None: the seed's
+    store: str | None = None
 
 
 @contextlib.contextmanager
@@ -116,11 +121,13 @@ class Caught:
     hot: bool = False
     invariants: tuple[str, ...] = ()
     detail: str = ""
+    store: str | None = None
 
     def describe(self) -> str:
         if self.seed is None:
             return f"{self.mutation}: SURVIVED {self.seeds} seeds ({self.seconds:.1f} s)"
         seed = f"{self.seed} (hot)" if self.hot else str(self.seed)
+        seed += f" ({self.store})" if self.store else ""
         return (f"{self.mutation}: caught by seed {seed} ({self.seeds} seeds, "
                 f"{self.seconds:.1f} s): {', '.join(self.invariants)}")  # fmt: skip
 
@@ -136,12 +143,14 @@ def hunt(mutation: Mutation) -> Caught:
             tried += 1
             others = frozenset(INVARIANTS) - set(mutation.breaks) if mutation.only else frozenset()
             result = run_seed(seed, hot=mutation.hot, race=mutation.race, fanout=mutation.fanout,
-                              ignore=others)  # fmt: skip
+                              ignore=others, store=mutation.store)  # fmt: skip
             if result.violations:
                 names = tuple(sorted({v.invariant for v in result.violations}))
                 return Caught(mutation.name, seed, tried, time.monotonic() - began,
-                              mutation.hot, names, str(result.violations[0]))  # fmt: skip
-    return Caught(mutation.name, None, tried, time.monotonic() - began, mutation.hot)
+                              mutation.hot, names, str(result.violations[0]),
+                              mutation.store)  # fmt: skip
+    return Caught(mutation.name, None, tried, time.monotonic() - began, mutation.hot,
+                  store=mutation.store)  # fmt: skip
 
 
 def family(name: str) -> int:
@@ -255,12 +264,26 @@ CATALOGUE: tuple[Mutation, ...] = (
     Mutation("item-signal-crosses", "a fan-out item's gate passes on another item's signal",
              ("item-scope",), (("zuke._waits", "_ExternalSignal.check", any_signal),),
              fanout=True, only=True),
+    Mutation("ended-elsewhere-goes-on", "an owner told by its write that another process "
+             "ended the run drives its next target anyway (writing nothing)",
+             ("finished-not-resumed",),
+             (("zuke._engine.durable", "DurableRun._settled_elsewhere", ended_elsewhere_goes_on),),
+             start=family("locks"), step=5, hot=True, only=True, budget=100),
+    # the Postgres store's own lock SQL, over Postgres (tests/sim/test_pg.py hunts it)
+    Mutation("pg-release-any-token", "the Postgres store's release frees a key whatever token "
+             "asks: a stale holder's release frees whoever holds it now", ("claims-respected",),
+             (("zuke.state._pg_locks", "release", pg_release_any_token),),
+             start=family("locks"), step=5, only=True, store="postgres", budget=100),
 )  # fmt: skip
 BY_NAME = {m.name: m for m in CATALOGUE}
 
 
 def main(argv: list[str]) -> int:
     chosen = [BY_NAME[name] for name in argv] if argv else list(CATALOGUE)
+    if any(m.store == "postgres" for m in chosen):
+        from tests.sim import pg
+
+        pg.ensure_database()
     survived = 0
     for mutation in chosen:
         caught = hunt(mutation)

@@ -34,7 +34,8 @@ from typing import Any
 import zuke._engine.run as engine_run
 from tests.sim import runtime
 from tests.sim.loops import SimExecutor, SimPolicy
-from tests.sim.runtime import _REAL_START, Actor, Crash, Sim, current_actor
+from tests.sim.procs import Actor, Crash, current_actor
+from tests.sim.runtime import _REAL_START, Sim
 from zuke._clock import SystemClock
 from zuke._engine.body_threads import BodyThreads
 

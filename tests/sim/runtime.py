@@ -19,129 +19,43 @@ that was let go run, so what they do is decided by the moves alone.
 Actor identity travels in a :class:`contextvars.ContextVar` (``asyncio.to_thread``
 copies it; :func:`tests.sim.patches.installed` makes ``threading.Thread.start`` copy
 it too). Event loops and pools are :mod:`tests.sim.loops`; what is patched, and why,
-is :mod:`tests.sim.patches`.
+is :mod:`tests.sim.patches`; the actor, its threads and their parks are
+:mod:`tests.sim.procs`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import contextvars
 import gc
 import math
-import random
 import sys
 import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from tests.sim.procs import (
+    Actor,
+    Crash,
+    HarnessStuck,
+    Park,
+    SimThread,
+    current_actor,
+    stable_name,
+    task_origin,
+)
 from zuke._clock import ManualClock
 from zuke._errors import StoreUnavailableError
 
 if TYPE_CHECKING:
-    from tests.sim.loops import SimExecutor, SimLoop
+    from tests.sim.loops import SimExecutor
 
 #: real seconds the scheduler waits for quiescence before it calls the harness stuck
 QUIET_TIMEOUT_S = 20.0
 
 
-class Crash(BaseException):
-    """Raised in an actor's threads when its process is gone: nothing of it runs after."""
-
-
-class HarnessStuck(AssertionError):
-    """A tracked thread ran for longer than :data:`QUIET_TIMEOUT_S` without parking."""
-
-
-@dataclass(eq=False)
-class Actor:
-    """One simulated process and its fault state (all sim times in epoch ms)."""
-
-    name: str
-    seed: int = 0
-    #: crashed (kill -9): frozen for ever, its threads killed at teardown
-    dead: bool = False
-    #: stalled (SIGSTOP, a GC pause): nothing of it runs until this time
-    frozen_until: float = 0
-    #: cut off from the store: its granted calls raise StoreUnavailableError until then
-    cut_until: float = 0
-    #: its main thread returned: whatever of it is left is killed (the process exited)
-    gone: bool = False
-    faulted: bool = False
-    #: when it was first faulted, in the ledger's order (tests.sim.invariants): work it had
-    #: finished before that is not excused by the fault
-    fault_order: int | None = None
-    #: what it passed to ``os._exit`` (the engine ended its process)
-    exit_code: int | None = None
-    result: Any = None
-    error: BaseException | None = None
-    #: exceptions raised on its other threads (an engine or harness bug, reported)
-    errors: list[BaseException] = field(default_factory=list)
-    threads: list[SimThread] = field(default_factory=list)
-    main: SimThread | None = None
-
-    def __post_init__(self) -> None:
-        self.rng = random.Random(f"{self.seed}:{self.name}")
-
-    def frozen(self, now: int) -> bool:
-        return self.dead or now < self.frozen_until
-
-    @property
-    def finished(self) -> bool:
-        return self.main is not None and not self.main.alive
-
-
-class _Gate:
-    """Opened once: a lock held from the start (no Condition, which the sim patches)."""
-
-    __slots__ = ("_lock",)
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._lock.acquire()
-
-    def set(self) -> None:
-        self._lock.release()
-
-    def wait(self) -> None:
-        self._lock.acquire()
-
-
-@dataclass(eq=False)
-class Park:
-    """Where a tracked thread waits, and how it was woken (``outcome``)."""
-
-    kind: str  #: call, sleep, loop, idle, join
-    due: int | None = None
-    label: str = ""
-    stop: Callable[[], bool] | None = None
-    loop: SimLoop | None = None
-    joining: SimThread | None = None
-    event: _Gate = field(default_factory=_Gate)
-    outcome: str = ""  #: go, due, stop, die
-
-
-@dataclass(eq=False)
-class SimThread:
-    actor: Actor
-    name: str
-    origin: str = ""
-    park: Park | None = None
-    alive: bool = True
-    #: work handed to an idle SimExecutor worker
-    item: Any = None
-    #: the OS thread's ident (its stack, for a directed fault: tests.sim.world)
-    ident: int | None = None
-    #: set with a grant: the call lands, then its caller gets this error (a lost answer)
-    lose: Callable[[], BaseException] | None = None
-
-
-current_actor: contextvars.ContextVar[Actor | None] = contextvars.ContextVar(
-    "zuke_sim_actor", default=None
-)
 ACTIVE: Sim | None = None
 
 
@@ -184,7 +98,7 @@ class Sim:
     def track(self, thread: threading.Thread, actor: Actor, *, main: bool = False) -> SimThread:
         """Make ``thread`` (not started yet) one of ``actor``'s: it runs in a copy of the
         caller's context with the actor set, and counts as running from now on."""
-        st = SimThread(actor, thread.name, origin=f"thread:{_stable(thread.name)}")
+        st = SimThread(actor, thread.name, origin=f"thread:{stable_name(thread.name)}")
         context = contextvars.copy_context()
         context.run(current_actor.set, actor)
         body = thread.run
@@ -368,7 +282,7 @@ class Sim:
                 self.cv.wait(left)
 
     def describe_running(self) -> str:
-        frames = sys._current_frames()
+        frames = thread_frames()
         lines = [f"{self.running} tracked thread(s) never parked:"]
         for thread in threading.enumerate():
             st = getattr(thread, "_zuke_sim", None)
@@ -446,20 +360,20 @@ class Sim:
                 self.cv.wait(min(left, 0.05))
 
 
-def _stable(name: str) -> str:
-    """A thread's name without the counters Python adds (``Thread-12``, ``pool_3``)."""
-    return "".join(c for c in name if not c.isdigit())
-
-
-def task_origin() -> str | None:
-    """The coroutine of the task making a call from its loop's thread, if any."""
+def thread_frames() -> dict[int, Any]:
+    """``sys._current_frames()`` with the garbage collector held off. CPython 3.11 makes the
+    other threads' frame objects while it holds the runtime's thread list; a collection
+    started by one of those allocations that frees a ``threading.local`` (an earlier
+    seed's :class:`Sim`, in a cycle) takes that lock again and the process hangs for ever
+    — a hot campaign over Postgres stopped so (gdb: ``local_clear`` under
+    ``_current_frames``), in :meth:`tests.sim.world.World._directed`."""
+    enabled = gc.isenabled()
+    gc.disable()
     try:
-        task = asyncio.current_task()
-    except RuntimeError:
-        return None
-    if task is None:
-        return None
-    return getattr(task.get_coro(), "__qualname__", "task")
+        return sys._current_frames()
+    finally:
+        if enabled:
+            gc.enable()
 
 
 _REAL_START = threading.Thread.start

@@ -38,7 +38,8 @@ MAX_STEPS = 6_000
 MAX_SIM_MS = 3 * 3_600_000
 LEASE_TTL_MS = 60_000
 FAMILIES = ("signals", "workflow", "locks", "cancel", "timeouts")
-STORES = ("memory", "filesystem")
+#: the stores a seed may run over (``postgres`` only when chosen: ``ZUKE_SIM_STORE``)
+STORES = ("memory", "filesystem", "postgres")
 #: a hot scenario's watcher sweeps this often, this many times: it takes up a due run
 #: while a slow continuation waits for the lease (tests.sim.world's ``slow``)
 WATCH_EVERY_MS = 10_000
@@ -237,7 +238,8 @@ def make_scenario(
 
 
 def forced_store() -> str | None:
-    """``ZUKE_SIM_STORE``: run every seed over this store (``memory``, ``filesystem``)."""
+    """``ZUKE_SIM_STORE``: run every seed over this store (``memory``, ``filesystem``,
+    ``postgres``: :mod:`tests.sim.pg`)."""
     chosen = os.environ.get("ZUKE_SIM_STORE") or None
     if chosen is not None and chosen not in STORES:
         raise ValueError(f"ZUKE_SIM_STORE={chosen!r}: expected one of {', '.join(STORES)}")
@@ -245,14 +247,21 @@ def forced_store() -> str | None:
 
 
 @contextlib.contextmanager
-def opened(kind: str | type[Any], clock: ManualClock) -> Iterator[Any]:
-    """The seed's store: in memory, or a filesystem store in a fresh temporary directory
-    (on tmpfs when there is one: its fsyncs cost nothing), removed after the seed."""
+def opened(kind: str | type[Any], clock: ManualClock, seed: int = 0) -> Iterator[Any]:
+    """The seed's store: in memory, a filesystem store in a fresh temporary directory
+    (on tmpfs when there is one: its fsyncs cost nothing), removed after the seed, or a
+    fresh namespace of a Postgres database on the simulated clock (:mod:`tests.sim.pg`)."""
     if not isinstance(kind, str):
         yield kind(clock=clock)
         return
     if kind == "memory":
         yield MemoryStateStore(clock=clock)
+        return
+    if kind == "postgres":
+        from tests.sim import pg  # psycopg2 only when asked for
+
+        with pg.opened(clock, seed) as store:
+            yield store
         return
     where = tempfile.mkdtemp(
         prefix="zuke-sim-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None
@@ -269,17 +278,20 @@ def run_seed(
     *,
     keep_moves: bool = False,
     ignore: frozenset[str] = frozenset(),
-    store: type[Any] | None = None,
+    store: str | type[Any] | None = None,
     hot: bool = False,
     race: bool = False,
     fanout: bool = False,
 ) -> SeedResult:
     """Simulate one seed to its end, or to its first violation (of an invariant not in
-    ``ignore``: those are counted, and the seed goes on). ``store`` makes the store
-    (default: the scenario's)."""
+    ``ignore``: those are counted, and the seed goes on). ``store`` makes the store, or
+    names it (``postgres``; default: the scenario's)."""
     scenario = make_scenario(seed, hot=hot, race=race, fanout=fanout)
+    if isinstance(store, str):
+        scenario = replace(scenario, store=store)
     clock = ManualClock()
-    with opened(store or scenario.store, clock) as inner:
+    kind = scenario.store if store is None or isinstance(store, str) else store
+    with opened(kind, clock, seed) as inner:
         return _run(seed, scenario, inner, clock, chooser or SeededChooser(seed), keep_moves,
                     ignore)  # fmt: skip
 

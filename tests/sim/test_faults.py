@@ -1,6 +1,11 @@
-"""The fault layer (tests.sim.faults) and the filesystem store under the simulation."""
+"""The fault layer (tests.sim.faults), the filesystem store under the simulation, and a
+hazard of the harness's own (reading every thread's frames)."""
 
 from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -102,3 +107,40 @@ def test_a_directed_stall_finds_a_hold_write_on_the_stack() -> None:
     assert Hold().write()
     assert not update_run(lambda fresh: None)
     assert not _in_hold_write(sys._getframe())
+
+
+#: a collection due inside ``sys._current_frames()`` that frees a ``threading.local``: the
+#: trap laid at each offset of the collector's threshold, one of which falls mid-call
+_FRAMES_TRAP = """
+import gc, sys, threading
+from tests.sim.runtime import thread_frames
+class Cycle: pass
+for offset in range(10):
+    done = threading.Event()  # fresh threads: frames not yet made into objects
+    waiters = [threading.Thread(target=done.wait) for _ in range(4)]
+    for t in waiters:
+        t.start()
+    gc.collect()
+    gc.disable()
+    for _ in range(50):
+        c = Cycle(); c.me = c; c.local = threading.local()
+    del c
+    gc.set_threshold(gc.get_count()[0] + offset)
+    gc.enable()
+    assert len(thread_frames()) == 5
+    done.set()
+    for t in waiters:
+        t.join()
+print("no hang")
+"""
+
+
+def test_reading_the_threads_frames_cannot_hang_in_the_collector() -> None:
+    """``thread_frames`` (the hot scenarios' directed stall looks at every thread's stack)
+    holds the collector off: with ``sys._current_frames()`` itself, a collection due
+    mid-call that frees a ``threading.local`` hangs the process (offsets 3-5 here)."""
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", _FRAMES_TRAP], cwd=root, capture_output=True,
+                          text=True, timeout=120, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "no hang"

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from tests.sim.campaign import run_many, run_parallel
 from tests.sim.conftest import setting
 from tests.sim.invariants import Exec, Invariants
-from tests.sim.runtime import Actor, current_actor
+from tests.sim.procs import Actor, current_actor
 from tests.sim.scenario import FAMILIES, DrawChooser, make_scenario, run_seed
 from zuke._clock import ManualClock
 from zuke._engine.context import LockInfo
@@ -98,6 +98,18 @@ def test_a_seed_is_one_interleaving() -> None:
         assert first.schedule == again.schedule
         assert [str(v) for v in first.violations] == [str(v) for v in again.violations]
         assert first.steps > 5
+
+
+def test_a_campaign_runs_the_scenarios_asked_for() -> None:
+    """``python -m tests.sim --seeds N --race`` (``--hot``, ``--fanout``): every seed's
+    scenario of that kind, the same interleavings as the seeds run one by one."""
+    seeds = range(30, 33)
+    for kind in ("hot", "race", "fanout"):
+        summary = run_many(seeds, variant=frozenset({kind}))
+        alone = {run_seed(seed, **{kind: True}).schedule for seed in seeds}  # type: ignore[arg-type]
+        assert summary.schedules == alone
+    assert run_many(seeds).schedules == {run_seed(seed).schedule for seed in seeds}
+    assert run_many(seeds).schedules != run_many(seeds, variant=frozenset({"race"})).schedules
 
 
 def test_families_take_turns() -> None:

@@ -4,7 +4,8 @@ The invariants look at the store from outside the actors, after every step:
 every run's stored text and version, and every key's claim (token, holder, fence,
 expiry). The memory store keeps both in plain maps; the filesystem store keeps
 them in files, read here through its own parsers (never the actors' path, so a
-look is never a store call an actor could see). A view reads the *inner* store:
+look is never a store call an actor could see); the Postgres store's rows are read
+on a connection of the view's own (:class:`tests.sim.pg.PgView`). A view reads the *inner* store:
 the fault layer (:mod:`tests.sim.faults`) and the scheduler's holds do not apply.
 """
 
@@ -125,7 +126,12 @@ class FileView:
 
 
 def view_of(store: object) -> StoreView:
-    """The view for ``store`` (a view is returned as it is)."""
+    """The view for ``store`` (a view is returned as it is; a store that makes its own,
+    as :class:`tests.sim.pg.ClockedPg` does, is asked for it)."""
+    make = getattr(type(store), "view", None)
+    if make is not None:
+        view: StoreView = make(store)
+        return view
     if isinstance(store, MemoryStateStore):
         return MemoryView(store)
     if isinstance(store, FileSystemStateStore):

@@ -17,7 +17,6 @@ A move is one of:
 from __future__ import annotations
 
 import asyncio
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
@@ -28,7 +27,8 @@ from tests.sim.actors import ActorSpec, body
 from tests.sim.faults import LostAnswers
 from tests.sim.invariants import Invariants
 from tests.sim.liveness import settled
-from tests.sim.runtime import Actor, Sim, SimThread, current_actor
+from tests.sim.procs import Actor, SimThread, current_actor
+from tests.sim.runtime import Sim, thread_frames
 from zuke._build import Build
 from zuke._clock import ManualClock
 from zuke.state._protocol import LockAcquired, LockHolder, RunQuery, Written
@@ -342,7 +342,7 @@ class World:
         write, where a paused holder must not land after a takeover — or a sweep's taking
         of a run's lease (the window between what its checks read and what it writes)."""
         moves: list[Move] = []
-        frames = sys._current_frames()
+        frames = thread_frames()
         for st in live:
             actor = st.actor
             if actor.faulted or not self.spec_of[actor.name].faultable or st.ident is None:

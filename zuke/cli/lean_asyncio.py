@@ -23,6 +23,8 @@ from importlib.machinery import ModuleSpec, PathFinder
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from zuke._held_back import held_back
+
 if TYPE_CHECKING:  # importlib.abc loads importlib.resources: its protocols are duck-typed here
     from importlib.abc import Loader
 
@@ -66,12 +68,8 @@ def _asyncio_without_ssl(module: ModuleType, loader: Loader) -> None:
     if "ssl" in sys.modules:  # imported meanwhile: nothing to hold back
         loader.exec_module(module)
         return
-    sys.modules["ssl"] = None  # type: ignore[assignment]  # asyncio's `import ssl` fails
-    try:
+    with held_back("ssl"):  # asyncio's `import ssl` fails
         loader.exec_module(module)
-    finally:
-        if sys.modules.get("ssl", 0) is None:
-            del sys.modules["ssl"]
     sys.meta_path.insert(0, _Finder("ssl", _ssl_then_give_back))
 
 

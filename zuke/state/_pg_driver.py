@@ -20,7 +20,10 @@ from __future__ import annotations
 
 import sys
 import threading
+from contextlib import nullcontext
 from types import ModuleType
+
+from zuke._held_back import held_back
 
 
 def load() -> ModuleType:
@@ -28,14 +31,8 @@ def load() -> ModuleType:
     loaded = sys.modules.get("psycopg2")
     if loaded is not None:
         return loaded
-    hold = "ssl" not in sys.modules and threading.active_count() == 1
-    if hold:
-        sys.modules["ssl"] = None  # type: ignore[assignment]  # psycopg2's `import ssl` fails
-    try:
-        import psycopg2
-    finally:
-        if hold and sys.modules.get("ssl", 0) is None:
-            del sys.modules["ssl"]
+    with held_back("ssl") if threading.active_count() == 1 else nullcontext():
+        import psycopg2  # its `import ssl` fails under the hold
     return psycopg2
 
 
