@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.child import LEAN_PLUGINS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,6 +27,11 @@ def collect(*args: str) -> str:
     return done.stdout + done.stderr
 
 
+# slow (a child collecting those folders: 1.9 s of CPU): in the inner loop,
+# tests/test_marked_folders.py shows the inner loop's -m rules out each folder's markers,
+# and whenever the folders are collected (CI, the whole suite) each of their tests is
+# checked to carry them (tests/marked_folders.py)
+@pytest.mark.slow
 def test_the_inner_loop_leaves_out_every_e2e_and_action_test() -> None:
     inner = collect(
         "-m", INNER, "tests/e2e", "tests/action", "tests/sim", "tests/chaos", "tests/ui/browser"
