@@ -23,6 +23,7 @@ import pytest
 
 from tests.conftest import CliRunner
 from tests.pg_support import LosingProxy, Mode, PgCluster, connected
+from tests.state.pg_rows import run_rows
 from zuke._errors import StateError, StoreUnavailableError
 from zuke.state._pg_conn import PgDatabase
 from zuke.state._pg_pool import PgConn
@@ -45,15 +46,6 @@ def _event(detail: str) -> RunEvent:
     return RunEvent(at="2026-01-02T03:04:05.000Z", tool="test", actor="tester", detail=detail)
 
 
-def _deltas(store: PostgresStateStore, run_id: str) -> int:
-    with store.database.connection() as conn:
-        row = conn.execute(
-            "SELECT count(*) FROM zuke_run_deltas WHERE run_id = %s", (run_id,)
-        ).fetchone()
-    assert row is not None
-    return int(row[0])
-
-
 # ------------------------------------------------------------------ lost answers, lost requests
 
 
@@ -73,7 +65,7 @@ def test_an_append_whose_connection_broke_is_applied_exactly_once(
     stored = store.get_run(record.id)
     assert stored is not None and stored.version == result.version
     assert [e.detail for e in stored.record.events].count(marker) == 1
-    assert _deltas(store, record.id) == 1
+    assert run_rows(store, "zuke_run_deltas", record.id) == 1
     # The version it answered is the one to write against next: the CAS chain is unbroken.
     again = store.append_run(record.id, delta, expected_version=result.version)
     assert isinstance(again, Written)
@@ -223,7 +215,7 @@ def test_connections_the_server_killed_are_replaced_without_failing_a_call(
         delta = RunDelta(updated_at="2026-01-02T03:04:05.000Z", events=(_event("after"),))
         result = store.append_run(record.id, delta, expected_version=created.version)
         assert isinstance(result, Written)  # a write, looked up, then sent again: once
-        assert _deltas(store, record.id) == 1
+        assert run_rows(store, "zuke_run_deltas", record.id) == 1
         assert _kill_idle(store, pg_url) >= 1
         assert isinstance(store.acquire_lock(fresh("lock"), sample_holder("a"), 1000), LockAcquired)
     finally:

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.state.pg_rows import run_rows
 from tests.state.pg_store_support import schema_versions
 from zuke.state import _pg_schema
 from zuke.state._protocol import RunQuery, Written
@@ -24,15 +25,6 @@ def store(pg_url: str) -> Iterator[PostgresStateStore]:
     s = PostgresStateStore(pg_url)
     yield s
     s.close()
-
-
-def _names(store: PostgresStateStore, run_id: str) -> int:
-    with store.database.connection() as conn:
-        row = conn.execute(
-            "SELECT count(*) FROM zuke_run_targets WHERE run_id = %s", (run_id,)
-        ).fetchone()
-    assert row is not None
-    return int(row[0])
 
 
 def _foreign_keys(store: PostgresStateStore) -> int:
@@ -50,10 +42,10 @@ def test_a_deleted_runs_target_names_go_with_it(store: PostgresStateStore) -> No
     for record in (kept, gone):
         assert isinstance(store.create_run(record), Written)
     assert _foreign_keys(store) == 0  # what made each creation check every name
-    assert _names(store, gone.id) == 2
+    assert run_rows(store, "zuke_run_targets", gone.id) == 2
     store.delete_run(gone.id)
-    assert _names(store, gone.id) == 0
-    assert _names(store, kept.id) == 2
+    assert run_rows(store, "zuke_run_targets", gone.id) == 0
+    assert run_rows(store, "zuke_run_targets", kept.id) == 2
     assert [s.id for s in store.list_runs(RunQuery(target="ship"))] == [kept.id]
     assert gone.id not in [s.id for s in store.list_runs(RunQuery(target="build"))]
 
@@ -97,7 +89,7 @@ def test_a_schema_4_database_is_migrated_with_its_names(
         assert schema_versions(store) == [1, 2, 3, 4, 5]
         assert _foreign_keys(store) == 0
         store.delete_run(record.id)
-        assert _names(store, record.id) == 0
+        assert run_rows(store, "zuke_run_targets", record.id) == 0
         assert store.list_runs(RunQuery(target="lint")) == []
     finally:
         store.close()

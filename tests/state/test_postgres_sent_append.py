@@ -14,6 +14,7 @@ from dataclasses import replace
 import pytest
 
 from tests.pg_support import LosingProxy, Mode, PgCluster
+from tests.state.pg_rows import run_rows
 from zuke._clock import ManualClock
 from zuke._engine import store_traits
 from zuke._engine.observer import Observers, Transition
@@ -62,15 +63,6 @@ def _created(store: PostgresStateStore, record: RunRecord) -> str:
     made = store.create_run(record)
     assert isinstance(made, Written)
     return made.version
-
-
-def _deltas(store: PostgresStateStore, run_id: str) -> int:
-    with store.database.connection() as conn:
-        row = conn.execute(
-            "SELECT count(*) FROM zuke_run_deltas WHERE run_id = %s", (run_id,)
-        ).fetchone()
-    assert row is not None
-    return int(row[0])
 
 
 @pytest.fixture
@@ -149,7 +141,7 @@ def test_a_sent_append_whose_connection_broke_is_applied_exactly_once(
         after = store.get_run(record.id)
         assert after is not None and after.version == outcome.version
         assert after.record.targets["t0"].meta == {"m": marker}
-        assert _deltas(store, record.id) == 2
+        assert run_rows(store, "zuke_run_deltas", record.id) == 2
         # the broken connection was dropped: the next append is sent on a fresh one
         assert isinstance(_send(store, record, _running("t2"), outcome.version)(), Written)
     finally:
@@ -171,7 +163,8 @@ def test_a_sent_append_that_makes_a_compaction_due_compacts(
         time.sleep(0.005)
     outcome = sent()
     assert isinstance(outcome, Written)
-    assert _deltas(store, record.id) == 0  # folded into the record, at the version it made
+    # folded into the record, at the version it made
+    assert run_rows(store, "zuke_run_deltas", record.id) == 0
     found = store.get_run(record.id)
     assert found is not None and (found.version, found.record) == (outcome.version, made)
 
