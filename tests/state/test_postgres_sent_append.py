@@ -193,6 +193,7 @@ def test_a_run_written_through_sent_appends_ends_with_every_row(store: PostgresS
     assert all(found.record.targets[n].status == "succeeded" for n in names)
 
 
+@pytest.mark.psycopg  # needs the postgres extra, no cluster
 def test_the_waits_poll_states_are_psycopg2s() -> None:
     import psycopg2.extensions as ext
 
