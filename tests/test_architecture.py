@@ -444,18 +444,22 @@ def test_runs_list_loads_neither_filelock_nor_openssl_nor_the_cancel_module(
         assert _loaded_by(argv, tmp_path, which=lazy.__contains__) == []
 
 
+#: a build of one target that does nothing: what a command loads for a build, and no more
+ONE_TARGET_BUILD = (
+    "from zuke import Build, target\n"
+    "class Release(Build):\n"
+    "    @target\n"
+    "    def compile(self, t):\n"
+    "        return t.executes(lambda: None)\n"
+)
+
+
 def _mcp_modules(module: str) -> bool:
     return module in {"mcp", "mcp_types", "zuke.mcp"} or module.startswith(("mcp.", "zuke.mcp."))
 
 
 def test_list_and_runs_beside_a_build_file_never_load_the_mcp_sdk(tmp_path: Path) -> None:
-    (tmp_path / "build.py").write_text(
-        "from zuke import Build, target\n"
-        "class Release(Build):\n"
-        "    @target\n"
-        "    def compile(self, t):\n"
-        "        return t.executes(lambda: None)\n"
-    )
+    (tmp_path / "build.py").write_text(ONE_TARGET_BUILD)
     for argv in (["--list"], ["--list", "--json"], ["runs", "list"], ["mcp", "--help"]):
         assert _loaded_by(argv, tmp_path, which=_mcp_modules) == [], argv
 
@@ -589,13 +593,7 @@ def test_a_run_without_a_store_loads_no_uuid_difflib_or_getpass(tmp_path: Path) 
     """A run's id, its typo hint and its OS user are made without ``uuid`` (which loads
     ``platform``), ``difflib`` or ``getpass`` (``termios``): about 3 ms of every run's
     start-up (issue 28 §1). A typo still gets its hint, loading ``difflib`` then."""
-    (tmp_path / "build.py").write_text(
-        "from zuke import Build, target\n"
-        "class Release(Build):\n"
-        "    @target\n"
-        "    def compile(self, t):\n"
-        "        return t.executes(lambda: None)\n"
-    )
+    (tmp_path / "build.py").write_text(ONE_TARGET_BUILD)
     lazy = {"uuid", "platform", "difflib", "getpass", "termios"}
     env = {k: v for k, v in os.environ.items() if not k.startswith("ZUKE_")}
     for argv, expected in ((["compile"], []), (["compil"], ["difflib"])):

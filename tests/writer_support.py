@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from zuke._clock import Clock
 from zuke._engine import record_writes
+from zuke._engine.observer import Transition
+from zuke._engine.writer import RunStateWriter
 from zuke.state import records, update
 from zuke.state.records import RunDelta, RunRecord
 
@@ -24,3 +27,10 @@ def count_record_builds(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     monkeypatch.setattr(record_writes, "apply_delta", lambda b, d: counted(b, [d]))
     monkeypatch.setattr(update, "apply_delta", lambda b, d: counted(b, [d]))
     return applied
+
+
+async def chain(writer: RunStateWriter, names: list[str], clock: Clock) -> None:
+    """Each target in turn running, then succeeded: a chain's transitions, one writer."""
+    for name in names:
+        await writer.transition(Transition(name, "running", clock.now_ms()))
+        await writer.transition(Transition(name, "succeeded", clock.now_ms()))

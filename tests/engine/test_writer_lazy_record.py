@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.writer_support import count_record_builds
+from tests.writer_support import chain, count_record_builds
 from zuke._clock import ManualClock
 from zuke._engine import record_writes
 from zuke._engine.observer import Transition
@@ -54,12 +54,6 @@ async def open_writer(store: FileSystemStateStore, n: int) -> RunStateWriter:
     return writer
 
 
-async def chain(writer: RunStateWriter, names: list[str]) -> None:
-    for name in names:
-        await writer.transition(Transition(name, "running", CLOCK.now_ms()))
-        await writer.transition(Transition(name, "succeeded", CLOCK.now_ms()))
-
-
 def stored(store: FileSystemStateStore) -> StoredRun:
     found = FileSystemStateStore(store.directory).get_run("run-1")
     assert found is not None
@@ -75,10 +69,10 @@ def test_the_record_held_is_the_journals_through_compactions(
     async def go() -> None:
         store = CountingStore(tmp_path)
         writer = await open_writer(store, 40)
-        await chain(writer, names[:20])
+        await chain(writer, names[:20], CLOCK)
         middle = writer.record  # asked for mid-run: what is pending is applied, none lost
         assert middle.targets["t19"].status == "running"
-        await chain(writer, names[20:])
+        await chain(writer, names[20:], CLOCK)
         await writer.finish("succeeded")
         found = stored(store)
         assert writer.version == found.version
@@ -100,7 +94,7 @@ def test_no_delta_is_applied_to_the_record_until_it_is_asked_for(
     async def go() -> None:
         store = CountingStore(tmp_path)
         writer = await open_writer(store, 30)
-        await chain(writer, [f"t{i:02d}" for i in range(30)])
+        await chain(writer, [f"t{i:02d}" for i in range(30)], CLOCK)
         assert applied == []  # 30 appends (no compaction due), no record made
         assert writer.record == stored(store).record
         assert applied == [30]  # made once, when asked for: every delta in one pass
@@ -114,7 +108,7 @@ def test_a_first_attempt_that_conflicts_rereads_and_lands_on_the_fresh_record(
     async def go() -> None:
         store = CountingStore(tmp_path)
         writer = await open_writer(store, 3)
-        await chain(writer, ["t00"])
+        await chain(writer, ["t00"], CLOCK)
         # another process (zuke's audit trail, a signal) appends to the same journal
         other = FileSystemStateStore(tmp_path)
         found = other.get_run("run-1")
@@ -124,7 +118,7 @@ def test_a_first_attempt_that_conflicts_rereads_and_lands_on_the_fresh_record(
                                   expected_version=found.version)  # fmt: skip
         assert isinstance(theirs, Written)
         reads = store.reads
-        await chain(writer, ["t01"])
+        await chain(writer, ["t01"], CLOCK)
         assert store.reads == reads + 1  # the conflict re-read the run once
         after = stored(store)
         assert [e.actor for e in after.record.events] == ["someone"]  # theirs survived
@@ -139,7 +133,7 @@ def test_a_record_that_no_longer_names_the_lease_is_not_written(tmp_path: Path) 
     async def go() -> None:
         store = CountingStore(tmp_path)
         writer = await open_writer(store, 3)
-        await chain(writer, ["t00"])
+        await chain(writer, ["t00"], CLOCK)
         writer.note_lock(LEASE[0], None)  # the lease given back (as a run's end does)
         await writer.flush()
         before = stored(store).version
@@ -174,7 +168,7 @@ def test_a_store_that_does_not_say_so_gets_the_record_itself(tmp_path: Path) -> 
     async def go() -> None:
         store = Watching(tmp_path)
         writer = await open_writer(store, 3)
-        await chain(writer, ["t00", "t01"])
+        await chain(writer, ["t00", "t01"], CLOCK)
         await writer.finish("succeeded")
         assert afters and all(isinstance(a, RunRecord) for a in afters)
         assert writer.record == stored(store).record
@@ -197,7 +191,7 @@ def test_a_chain_makes_one_delta_a_write_and_merges_none(
     async def go() -> None:
         store = CountingStore(tmp_path)
         writer = await open_writer(store, 10)
-        await chain(writer, [f"t{i:02d}" for i in range(10)])
+        await chain(writer, [f"t{i:02d}" for i in range(10)], CLOCK)
         assert merges == []  # a settlement and the next running: one delta, nothing merged
         await writer.finish("succeeded")
         rows = stored(store).record.targets

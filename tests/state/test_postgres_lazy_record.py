@@ -9,10 +9,9 @@ import asyncio
 
 import pytest
 
-from tests.writer_support import count_record_builds
+from tests.writer_support import chain, count_record_builds
 from zuke._clock import ManualClock
 from zuke._engine import store_traits
-from zuke._engine.observer import Transition
 from zuke._engine.writer import RunStateWriter
 from zuke.state import _pg_runs
 from zuke.state._protocol import StoredRun
@@ -53,12 +52,6 @@ async def _writer(store: PostgresStateStore, n: int) -> RunStateWriter:
     return writer
 
 
-async def _chain(writer: RunStateWriter, names: list[str]) -> None:
-    for name in names:
-        await writer.transition(Transition(name, "running", CLOCK.now_ms()))
-        await writer.transition(Transition(name, "succeeded", CLOCK.now_ms()))
-
-
 def test_the_postgres_store_takes_after_lazily(pg_url: str) -> None:
     store = PostgresStateStore(pg_url)
     try:
@@ -76,10 +69,10 @@ def test_the_record_held_is_the_databases_through_compactions(
 
     async def go() -> RunStateWriter:
         writer = await _writer(store, 40)
-        await _chain(writer, names[:20])
+        await chain(writer, names[:20], CLOCK)
         middle = writer.record  # asked for mid-run: what is pending is applied, none lost
         assert middle.targets["t19"].status == "running"
-        await _chain(writer, names[20:])
+        await chain(writer, names[20:], CLOCK)
         await writer.finish("succeeded")
         return writer
 
@@ -108,7 +101,7 @@ def test_no_delta_is_applied_to_the_record_until_it_is_asked_for(
 
     async def go() -> None:
         writer = await _writer(store, 30)
-        await _chain(writer, [f"t{i:02d}" for i in range(30)])
+        await chain(writer, [f"t{i:02d}" for i in range(30)], CLOCK)
         assert applied == []  # 30 appends (no compaction due), no record made
         found = store.get_run(writer.run_id)
         assert found is not None and writer.record == found.record
