@@ -141,6 +141,9 @@ class PgCluster:
     #: this process's connection for ``CREATE DATABASE`` (see :meth:`create_database`)
     _maintenance: PgConn | None = field(default=None, repr=False)
     _maintenance_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    #: this process's migrated database to copy (see :meth:`_schema_template`)
+    _template: str | None = field(default=None, repr=False)
+    _template_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
     def data(self) -> Path:
@@ -161,14 +164,25 @@ class PgCluster:
             timeout=COMMAND_TIMEOUT_S,
         )
 
-    def create_database(self) -> str:
+    def create_database(self, *, migrated: bool = False) -> str:
         """A new, empty database; its URL.
 
         Made on one connection per process, kept: a backend started for each of the
         hundred-odd databases a run makes cost the server a start-up each (about 8 ms of
         CPU, issue 28 §7). Should that connection be gone (the cluster restarted), a new
         one makes the database under a new name — the lost answer may have made the first.
+
+        ``migrated``: instead, a copy of a database this process migrated to the current
+        schema once (:meth:`_schema_template`), for tests whose subject is not the
+        migration: the store's first connection finds the schema in place, as on any
+        database in use. The copy costs the server what an empty database does; the
+        migration it saves cost about as much again (docs/benchmarks.md).
         """
+        name = self._make("template1" if not migrated else self._schema_template())
+        self.databases.append(name)
+        return self.url(name)
+
+    def _make(self, template: str) -> str:
         import psycopg2
 
         for attempt in range(2):
@@ -178,15 +192,32 @@ class PgCluster:
                     if self._maintenance is None or self._maintenance.raw.closed:
                         self._maintenance = PgConn(psycopg2.connect(self.url()))
                         self._maintenance.raw.autocommit = True
-                    self._maintenance.execute(f'CREATE DATABASE "{name}"')
+                    self._maintenance.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
                 except (psycopg2.OperationalError, psycopg2.InterfaceError):
                     self._close_maintenance()
                     if attempt:
                         raise
                     continue
-            self.databases.append(name)
-            return self.url(name)
+            return name
         raise AssertionError("unreachable")
+
+    def _schema_template(self) -> str:
+        """This process's database at the current schema, migrated by the store itself, with
+        no one connected (``CREATE DATABASE … TEMPLATE`` needs that). One per process, not
+        per cluster: the xdist workers share the cluster, and one template would need them
+        to agree who migrates it and when it is done."""
+        from zuke.state.postgres import PostgresStateStore
+
+        with self._template_lock:
+            if self._template is None:
+                name = self._make("template1")
+                store = PostgresStateStore(self.url(name))
+                try:
+                    store.list_runs()
+                finally:
+                    store.close()
+                self._template = name
+            return self._template
 
     def _close_maintenance(self) -> None:
         if self._maintenance is not None:

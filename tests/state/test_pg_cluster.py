@@ -23,6 +23,7 @@ from tests.pg_support import (
     shared_cluster,
     stop_shared,
 )
+from zuke.state._pg_schema import SCHEMA_VERSION
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -149,3 +150,25 @@ def test_a_named_directory_holds_the_clusters_and_is_searched_for_orphans(
 
 def test_the_session_cluster_is_where_orphans_are_looked_for(pg_cluster: PgCluster) -> None:
     assert pg_cluster.root.parent in pg_place.parents()
+
+
+def test_a_migrated_database_is_a_fresh_copy_at_the_current_schema(pg_cluster: PgCluster) -> None:
+    """Copied from one database per process that the store migrated; an empty one has no
+    zuke table at all."""
+    first, second = (pg_cluster.create_database(migrated=True) for _ in range(2))
+    template = pg_cluster._template
+    assert template is not None and first != second
+    assert pg_cluster.create_database(migrated=True) and pg_cluster._template == template
+    for url in (first, second):
+        with connected(url) as conn:  # before any store opened it
+            rows = conn.execute("SELECT version FROM zuke_schema_version ORDER BY version")
+            assert [v for (v,) in rows.fetchall()] == list(range(1, SCHEMA_VERSION + 1))
+            assert conn.execute("SELECT count(*) FROM zuke_runs").fetchone() == (0,)
+    with connected(first) as conn:
+        conn.execute("INSERT INTO zuke_schema_version (version) VALUES (99)")
+    with connected(second) as conn:  # copies, not one database
+        assert conn.execute("SELECT max(version) FROM zuke_schema_version").fetchone() == (
+            SCHEMA_VERSION,
+        )
+    with connected(pg_cluster.create_database()) as conn:
+        assert conn.execute("SELECT to_regclass('zuke_schema_version')").fetchone() == (None,)
