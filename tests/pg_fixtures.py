@@ -66,7 +66,8 @@ def pg_cluster(request: pytest.FixtureRequest) -> Iterator[PgCluster]:
     if SHARED_DIR in workerinput:  # an xdist worker: the controller stops it
         yield shared_cluster(Path(workerinput[SHARED_DIR]), workerinput[SHARED_OWNER])
         return
-    cluster = start_cluster()  # also stopped at exit (atexit), should this finaliser not run
+    # also stopped at exit (atexit), should this finaliser not run
+    cluster = start_cluster(placed=True)
     try:
         yield cluster
     finally:
@@ -99,7 +100,7 @@ def proxy(pg_cluster: PgCluster) -> Iterator[LosingProxy]:
 def restartable(pg_cluster: PgCluster) -> Iterator[PgCluster]:
     """A cluster of the test module's own, for tests that restart or stop it (``pg_cluster``
     first: its skip and CI rules apply)."""
-    cluster = start_cluster()
+    cluster = start_cluster(placed=True)
     try:
         yield cluster
     finally:

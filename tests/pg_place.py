@@ -12,7 +12,9 @@ Memory is the price: the inner loop's cluster holds about 1 GB of databases, so
 ``/dev/shm`` is used only when it has :data:`ROOM_BYTES` free (a container's
 default 64 MB ``/dev/shm`` has not: the system temp dir is used), and the WAL is
 kept short (:data:`SERVER_OPTIONS`). ``$ZUKE_PG_TMPDIR`` names the directory
-instead (``/tmp`` to keep the clusters on disk).
+instead (``/tmp`` to keep the clusters on disk). Only the tests' fixtures are
+placed so (``start_cluster(placed=True)``): the benchmarks' clusters stay under
+the temp dir, where their figures were measured.
 """
 
 from __future__ import annotations

@@ -2,8 +2,9 @@
 
 :func:`start_cluster` runs Debian's ``initdb`` and ``pg_ctl`` (as the
 ``postgres`` user when we are root: CI runs as root, and Postgres refuses to
-run as root) in a fresh directory — in memory when ``/dev/shm`` has room, else
-under the system temp dir (:mod:`tests.pg_place` says why) — on a free
+run as root) in a fresh directory — for the tests' fixtures in memory when
+``/dev/shm`` has room (:mod:`tests.pg_place` says why), else under the system
+temp dir — on a free
 loopback port, with trust authentication for the user ``zuke``. It is stopped
 with ``pg_ctl stop -m immediate`` and its directory removed by
 :meth:`PgCluster.stop`, which the fixture calls in its finaliser and registers
@@ -300,16 +301,22 @@ def reap_orphans(tmp: Path) -> None:
         PgCluster(root=root, port=0, bin=base).stop()
 
 
-def start_cluster(*, owner: int | None = None) -> PgCluster:
+def start_cluster(*, owner: int | None = None, placed: bool = False) -> PgCluster:
     """Start a cluster (see the module docstring), owned by this process — stopped at its
     exit whatever happens — or by the process ``owner``, which stops it (see
     :func:`shared_cluster`); either way its directory names the owner for
-    :func:`reap_orphans`."""
+    :func:`reap_orphans`.
+
+    ``placed``: where :mod:`tests.pg_place` says (in memory when there is room), with its
+    short WAL — the tests' fixtures; without, under the system temp dir as the
+    benchmarks' figures were measured.
+    """
     base = bindir()
     assert base is not None, "call unavailable() first"
     for place in pg_place.parents():
         reap_orphans(place)
-    root = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{owner or os.getpid()}-", dir=pg_place.parent()))
+    parent = pg_place.parent() if placed else Path(tempfile.gettempdir())
+    root = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{owner or os.getpid()}-", dir=parent))
     cluster = PgCluster(root=root, port=0, bin=base)
     if owner is None:
         atexit.register(cluster.stop)
@@ -328,7 +335,8 @@ def start_cluster(*, owner: int | None = None) -> PgCluster:
             cluster.port = _free_port()
             options = (
                 f"-p {cluster.port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off "
-                f"-c max_connections=400 {pg_place.SERVER_OPTIONS}"  # 400: every xdist worker's
+                "-c max_connections=400"  # one cluster for every xdist worker
+                + (f" {pg_place.SERVER_OPTIONS}" if placed else "")
             )
             started = cluster.pg_ctl(
                 "-o", options, "-l", str(root / "server.log"), "-w", "-t", "60", "start",
@@ -366,7 +374,7 @@ def shared_cluster(directory: Path, owner: int) -> PgCluster:
         if info.exists():
             shown = json.loads(info.read_text())
             return PgCluster(root=Path(shown["root"]), port=shown["port"], bin=Path(shown["bin"]))
-        cluster = start_cluster(owner=owner)
+        cluster = start_cluster(owner=owner, placed=True)
         shown = {"root": str(cluster.root), "port": cluster.port, "bin": str(cluster.bin)}
         info.write_text(json.dumps(shown))
         return cluster
