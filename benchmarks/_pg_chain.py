@@ -11,6 +11,14 @@ filesystem run only competes for a core. So each run's CPU is taken too:
   ``/proc/<postmaster>/stat``, Linux) once that backend has exited — the
   backend of a connection is a child of the postmaster, and its time is added
   there when it is reaped. Where ``/proc`` is missing it is not reported.
+
+And a third run beside the two, **the floor** (:func:`floor_build`): the same
+chain on the filesystem store, plus one bare ``SELECT 1`` round trip to the
+same server after every append. No store that has a server acknowledge each
+transition before the next body starts (``docs/state.md``) can cost less than
+that: the Postgres store against the floor is what its SQL, its driver use
+and its bookkeeping add; the floor against the filesystem store is what the
+round trip itself costs on this machine.
 """
 
 from __future__ import annotations
@@ -24,6 +32,61 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from _timing import BenchmarkError
+
+#: the floor's server, for the build's store (:func:`floor_build`)
+FLOOR_URL_ENV = "ZUKE_BENCH_FLOOR_URL"
+#: the store of the floor's build: the filesystem store, then one ``SELECT 1`` per append
+_FLOOR_STORE = """
+import os
+
+import psycopg2
+
+from zuke.state.filesystem import FileSystemStateStore
+
+
+class OneRoundTripStore(FileSystemStateStore):
+    inline_writes = True  # as the filesystem and Postgres stores: written on the loop's thread
+    append_after_lazily = True
+
+    def __init__(self, directory, url):
+        super().__init__(directory)
+        self._url, self._conn = url, None
+
+    def _round_trip(self):
+        if self._conn is None:  # connected at the first append, as the Postgres store's pool
+            self._conn = psycopg2.connect(self._url)
+            self._conn.autocommit = True
+        cur = self._conn.cursor()
+        cur.execute("SELECT 1")
+        cur.fetchone()
+
+    def append_run(self, *args, **kwargs):
+        written = super().append_run(*args, **kwargs)
+        self._round_trip()
+        return written
+
+    def append_run_known(self, *args, **kwargs):
+        written = super().append_run_known(*args, **kwargs)
+        self._round_trip()
+        return written
+
+"""
+
+
+def floor_build(chain: str) -> str:
+    """``chain`` (a build's text: ``bench_engine.chain_build``) with its runs on the floor's
+    store: the filesystem store in ``ZUKE_STATE_DIR``, one ``SELECT 1`` on the server at
+    ``$ZUKE_BENCH_FLOOR_URL`` after each append."""
+    head, sep, body = chain.partition("class Chain(Build):\n")
+    if not sep:
+        raise BenchmarkError("floor_build: not a chain_build() text")
+    override = (
+        "    def state_store(self):\n"
+        "        return OneRoundTripStore(os.environ['ZUKE_STATE_DIR'],"
+        f" os.environ[{FLOOR_URL_ENV!r}])\n\n"
+    )
+    return head + _FLOOR_STORE + sep + override + body
+
 
 #: how long a run's backend may take to exit and be reaped after the run
 REAP_TIMEOUT_S = 10.0
@@ -101,4 +164,4 @@ def run_once(
     return Sample(wall, cpu, server.reaped_s() - served)
 
 
-__all__ = ["Sample", "ServerCpu", "run_once"]
+__all__ = ["FLOOR_URL_ENV", "Sample", "ServerCpu", "floor_build", "run_once"]

@@ -55,7 +55,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.pg_support
-from _pg_chain import Sample, ServerCpu, run_once
+from _pg_chain import FLOOR_URL_ENV, Sample, ServerCpu, floor_build, run_once
 from _pg_overlap import transitions
 from _timing import BenchmarkError, dump_json, machine, machine_line, time_once
 from _timing import zuke_command as zuke
@@ -119,46 +119,56 @@ def timed(samples: int, once: Callable[[], float]) -> tuple[float, ...]:
 
 
 def bench_chain(cluster: PgCluster, root: Path, samples: int) -> list[Row]:
-    (root / "chain").mkdir()
-    (root / "chain" / "build.py").write_text(chain_build(CHAIN_TARGETS))
+    """The chain on the filesystem store, on the floor (``_pg_chain.floor_build``) and on
+    Postgres, the three back to back in each round."""
+    for name, text in (("chain", chain_build(CHAIN_TARGETS)),
+                       ("floor", floor_build(chain_build(CHAIN_TARGETS)))):  # fmt: skip
+        (root / name).mkdir()
+        (root / name / "build.py").write_text(text)
     argv = [*zuke(), f"t{CHAIN_TARGETS - 1:04d}", "--state"]
     fs = clean_env({"ZUKE_STATE_DIR": str(root / "chain-store")})
+    floor = clean_env({"ZUKE_STATE_DIR": str(root / "floor-store"),
+                       FLOOR_URL_ENV: cluster.create_database()})  # fmt: skip
     url = cluster.create_database()
     pg = clean_env({"ZUKE_STATE": url})
     server = ServerCpu(cluster.data)
     served = server if server.available else None
     database = url.rsplit("/", 1)[1]
 
-    def pair() -> tuple[Sample, Sample]:
-        here = root / "chain"
-        return (run_once(argv, cwd=here, env=fs),
+    def round_() -> tuple[Sample, Sample, Sample]:
+        here, there = root / "chain", root / "floor"
+        return (run_once(argv, cwd=here, env=fs), run_once(argv, cwd=there, env=floor),
                 run_once(argv, cwd=here, env=pg, server=served, database=database))  # fmt: skip
 
-    pair()  # warm-up
-    pairs = [pair() for _ in range(samples)]  # paired, so both see the same load
-    fs_s = [f.wall_s for f, _ in pairs]
-    pg_s = [p.wall_s for _, p in pairs]
-    ratio = statistics.median(pg_s) / statistics.median(fs_s)
-    # each pair ran back to back, under the same load: the median of their ratios is steadier
-    # than the ratio of the medians when other work on the machine comes and goes
-    paired = statistics.median(p / f for p, f in zip(pg_s, fs_s, strict=True))
+    round_()  # warm-up
+    rounds = [round_() for _ in range(samples)]  # back to back, so all see the same load
+    fs_s = [f.wall_s for f, _, _ in rounds]
+    floor_s = [r.wall_s for _, r, _ in rounds]
+    pg_s = [p.wall_s for _, _, p in rounds]
+
+    def ratio(these: list[float], those: list[float]) -> str:
+        # each round ran back to back, under the same load: the median of the rounds'
+        # ratios is steadier than the ratio of the medians when other work comes and goes
+        paired = statistics.median(a / b for a, b in zip(these, those, strict=True))
+        of_medians = statistics.median(these) / statistics.median(those)
+        return f"{of_medians:.2f}× (median of the paired ratios: {paired:.2f}×)"
+
     rows = [
         Row("1000-target chain", "filesystem store", tuple(fs_s)),
-        Row(
-            "1000-target chain",
-            "Postgres store",
-            tuple(pg_s),
-            note=f"{ratio:.2f}× filesystem (median of the paired ratios: {paired:.2f}×)",
-        ),
-        Row("1000-target chain, CPU", "filesystem store: zuke", tuple(f.cpu_s for f, _ in pairs)),
-        Row("1000-target chain, CPU", "Postgres store: zuke", tuple(p.cpu_s for _, p in pairs)),
-    ]
+        Row("1000-target chain", "the floor: filesystem store + a bare SELECT 1 a transition",
+            tuple(floor_s), note=f"{ratio(floor_s, fs_s)} filesystem"),
+        Row("1000-target chain", "Postgres store", tuple(pg_s),
+            note=f"{ratio(pg_s, fs_s)} filesystem; {ratio(pg_s, floor_s)} the floor"),
+        Row("1000-target chain, CPU", "filesystem store: zuke", tuple(f.cpu_s for f, *_ in rounds)),
+        Row("1000-target chain, CPU", "the floor: zuke", tuple(r.cpu_s for _, r, _ in rounds)),
+        Row("1000-target chain, CPU", "Postgres store: zuke", tuple(p.cpu_s for _, _, p in rounds)),
+    ]  # fmt: skip
     if served is not None:  # the backend's CPU: what the filesystem run has no peer of
-        both = [p.cpu_s + (p.server_s or 0.0) for _, p in pairs]
-        cpu_ratio = statistics.median(both) / statistics.median(f.cpu_s for f, _ in pairs)
+        both = [p.cpu_s + (p.server_s or 0.0) for _, _, p in rounds]
+        cpu_ratio = statistics.median(both) / statistics.median(f.cpu_s for f, _, _ in rounds)
         rows += [
             Row("1000-target chain, CPU", "Postgres store: its backend",
-                tuple(p.server_s or 0.0 for _, p in pairs)),
+                tuple(p.server_s or 0.0 for _, _, p in rounds)),
             Row("1000-target chain, CPU", "Postgres store: zuke + its backend", tuple(both),
                 note=f"{cpu_ratio:.2f}× the filesystem run's CPU"),
         ]  # fmt: skip

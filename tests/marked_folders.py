@@ -92,10 +92,15 @@ def unmarked(items: list[pytest.Item]) -> list[str]:
     """``nodeid (lacks: marker, …)`` for each item in a folder of :data:`FOLDERS` without
     every one of its markers."""
     found = []
+    folders: dict[Path, Path | None] = {}  # one resolve a file, not one an item
     for item in items:
-        try:
-            folder = Path(item.path).resolve().relative_to(TESTS)
-        except ValueError:
+        if item.path not in folders:
+            try:
+                folders[item.path] = Path(item.path).resolve().relative_to(TESTS)
+            except ValueError:
+                folders[item.path] = None
+        folder = folders[item.path]
+        if folder is None:
             continue
         for name, present in FOLDERS.items():
             if folder.as_posix() == name or folder.as_posix().startswith(name + "/"):
