@@ -3,8 +3,9 @@
 ``pg_cluster`` is one throwaway cluster for the session — under xdist, one for
 the whole run, shared by the workers and stopped by the controller at the end
 (``pg_support.shared_cluster``) — ``pg_url`` a fresh database on it for one
-test, ``restartable`` a cluster of a test module's own for tests that restart
-it. Without Postgres it skips with a loud reason — unless
+test, ``pg_store_url`` one already at the store's schema, ``restartable`` a
+cluster of a test module's own for tests that restart it. Without Postgres it
+skips with a loud reason — unless
 ``ZUKE_REQUIRE_POSTGRES=1`` (``.ci/run``), where it fails, and where any other
 skip of a test that uses it fails too: CI must never pass with the Postgres
 tests silently skipped.
@@ -65,7 +66,8 @@ def pg_cluster(request: pytest.FixtureRequest) -> Iterator[PgCluster]:
     if SHARED_DIR in workerinput:  # an xdist worker: the controller stops it
         yield shared_cluster(Path(workerinput[SHARED_DIR]), workerinput[SHARED_OWNER])
         return
-    cluster = start_cluster()  # also stopped at exit (atexit), should this finaliser not run
+    # also stopped at exit (atexit), should this finaliser not run
+    cluster = start_cluster(placed=True)
     try:
         yield cluster
     finally:
@@ -76,6 +78,14 @@ def pg_cluster(request: pytest.FixtureRequest) -> Iterator[PgCluster]:
 def pg_url(pg_cluster: PgCluster) -> str:
     """A fresh database on the session's cluster, for one test (a module may override it)."""
     return pg_cluster.create_database()
+
+
+@pytest.fixture
+def pg_store_url(pg_cluster: PgCluster) -> str:
+    """A fresh database already at the current schema (a copy of one this process migrated),
+    for a test whose subject is not the migration: it saves the server the migration. A
+    module whose tests all are such may make its ``pg_url`` this."""
+    return pg_cluster.create_database(migrated=True)
 
 
 @pytest.fixture
@@ -90,7 +100,7 @@ def proxy(pg_cluster: PgCluster) -> Iterator[LosingProxy]:
 def restartable(pg_cluster: PgCluster) -> Iterator[PgCluster]:
     """A cluster of the test module's own, for tests that restart or stop it (``pg_cluster``
     first: its skip and CI rules apply)."""
-    cluster = start_cluster()
+    cluster = start_cluster(placed=True)
     try:
         yield cluster
     finally:

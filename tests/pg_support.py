@@ -2,7 +2,9 @@
 
 :func:`start_cluster` runs Debian's ``initdb`` and ``pg_ctl`` (as the
 ``postgres`` user when we are root: CI runs as root, and Postgres refuses to
-run as root) in a fresh directory under the system temp dir, on a free
+run as root) in a fresh directory — for the tests' fixtures in memory when
+``/dev/shm`` has room (:mod:`tests.pg_place` says why), else under the system
+temp dir — on a free
 loopback port, with trust authentication for the user ``zuke``. It is stopped
 with ``pg_ctl stop -m immediate`` and its directory removed by
 :meth:`PgCluster.stop`, which the fixture calls in its finaliser and registers
@@ -14,8 +16,8 @@ When the binaries (or psycopg2) are missing, :func:`unavailable` says why; the
 fixture skips with that reason, or fails when ``ZUKE_REQUIRE_POSTGRES=1`` (CI).
 
 For fault tests: :meth:`PgCluster.restart` (``pg_ctl restart -m immediate``),
-:meth:`PgCluster.password_role`, and :class:`LosingProxy`, a TCP proxy that
-loses one answer (after the server committed) or one request.
+:meth:`PgCluster.password_role`, and :class:`LosingProxy` (:mod:`tests.pg_proxy`), a
+TCP proxy that loses one answer (after the server committed) or one request.
 """
 
 from __future__ import annotations
@@ -35,8 +37,9 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
+from tests import pg_place
+from tests.pg_proxy import LosingProxy, Mode
 from zuke.state._pg_pool import PgConn
 
 REQUIRE_ENV = "ZUKE_REQUIRE_POSTGRES"
@@ -136,6 +139,12 @@ class PgCluster:
     bin: Path
     stopped: bool = False
     databases: list[str] = field(default_factory=list)
+    #: this process's connection for ``CREATE DATABASE`` (see :meth:`create_database`)
+    _maintenance: PgConn | None = field(default=None, repr=False)
+    _maintenance_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    #: this process's migrated database to copy (see :meth:`_schema_template`)
+    _template: str | None = field(default=None, repr=False)
+    _template_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
     def data(self) -> Path:
@@ -156,13 +165,65 @@ class PgCluster:
             timeout=COMMAND_TIMEOUT_S,
         )
 
-    def create_database(self) -> str:
-        """A new, empty database; its URL."""
-        name = f"zt_{uuid.uuid4().hex[:12]}"
-        with connected(self.url()) as conn:
-            conn.execute(f'CREATE DATABASE "{name}"')
+    def create_database(self, *, migrated: bool = False) -> str:
+        """A new, empty database; its URL.
+
+        Made on one connection per process, kept: a backend started for each of the
+        hundred-odd databases a run makes cost the server a start-up each (about 8 ms of
+        CPU, issue 28 §7). Should that connection be gone (the cluster restarted), a new
+        one makes the database under a new name — the lost answer may have made the first.
+
+        ``migrated``: instead, a copy of a database this process migrated to the current
+        schema once (:meth:`_schema_template`), for tests whose subject is not the
+        migration: the store's first connection finds the schema in place, as on any
+        database in use. The copy costs the server what an empty database does; the
+        migration it saves cost about as much again (docs/benchmarks.md).
+        """
+        name = self._make("template1" if not migrated else self._schema_template())
         self.databases.append(name)
         return self.url(name)
+
+    def _make(self, template: str) -> str:
+        import psycopg2
+
+        for attempt in range(2):
+            name = f"zt_{uuid.uuid4().hex[:12]}"
+            with self._maintenance_lock:
+                try:
+                    if self._maintenance is None or self._maintenance.raw.closed:
+                        self._maintenance = PgConn(psycopg2.connect(self.url()))
+                        self._maintenance.raw.autocommit = True
+                    self._maintenance.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+                except (psycopg2.OperationalError, psycopg2.InterfaceError):
+                    self._close_maintenance()
+                    if attempt:
+                        raise
+                    continue
+            return name
+        raise AssertionError("unreachable")
+
+    def _schema_template(self) -> str:
+        """This process's database at the current schema, migrated by the store itself, with
+        no one connected (``CREATE DATABASE … TEMPLATE`` needs that). One per process, not
+        per cluster: the xdist workers share the cluster, and one template would need them
+        to agree who migrates it and when it is done."""
+        from zuke.state.postgres import PostgresStateStore
+
+        with self._template_lock:
+            if self._template is None:
+                name = self._make("template1")
+                store = PostgresStateStore(self.url(name))
+                try:
+                    store.list_runs()
+                finally:
+                    store.close()
+                self._template = name
+            return self._template
+
+    def _close_maintenance(self) -> None:
+        if self._maintenance is not None:
+            self._maintenance.close()
+            self._maintenance = None
 
     def restart(self) -> None:
         """``pg_ctl restart -m immediate``: every backend dies at once, as in a crash; the
@@ -200,6 +261,8 @@ class PgCluster:
         if self.stopped:
             return
         self.stopped = True
+        with self._maintenance_lock:
+            self._close_maintenance()
         with contextlib.suppress(OSError, subprocess.SubprocessError):
             self.pg_ctl("-m", "immediate", "stop", check=False)
         remove_later(self.root)
@@ -228,107 +291,6 @@ def remove_later(root: Path) -> None:
         shutil.rmtree(gone, ignore_errors=True)
 
 
-# ------------------------------------------------------------------ a proxy that loses
-
-
-#: ReadyForQuery: the server has finished (and, in autocommit, committed) the statement
-READY = b"Z\x00\x00\x00\x05"
-Mode = Literal["answer", "request"]
-
-
-class _Pair:
-    def __init__(self, client: socket.socket, server: socket.socket) -> None:
-        self.client, self.server = client, server
-        self.losing = False
-
-    def close(self) -> None:
-        for sock in (self.client, self.server):
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-            sock.close()
-
-
-def _recv(sock: socket.socket) -> bytes:
-    try:
-        return sock.recv(65536)
-    except OSError:
-        return b""
-
-
-class LosingProxy:
-    """Forwards Postgres connections; once armed, loses one answer or one request."""
-
-    def __init__(self, upstream_port: int) -> None:
-        self._upstream = ("127.0.0.1", upstream_port)
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self.port = int(self._listener.getsockname()[1])
-        self._lock = threading.Lock()
-        self._marker: bytes | None = None
-        self._mode: Mode = "answer"
-        self._pairs: list[_Pair] = []
-        #: set once the armed loss happened
-        self.tripped = threading.Event()
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def arm(self, marker: str, mode: Mode) -> None:
-        with self._lock:
-            self._marker, self._mode = marker.encode(), mode
-            self.tripped.clear()
-
-    def close(self) -> None:
-        self._listener.close()
-        with self._lock:
-            pairs, self._pairs = self._pairs, []
-        for pair in pairs:
-            pair.close()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self._listener.accept()
-            except OSError:
-                return
-            pair = _Pair(client, socket.create_connection(self._upstream))
-            with self._lock:
-                self._pairs.append(pair)
-            threading.Thread(target=self._up, args=(pair,), daemon=True).start()
-            threading.Thread(target=self._down, args=(pair,), daemon=True).start()
-
-    def _up(self, pair: _Pair) -> None:
-        while data := _recv(pair.client):
-            with self._lock:
-                hit = self._marker is not None and self._marker in data
-                mode = self._mode
-                if hit:
-                    self._marker = None
-            if hit and mode == "request":  # the server never sees it
-                pair.close()
-                self.tripped.set()
-                return
-            pair.losing = pair.losing or hit  # set before the server can answer
-            try:
-                pair.server.sendall(data)
-            except OSError:
-                break
-        pair.close()
-
-    def _down(self, pair: _Pair) -> None:
-        answer = b""
-        while data := _recv(pair.server):
-            if pair.losing:
-                answer += data
-                if READY in answer:  # done and committed: the client never hears of it
-                    pair.close()
-                    self.tripped.set()
-                    return
-                continue
-            try:
-                pair.client.sendall(data)
-            except OSError:
-                break
-        pair.close()
-
-
 def reap_orphans(tmp: Path) -> None:
     """Stop the clusters of earlier sessions whose pytest process is gone."""
     base = bindir()
@@ -339,16 +301,22 @@ def reap_orphans(tmp: Path) -> None:
         PgCluster(root=root, port=0, bin=base).stop()
 
 
-def start_cluster(*, owner: int | None = None) -> PgCluster:
+def start_cluster(*, owner: int | None = None, placed: bool = False) -> PgCluster:
     """Start a cluster (see the module docstring), owned by this process — stopped at its
     exit whatever happens — or by the process ``owner``, which stops it (see
     :func:`shared_cluster`); either way its directory names the owner for
-    :func:`reap_orphans`."""
+    :func:`reap_orphans`.
+
+    ``placed``: where :mod:`tests.pg_place` says (in memory when there is room), with its
+    short WAL — the tests' fixtures; without, under the system temp dir as the
+    benchmarks' figures were measured.
+    """
     base = bindir()
     assert base is not None, "call unavailable() first"
-    tmp = Path(tempfile.gettempdir())
-    reap_orphans(tmp)
-    root = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{owner or os.getpid()}-", dir=tmp))
+    for place in pg_place.parents():
+        reap_orphans(place)
+    parent = pg_place.parent() if placed else Path(tempfile.gettempdir())
+    root = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{owner or os.getpid()}-", dir=parent))
     cluster = PgCluster(root=root, port=0, bin=base)
     if owner is None:
         atexit.register(cluster.stop)
@@ -368,6 +336,7 @@ def start_cluster(*, owner: int | None = None) -> PgCluster:
             options = (
                 f"-p {cluster.port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off "
                 "-c max_connections=400"  # one cluster for every xdist worker
+                + (f" {pg_place.SERVER_OPTIONS}" if placed else "")
             )
             started = cluster.pg_ctl(
                 "-o", options, "-l", str(root / "server.log"), "-w", "-t", "60", "start",
@@ -405,7 +374,7 @@ def shared_cluster(directory: Path, owner: int) -> PgCluster:
         if info.exists():
             shown = json.loads(info.read_text())
             return PgCluster(root=Path(shown["root"]), port=shown["port"], bin=Path(shown["bin"]))
-        cluster = start_cluster(owner=owner)
+        cluster = start_cluster(owner=owner, placed=True)
         shown = {"root": str(cluster.root), "port": cluster.port, "bin": str(cluster.bin)}
         info.write_text(json.dumps(shown))
         return cluster

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from tests.pg_support import PgCluster
 from tests.runs.support import HOUR, Harness
 from zuke import (
     Build,
@@ -54,6 +55,13 @@ def serve_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
+def held_db(pg_cluster: PgCluster) -> str:
+    """The Postgres stores' database: one for the module (issue 28 §7: a database is a
+    ``CREATE DATABASE`` and a migration of the server's CPU), already migrated."""
+    return pg_cluster.create_database(migrated=True)
+
+
+@pytest.fixture(scope="module")
 def fake_gh() -> Iterator[Any]:
     from fixtures.fake_github import FakeGitHub
     from tests.gh.branch_support import REPO, UNLIMITED
@@ -85,8 +93,10 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StateStore
     elif kind == "postgres":
         from zuke.state.postgres import PostgresStateStore
 
-        cluster = request.getfixturevalue("pg_cluster")
-        made = PostgresStateStore(cluster.create_database())
+        # a namespace of the module's database, as the serve stores are prefixes of one
+        # server: a namespace is a store of its own, and the database is not the subject
+        url = request.getfixturevalue("held_db")
+        made = PostgresStateStore(url, namespace=f"held-{uuid.uuid4().hex[:12]}")
         closing.append(made)
     else:
         from tests.gh.branch_support import branch_store

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from tests.runs.support import Harness, release_build
-from tests.runs.test_held_until import fake_gh, serve_url, store  # noqa: F401 (fixtures)
+from tests.runs.test_held_until import fake_gh, held_db, serve_url, store  # noqa: F401 (fixtures)
 from zuke._clock import ManualClock
 from zuke.state._protocol import StateStore
 

@@ -6,10 +6,12 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
+from tests import pg_place
 from tests.child import LEAN_PLUGINS
 from tests.pg_fixtures import SHARED_DIR, SHARED_OWNER
 from tests.pg_support import (
@@ -21,6 +23,7 @@ from tests.pg_support import (
     shared_cluster,
     stop_shared,
 )
+from zuke.state._pg_schema import SCHEMA_VERSION
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -95,3 +98,77 @@ def test_stopping_a_shared_directory_without_a_cluster_only_removes_it(tmp_path:
     shared.mkdir()
     stop_shared(shared)
     assert not shared.exists()
+
+
+def test_databases_are_made_on_one_kept_connection_and_survive_its_loss(
+    pg_cluster: PgCluster,
+) -> None:
+    """One backend per process makes every database (none started per database); should it
+    die (a restart, a terminated backend), the next database is made on a new one."""
+    first = pg_cluster.create_database()
+    maker = pg_cluster._maintenance
+    assert maker is not None
+    pid = maker.backend_pid()
+    second = pg_cluster.create_database()
+    assert pg_cluster._maintenance is maker and maker.backend_pid() == pid
+    with connected(pg_cluster.url()) as conn:
+        assert conn.execute("SELECT pg_terminate_backend(%s)", (pid,)).fetchone() == (True,)
+    third = pg_cluster.create_database()
+    assert pg_cluster._maintenance is not None and pg_cluster._maintenance is not maker
+    assert len({first, second, third}) == 3
+    for url in (first, second, third):
+        with connected(url) as conn:
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+
+
+def test_clusters_go_to_dev_shm_when_it_has_room_else_the_temp_dir(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.delenv(pg_place.TMPDIR_ENV, raising=False)
+    roomy = tmp_path / "shm"
+    roomy.mkdir()
+    monkeypatch.setattr(pg_place, "SHM", roomy)
+    monkeypatch.setattr(pg_place, "ROOM_BYTES", 1)
+    assert pg_place.parent() == roomy
+    monkeypatch.setattr(pg_place, "ROOM_BYTES", 1 << 62)  # more than any disk has
+    assert pg_place.parent() == Path(tempfile.gettempdir())
+    monkeypatch.setattr(pg_place, "SHM", tmp_path / "none")  # no /dev/shm at all
+    monkeypatch.setattr(pg_place, "ROOM_BYTES", 1)
+    assert pg_place.parent() == Path(tempfile.gettempdir())
+
+
+def test_a_named_directory_holds_the_clusters_and_is_searched_for_orphans(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv(pg_place.TMPDIR_ENV, str(tmp_path))
+    monkeypatch.setattr(pg_place, "ROOM_BYTES", 1)
+    assert pg_place.parent() == tmp_path
+    places = pg_place.parents()
+    assert places[0] == tmp_path and Path(tempfile.gettempdir()) in places
+    assert len(places) == len(set(places))
+
+
+def test_the_session_cluster_is_where_orphans_are_looked_for(pg_cluster: PgCluster) -> None:
+    assert pg_cluster.root.parent in pg_place.parents()
+
+
+def test_a_migrated_database_is_a_fresh_copy_at_the_current_schema(pg_cluster: PgCluster) -> None:
+    """Copied from one database per process that the store migrated; an empty one has no
+    zuke table at all."""
+    first, second = (pg_cluster.create_database(migrated=True) for _ in range(2))
+    template = pg_cluster._template
+    assert template is not None and first != second
+    assert pg_cluster.create_database(migrated=True) and pg_cluster._template == template
+    for url in (first, second):
+        with connected(url) as conn:  # before any store opened it
+            rows = conn.execute("SELECT version FROM zuke_schema_version ORDER BY version")
+            assert [v for (v,) in rows.fetchall()] == list(range(1, SCHEMA_VERSION + 1))
+            assert conn.execute("SELECT count(*) FROM zuke_runs").fetchone() == (0,)
+    with connected(first) as conn:
+        conn.execute("INSERT INTO zuke_schema_version (version) VALUES (99)")
+    with connected(second) as conn:  # copies, not one database
+        assert conn.execute("SELECT max(version) FROM zuke_schema_version").fetchone() == (
+            SCHEMA_VERSION,
+        )
+    with connected(pg_cluster.create_database()) as conn:
+        assert conn.execute("SELECT to_regclass('zuke_schema_version')").fetchone() == (None,)

@@ -31,6 +31,13 @@ STAMP = "2026-01-01T00:00:00.000Z"
 DEADLINE_S = 10.0
 
 
+@pytest.fixture
+def pg_url(pg_store_url: str) -> str:
+    """A fresh database already at the store's schema: no test here is about migrating one,
+    and the migration was as much of the server's CPU as the database (issue 28 §7)."""
+    return pg_store_url
+
+
 def _record(n: int = 3) -> RunRecord:
     return RunRecord(
         id=fresh(), build="B", root_target="t0", status="running", actor="me",
