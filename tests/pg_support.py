@@ -15,7 +15,8 @@ fixture skips with that reason, or fails when ``ZUKE_REQUIRE_POSTGRES=1`` (CI).
 
 For fault tests: :meth:`PgCluster.restart` (``pg_ctl restart -m immediate``),
 :meth:`PgCluster.password_role`, and :class:`LosingProxy`, a TCP proxy that
-loses one answer (after the server committed) or one request.
+loses one answer (after the server committed) or one request, or holds every new
+connection unanswered (a stalled server).
 """
 
 from __future__ import annotations
@@ -266,6 +267,8 @@ class LosingProxy:
         self._marker: bytes | None = None
         self._mode: Mode = "answer"
         self._pairs: list[_Pair] = []
+        self._held: list[socket.socket] = []
+        self._holding = False
         #: set once the armed loss happened
         self.tripped = threading.Event()
         threading.Thread(target=self._accept, daemon=True).start()
@@ -275,12 +278,21 @@ class LosingProxy:
             self._marker, self._mode = marker.encode(), mode
             self.tripped.clear()
 
+    def hold(self) -> None:
+        """From now on take each new connection and never forward or answer it: a stalled
+        server, a half-open path, a proxy whose upstream hangs (:meth:`close` ends them)."""
+        with self._lock:
+            self._holding = True
+
     def close(self) -> None:
         self._listener.close()
         with self._lock:
             pairs, self._pairs = self._pairs, []
+            held, self._held = self._held, []
         for pair in pairs:
             pair.close()
+        for sock in held:
+            sock.close()
 
     def _accept(self) -> None:
         while True:
@@ -288,6 +300,10 @@ class LosingProxy:
                 client, _ = self._listener.accept()
             except OSError:
                 return
+            with self._lock:
+                if self._holding:
+                    self._held.append(client)
+                    continue
             pair = _Pair(client, socket.create_connection(self._upstream))
             with self._lock:
                 self._pairs.append(pair)
