@@ -47,6 +47,8 @@ USER = "zuke"
 PREFIX = "zuke-pg-"
 START_ATTEMPTS = 3
 COMMAND_TIMEOUT_S = 60.0
+#: how long :meth:`PgCluster.restart` lets ``pg_ctl`` take (its ``-t``)
+RESTART_TIMEOUT_S = 60
 
 
 def required() -> bool:
@@ -137,6 +139,8 @@ class PgCluster:
     bin: Path
     stopped: bool = False
     databases: list[str] = field(default_factory=list)
+    #: how long each :meth:`restart` took, in seconds (for a failing test to say)
+    restarts: list[float] = field(default_factory=list)
 
     @property
     def data(self) -> Path:
@@ -170,10 +174,16 @@ class PgCluster:
         server recovers and listens on the same port (its options are kept in postmaster.opts).
 
         The log file is named again, or the new server would write to our pipe and
-        ``pg_ctl`` never return.
+        ``pg_ctl`` never return. It may take up to :data:`RESTART_TIMEOUT_S` (a loaded
+        machine; a Postgres 15 postmaster that stops waits for its last children before it
+        exits, without accepting meanwhile); how long it took is kept in :attr:`restarts`.
         """
-        self.pg_ctl("-m", "immediate", "-l", str(self.root / "server.log"), "-w", "-t", "60",
-                    "restart")  # fmt: skip
+        began = time.monotonic()
+        try:
+            self.pg_ctl("-m", "immediate", "-l", str(self.root / "server.log"), "-w", "-t",
+                        str(RESTART_TIMEOUT_S), "restart")  # fmt: skip
+        finally:
+            self.restarts.append(round(time.monotonic() - began, 2))
 
     def password_role(self, role: str, password: str) -> None:
         """A role that must give ``password`` over TCP (scram), ahead of the trust rule."""
@@ -277,6 +287,12 @@ class LosingProxy:
         with self._lock:
             self._marker, self._mode = marker.encode(), mode
             self.tripped.clear()
+
+    @property
+    def held(self) -> int:
+        """How many connections :meth:`hold` took."""
+        with self._lock:
+            return len(self._held)
 
     def hold(self) -> None:
         """From now on take each new connection and never forward or answer it: a stalled
@@ -438,6 +454,7 @@ def stop_shared(directory: Path) -> None:
 
 
 __all__ = [
+    "RESTART_TIMEOUT_S",
     "LosingProxy",
     "Mode",
     "PgCluster",

@@ -45,7 +45,7 @@ from typing import Any, TypeVar
 
 from zuke._errors import StoreUnavailableError
 from zuke.state import _pg_driver
-from zuke.state._pg_connect import TIMED_OUT, connect
+from zuke.state._pg_connect import connect
 from zuke.state._pg_pool import PgConn, Pool, PoolBusy, PoolClosed
 from zuke.state._pg_url import CONNECT_TIMEOUT_S, PgAddress
 from zuke.state._protocol import Conflict
@@ -282,9 +282,9 @@ class PgDatabase(PgAddress):
     def _no_connection(self, exc: BaseException) -> StoreUnavailableError:
         """No new connection: the server's refusal, after waiting while it came up."""
         said = self.scrub(str(exc))
-        within = "" if TIMED_OUT in said else f" within {self._pool_timeout_s:g}s"
         return StoreUnavailableError(
-            f"state: no connection to Postgres at {self.shown}{within}: {said}; {self.advice(said)}"
+            f"state: no connection to Postgres at {self.shown} within "
+            f"{self._pool_timeout_s:g}s: {said}; {self.advice(said)}"
         )
 
     def close(self) -> None:

@@ -20,10 +20,13 @@ pool's timeout, 30 s) still ends the wait. On expiry the half-made connection is
 expired`` — libpq's own words for its blocking connect, which the store's message
 advice already answers — so the caller handles it as any refusal.
 
-A timed-out attempt is not made again: a server that stalls is not coming up, and the
-old blocking connect failed on it as well. A server that is stopping, starting or
-recovering — or, once ``waiting`` (a connection broke: a restart), not listening yet —
-is asked again until the deadline.
+A server that is stopping, starting or recovering — or, once ``waiting`` (a connection
+broke: a restart), not listening yet or not answering within ``connect_timeout`` — is
+asked again until the deadline. Not answering is one of a restart's states: a
+Postgres 15 postmaster that is shutting down stops accepting while it waits for its
+last children (``PM_WAIT_DEAD_END``), so a connection made then sits unanswered in its
+listen queue until it exits. A first connection that times out fails at once: nothing
+says the server is on its way.
 """
 
 from __future__ import annotations
@@ -44,8 +47,13 @@ if TYPE_CHECKING:
 #: soon — and one that was only stopped is said as such once the pool's timeout is out
 _COMING_UP = ("starting up", "not yet accepting connections", "in recovery", "shutting down")
 #: what libpq says of a server that took the connection, then dropped it before it was
-#: ready (a restart, or a backend terminated mid-start): it was there, and answers again
-_CUT = ("closed the connection unexpectedly", "terminating connection")
+#: ready (a restart, or a backend terminated mid-start): it was there, and answers again.
+#: "reset by peer": the TCP connect itself reset — the kernel had taken it for a
+#: postmaster whose listening socket then closed (``pg_ctl restart -m immediate``): libpq
+#: words it as a failed connect, "Connection reset by peer / Is the server running on that
+#: host and accepting TCP/IP connections?" (the restart test's flake: not asked again, a
+#: writer failed at once with "no connection … within 30s", which pytest cut to "Co…")
+_CUT = ("closed the connection unexpectedly", "terminating connection", "connection reset by peer")
 #: what libpq says while a restart stops the server and before it listens again
 _REFUSED = ("connection refused", "could not connect to server", "no such file or directory",
             "shutting down", "closed the connection unexpectedly")  # fmt: skip
@@ -119,7 +127,7 @@ def connect_once(dsn: str, deadline: float) -> PgConn:
 def connect(dsn: str, deadline: float, *, waiting: bool) -> PgConn:
     """A new autocommit connection; a server that is stopping, starting, recovering — or, once
     ``waiting`` (a connection broke: a restart), not listening yet — is asked again
-    until ``deadline``. Raises psycopg2's last error (``timeout expired``: one attempt's
+    until ``deadline``. Raises psycopg2's last error (``timeout expired``: an attempt's
     time was out)."""
     _pg_driver.load()  # without Python's ssl (libpq has its own TLS), if it is the first
     import psycopg2
@@ -130,10 +138,10 @@ def connect(dsn: str, deadline: float, *, waiting: bool) -> PgConn:
         except psycopg2.OperationalError as exc:
             said = str(exc).lower()
             transient = any(c in said for c in (*_COMING_UP, *_CUT)) or (
-                waiting and any(c in said for c in _REFUSED)
+                waiting and any(c in said for c in (*_REFUSED, TIMED_OUT))
             )
             pause = _COMING_UP_BACKOFF_S[min(attempt, len(_COMING_UP_BACKOFF_S) - 1)]
-            if TIMED_OUT in said or not transient or time.monotonic() + pause >= deadline:
+            if not transient or time.monotonic() + pause >= deadline:
                 raise
             time.sleep(pause)
     raise AssertionError("unreachable")
