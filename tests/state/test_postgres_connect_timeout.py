@@ -25,6 +25,7 @@ from contextlib import contextmanager
 
 import pytest
 
+from tests.conftest import CliRunner
 from tests.pg_support import LosingProxy, PgCluster, connected
 from zuke._errors import StoreUnavailableError
 from zuke.state import _pg_connect, _pg_pool
@@ -117,6 +118,20 @@ def test_a_server_that_accepts_and_never_answers_fails_the_connect_in_one_line()
     assert "2s (connect_timeout)" in message  # 1 is libpq's 2, as in its blocking connect
     assert SECRET not in repr(caught.value.__cause__) and SECRET not in repr(store)
     assert _fds() == before  # the half-made connection's socket was closed
+
+
+@pytest.mark.psycopg
+@pytest.mark.timeout(GUARD_S)
+def test_the_cli_says_the_connect_timed_out_in_one_line_without_the_password(
+    cli: CliRunner,
+) -> None:
+    with _stalled() as port:
+        result = cli("runs", "list", env={"ZUKE_STATE": _url(port, connect_timeout="1")})
+    assert result.code != 0
+    lines = [line for line in result.err.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("zuke: "), result.err
+    _assert_one_redacted_line(lines[0], port)
+    assert SECRET not in result.text
 
 
 @pytest.mark.psycopg
