@@ -240,6 +240,27 @@ def test_a_reconnect_reset_while_the_server_stops_is_made_again(
         store.close()
 
 
+def test_a_reconnect_refused_for_good_says_so_without_claiming_a_wait(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Refused for a reason no wait mends: said at once, and not "within 30s" (the
+    restart flake's reset was said so, and taken for a 30 s wait)."""
+    store = PostgresStateStore(PgDatabase(pg_url, max_connections=2))
+    try:
+        assert store.list_runs() == []
+        assert _kill_idle(store, pg_url) >= 1
+        said = 'FATAL:  password authentication failed for user "zuke"'
+        tried = _refusing_first(monkeypatch, 10_000, said)
+        with pytest.raises(StoreUnavailableError) as caught:
+            store.list_runs()
+        message = str(caught.value)
+        assert message.startswith(f"state: no connection to Postgres at {store.database.shown}: ")
+        assert "within" not in message and "check the user and password" in message
+        assert len(tried) == 1
+    finally:
+        store.close()
+
+
 def test_a_first_connection_ended_before_the_schema_check_is_made_again(
     pg_url: str, pg_cluster: PgCluster, proxy: LosingProxy
 ) -> None:

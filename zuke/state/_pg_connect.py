@@ -59,6 +59,9 @@ _REFUSED = ("connection refused", "could not connect to server", "no such file o
             "shutting down", "closed the connection unexpectedly")  # fmt: skip
 #: pauses between connections to a server coming up, the last one repeated
 _COMING_UP_BACKOFF_S = (0.05, 0.1, 0.2, 0.5, 1.0)
+#: the longest pause before asking again: a connect that gave up at its deadline did so
+#: within this of it (what "no connection within 30s" may claim, :mod:`._pg_conn`)
+LONGEST_PAUSE_S = max(_COMING_UP_BACKOFF_S)
 #: libpq's words for a connect that timed out (its blocking connect's), kept so the
 #: store's advice (:mod:`._pg_url`) and callers know the case
 TIMED_OUT = "timeout expired"
@@ -147,4 +150,11 @@ def connect(dsn: str, deadline: float, *, waiting: bool) -> PgConn:
     raise AssertionError("unreachable")
 
 
-__all__ = ["TIMED_OUT", "attempt_timeout", "connect", "connect_once", "handshake"]
+__all__ = [
+    "LONGEST_PAUSE_S",
+    "TIMED_OUT",
+    "attempt_timeout",
+    "connect",
+    "connect_once",
+    "handshake",
+]
