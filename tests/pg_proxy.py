@@ -1,8 +1,9 @@
-"""A TCP proxy in front of a test cluster that loses one answer or one request (fault tests).
+"""A TCP proxy before a test cluster that loses an answer or a request, or stalls (fault tests).
 
 :class:`LosingProxy` forwards Postgres connections; once armed with a marker, it
 loses the answer to the message carrying it (after the server finished, and in
-autocommit committed, the statement) or the message itself. Moved out of
+autocommit committed, the statement) or the message itself; :meth:`LosingProxy.hold`
+makes it take new connections and never answer them (a stalled server). Moved out of
 ``pg_support`` (which re-exports it) to keep each module to one thing.
 """
 
@@ -48,6 +49,8 @@ class LosingProxy:
         self._marker: bytes | None = None
         self._mode: Mode = "answer"
         self._pairs: list[_Pair] = []
+        self._held: list[socket.socket] = []
+        self._holding = False
         #: set once the armed loss happened
         self.tripped = threading.Event()
         threading.Thread(target=self._accept, daemon=True).start()
@@ -57,12 +60,27 @@ class LosingProxy:
             self._marker, self._mode = marker.encode(), mode
             self.tripped.clear()
 
+    @property
+    def held(self) -> int:
+        """How many connections :meth:`hold` took."""
+        with self._lock:
+            return len(self._held)
+
+    def hold(self) -> None:
+        """From now on take each new connection and never forward or answer it: a stalled
+        server, a half-open path, a proxy whose upstream hangs (:meth:`close` ends them)."""
+        with self._lock:
+            self._holding = True
+
     def close(self) -> None:
         self._listener.close()
         with self._lock:
             pairs, self._pairs = self._pairs, []
+            held, self._held = self._held, []
         for pair in pairs:
             pair.close()
+        for sock in held:
+            sock.close()
 
     def _accept(self) -> None:
         while True:
@@ -70,6 +88,10 @@ class LosingProxy:
                 client, _ = self._listener.accept()
             except OSError:
                 return
+            with self._lock:
+                if self._holding:
+                    self._held.append(client)
+                    continue
             pair = _Pair(client, socket.create_connection(self._upstream))
             with self._lock:
                 self._pairs.append(pair)

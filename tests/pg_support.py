@@ -17,7 +17,8 @@ fixture skips with that reason, or fails when ``ZUKE_REQUIRE_POSTGRES=1`` (CI).
 
 For fault tests: :meth:`PgCluster.restart` (``pg_ctl restart -m immediate``),
 :meth:`PgCluster.password_role`, and :class:`LosingProxy` (:mod:`tests.pg_proxy`), a
-TCP proxy that loses one answer (after the server committed) or one request.
+TCP proxy that loses one answer (after the server committed) or one request, or holds
+every new connection unanswered (a stalled server).
 """
 
 from __future__ import annotations
@@ -49,6 +50,8 @@ USER = "zuke"
 PREFIX = "zuke-pg-"
 START_ATTEMPTS = 3
 COMMAND_TIMEOUT_S = 60.0
+#: how long :meth:`PgCluster.restart` lets ``pg_ctl`` take (its ``-t``)
+RESTART_TIMEOUT_S = 60
 
 
 def required() -> bool:
@@ -139,6 +142,8 @@ class PgCluster:
     bin: Path
     stopped: bool = False
     databases: list[str] = field(default_factory=list)
+    #: how long each :meth:`restart` took, in seconds (for a failing test to say)
+    restarts: list[float] = field(default_factory=list)
     #: this process's connection for ``CREATE DATABASE`` (see :meth:`create_database`)
     _maintenance: PgConn | None = field(default=None, repr=False)
     _maintenance_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -230,10 +235,16 @@ class PgCluster:
         server recovers and listens on the same port (its options are kept in postmaster.opts).
 
         The log file is named again, or the new server would write to our pipe and
-        ``pg_ctl`` never return.
+        ``pg_ctl`` never return. It may take up to :data:`RESTART_TIMEOUT_S` (a loaded
+        machine; a Postgres 15 postmaster that stops waits for its last children before it
+        exits, without accepting meanwhile); how long it took is kept in :attr:`restarts`.
         """
-        self.pg_ctl("-m", "immediate", "-l", str(self.root / "server.log"), "-w", "-t", "60",
-                    "restart")  # fmt: skip
+        began = time.monotonic()
+        try:
+            self.pg_ctl("-m", "immediate", "-l", str(self.root / "server.log"), "-w", "-t",
+                        str(RESTART_TIMEOUT_S), "restart")  # fmt: skip
+        finally:
+            self.restarts.append(round(time.monotonic() - began, 2))
 
     def password_role(self, role: str, password: str) -> None:
         """A role that must give ``password`` over TCP (scram), ahead of the trust rule."""
@@ -391,6 +402,7 @@ def stop_shared(directory: Path) -> None:
 
 
 __all__ = [
+    "RESTART_TIMEOUT_S",
     "LosingProxy",
     "Mode",
     "PgCluster",

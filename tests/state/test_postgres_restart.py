@@ -73,7 +73,9 @@ def test_appends_through_two_restarts_each_land_exactly_once(restartable: PgClus
             restartable.restart()
         for thread in threads:
             thread.join(DEADLINE_S)
-        assert errors == []
+        # each error in full: pytest's diff cuts long ones ("… within 30s: Co…ing TCP/IP
+        # connections?" hid whether a refusal or a reset had failed a writer)
+        assert errors == [], f"{[str(e) for e in errors]}; restarts took {restartable.restarts} s"
         assert progress == [APPENDS] * WRITERS
         stored = stores[0].get_run(record.id)
         assert stored is not None

@@ -27,14 +27,15 @@ was lost.
 
 When no connection comes, the message says why and what to check: the
 server's own refusal (not running, a bad password, a missing database,
-``max_connections`` reached), after waiting while it came up, or a pool whose
-connections all stayed busy (its size: ``ZUKE_PG_POOL_SIZE``).
+``max_connections`` reached), after waiting while it came up; a server that took
+the connection and did not answer within ``connect_timeout`` (:mod:`._pg_connect`
+bounds every attempt: libpq does not, for these asynchronous connections); or a pool
+whose connections all stayed busy (its size: ``ZUKE_PG_POOL_SIZE``).
 """
 
 from __future__ import annotations
 
 import functools
-import itertools
 import threading
 import time
 import weakref
@@ -44,6 +45,7 @@ from typing import Any, TypeVar
 
 from zuke._errors import StoreUnavailableError
 from zuke.state import _pg_driver
+from zuke.state._pg_connect import LONGEST_PAUSE_S, connect
 from zuke.state._pg_pool import PgConn, Pool, PoolBusy, PoolClosed
 from zuke.state._pg_url import CONNECT_TIMEOUT_S, PgAddress
 from zuke.state._protocol import Conflict
@@ -64,17 +66,6 @@ RECONNECTS = 3
 VERSION_BLOCK = 128
 #: SQLSTATEs that end a connection the server will take again: admin/crash shutdown, starting up
 _GONE_STATES = frozenset({"57P01", "57P02", "57P03"})
-#: what a server says while it stops, starts or recovers (a restart, a crash): it answers
-#: soon — and one that was only stopped is said as such once the pool's timeout is out
-_COMING_UP = ("starting up", "not yet accepting connections", "in recovery", "shutting down")
-#: what libpq says of a server that took the connection, then dropped it before it was
-#: ready (a restart, or a backend terminated mid-start): it was there, and answers again
-_CUT = ("closed the connection unexpectedly", "terminating connection")
-#: what libpq says while a restart stops the server and before it listens again
-_REFUSED = ("connection refused", "could not connect to server", "no such file or directory",
-            "shutting down", "closed the connection unexpectedly")  # fmt: skip
-#: pauses between connections to a server coming up, the last one repeated
-_COMING_UP_BACKOFF_S = (0.05, 0.1, 0.2, 0.5, 1.0)
 
 
 def lost_connection(exc: BaseException, conn: PgConn | None) -> bool:
@@ -83,37 +74,6 @@ def lost_connection(exc: BaseException, conn: PgConn | None) -> bool:
         return True
     state = getattr(exc, "pgcode", None) or ""
     return state in _GONE_STATES or state.startswith("08")
-
-
-def connect(dsn: str, deadline: float, *, waiting: bool) -> PgConn:
-    """A new autocommit connection; a server that is stopping, starting, recovering — or, once
-    ``waiting`` (a connection broke: a restart), not listening yet — is asked again
-    until ``deadline``. Raises psycopg2's last error."""
-    _pg_driver.load()  # without Python's ssl (libpq has its own TLS), if it is the first
-    import psycopg2
-
-    from zuke.state._pg_pool import wait
-
-    for attempt in itertools.count():
-        try:
-            raw = psycopg2.connect(dsn, async_=1)
-            try:
-                wait(raw)
-            except BaseException:
-                raw.close()
-                raise
-        except psycopg2.OperationalError as exc:
-            said = str(exc).lower()
-            transient = any(c in said for c in (*_COMING_UP, *_CUT)) or (
-                waiting and any(c in said for c in _REFUSED)
-            )
-            pause = _COMING_UP_BACKOFF_S[min(attempt, len(_COMING_UP_BACKOFF_S) - 1)]
-            if not transient or time.monotonic() + pause >= deadline:
-                raise
-            time.sleep(pause)
-            continue
-        return PgConn(raw)
-    raise AssertionError("unreachable")
 
 
 class PgDatabase(PgAddress):
@@ -217,6 +177,7 @@ class PgDatabase(PgAddress):
     def _take(self, pool: Pool) -> PgConn:
         import psycopg2
 
+        began = time.monotonic()
         try:
             return pool.take()
         except PoolBusy:
@@ -226,7 +187,7 @@ class PgDatabase(PgAddress):
                 f"state: the Postgres store {self.shown} is closed"
             ) from None
         except psycopg2.Error as exc:
-            raise self._no_connection(exc) from None
+            raise self._no_connection(exc, time.monotonic() - began) from None
 
     def call(
         self,
@@ -319,12 +280,15 @@ class PgDatabase(PgAddress):
             "the server's max_connections"
         )
 
-    def _no_connection(self, exc: BaseException) -> StoreUnavailableError:
-        """No new connection: the server's refusal, after waiting while it came up."""
+    def _no_connection(self, exc: BaseException, waited: float) -> StoreUnavailableError:
+        """No new connection: the server's refusal, after waiting while it came up. "Within
+        30s" only when the pool's time ran out: a refusal not waited for (the restart flake's
+        "Connection reset by peer") said so too, and was taken for a 30 s wait."""
         said = self.scrub(str(exc))
+        ran_out = waited >= self._pool_timeout_s - LONGEST_PAUSE_S
+        within = f" within {self._pool_timeout_s:g}s" if ran_out else ""
         return StoreUnavailableError(
-            f"state: no connection to Postgres at {self.shown} within "
-            f"{self._pool_timeout_s:g}s: {said}; {self.advice(said)}"
+            f"state: no connection to Postgres at {self.shown}{within}: {said}; {self.advice(said)}"
         )
 
     def close(self) -> None:

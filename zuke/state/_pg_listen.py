@@ -22,8 +22,8 @@ without a reset — cannot hold the thread: after ``ping_s`` (:data:`PING_S`)
 without a word from the server a ``SELECT 1`` is sent, and it must be
 answered within ``ping_s`` more. A hung peer is thus noticed within two ping
 intervals of its last word, said once, and the listener reconnects. Connecting
-and the ``LISTEN`` itself have the same kind of deadline (libpq's
-``connect_timeout``, zuke's 10 s); TCP keepalives are on as well.
+has the store's bound (the URL's ``connect_timeout``, :mod:`._pg_connect`; zuke's
+10 s where it is 0) and the ``LISTEN`` zuke's 10 s; TCP keepalives are on as well.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from zuke.state._pg_conn import CONNECT_TIMEOUT_S
+from zuke.state._pg_connect import attempt_timeout
 from zuke.state._pg_schema import WAKE_CHANNEL
 
 if TYPE_CHECKING:
@@ -125,7 +126,8 @@ class Listener:
         dsn = self._database.conninfo(_KEEPALIVES, application_name=APPLICATION_NAME)
         conn = psycopg2.connect(dsn, async_=True)
         try:
-            self._settle(conn, CONNECT_TIMEOUT_S)
+            # the URL's connect_timeout, as the pool's connects (0: none there, zuke's here)
+            self._settle(conn, attempt_timeout(conn) or CONNECT_TIMEOUT_S)
         except BaseException:
             with contextlib.suppress(Exception):
                 conn.close()

@@ -16,9 +16,10 @@ borrower waits up to ``timeout_s`` for one, the most recently returned is
 lent first (it is the warmest), and :meth:`Pool.drop_idle` closes every idle
 connection once one of them is found broken (a restart breaks them all; one
 more connect each is cheaper than meeting them one by one). A connection
-returned in the middle of a transaction, or broken, is closed, never lent
-again; :meth:`Pool.close` closes the idle ones at once and each lent one as
-it comes back — never under a statement that runs.
+returned in the middle of a transaction or of a statement (a wait cut by
+Ctrl-C), or broken, is closed, never lent again; :meth:`Pool.close` closes the
+idle ones at once and each lent one as it comes back — never under a statement
+that runs.
 """
 
 from __future__ import annotations
@@ -79,11 +80,17 @@ class PgConn:
 
     @property
     def idle(self) -> bool:
-        """Open and outside any transaction: fit to lend again."""
+        """Open, no statement under way and outside any transaction: fit to lend again.
+
+        A statement is under way when its wait was cut (Ctrl-C in :func:`wait`): its answer
+        would be the next borrower's first, so the connection is closed instead."""
         import psycopg2.extensions as ext
 
-        return not self.raw.closed and (
-            self.raw.get_transaction_status() == ext.TRANSACTION_STATUS_IDLE
+        raw = self.raw
+        return (
+            not raw.closed
+            and not raw.isexecuting()
+            and raw.get_transaction_status() == ext.TRANSACTION_STATUS_IDLE
         )
 
     def backend_pid(self) -> int:

@@ -6,7 +6,8 @@ is one rule shared by the store, ``zuke serve --db`` and the listener, and holds
 A ``postgresql://`` (or ``postgres://``) URL is handed to libpq as it is, so
 every libpq parameter (``sslmode``, ``sslrootcert``, ``options``, ``target_session_attrs``
 …) and the ``PG*`` environment variables work; zuke adds ``connect_timeout``
-and ``application_name`` only when the URL does not set them. The client encoding is always
+and ``application_name`` only when neither the URL nor libpq's variable for it
+(``PGCONNECT_TIMEOUT``, ``PGAPPNAME``) sets them. The client encoding is always
 UTF8 (``PGCLIENTENCODING`` or a URL's ``client_encoding`` would make psycopg2 decode the
 store's text with another codec); the server converts to the database's own encoding.
 
@@ -18,6 +19,7 @@ check (the password, the database, ``max_connections`` and the pool's size, …)
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 from urllib.parse import parse_qsl, unquote, urlsplit
@@ -25,6 +27,9 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 from zuke._errors import StateError
 
 CONNECT_TIMEOUT_S = 10
+#: libpq's environment variables for the parameters zuke adds: set, they are the user's
+#: choice, which zuke's default in the URL would override (libpq-envars)
+_ENV = {"connect_timeout": "PGCONNECT_TIMEOUT", "application_name": "PGAPPNAME"}
 CHECK = (
     "check that the server is up and reachable, and the user, password and database in ZUKE_STATE"
 )
@@ -135,7 +140,12 @@ class PgAddress:
             "application_name": "zuke",
             **(defaults or {}),
         }
-        chosen = {k: v for k, v in wanted.items() if k not in given}
+        # libpq's own environment variable is the user's too: the URL would override it
+        chosen = {
+            k: v
+            for k, v in wanted.items()
+            if k not in given and not os.environ.get(_ENV.get(k, ""))
+        }
         return make_dsn(self._url, **{**chosen, "client_encoding": "UTF8", **extra})
 
 
