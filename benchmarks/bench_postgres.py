@@ -16,7 +16,9 @@ untimed warm-up:
   store's (issue 28: the ratio of the medians, and the median of the pairs'
   ratios), every transition still durable before the next body starts; and
   the CPU of each: zuke's, and the run's Postgres backend's (``_pg_chain.py``),
-  steadier than wall time on a shared machine;
+  steadier than wall time on a shared machine; and beside them, in the same
+  rounds, the floor: the filesystem store plus one bare ``SELECT 1`` round trip
+  to the same server a transition (``_pg_chain.floor_build``);
 - **append**: where a transition's time goes — one append of a chain's delta
   (a target settled, the next one running), in this process, ``--pairs``
   times per variant, the variants interleaved in blocks: the store's
