@@ -3,7 +3,7 @@
 ``pg_cluster`` is one throwaway cluster for the session — under xdist, one for
 the whole run, shared by the workers and stopped by the controller at the end
 (``pg_support.shared_cluster``) — ``pg_url`` a fresh database on it for one
-test, ``pg_store_url`` one already at the store's schema, ``restartable`` a
+test (marked ``pg_migrated``: already at the store's schema), ``restartable`` a
 cluster of a test module's own for tests that restart it. Without Postgres it
 skips with a loud reason — unless
 ``ZUKE_REQUIRE_POSTGRES=1`` (``.ci/run``), where it fails, and where any other
@@ -75,17 +75,13 @@ def pg_cluster(request: pytest.FixtureRequest) -> Iterator[PgCluster]:
 
 
 @pytest.fixture
-def pg_url(pg_cluster: PgCluster) -> str:
-    """A fresh database on the session's cluster, for one test (a module may override it)."""
-    return pg_cluster.create_database()
-
-
-@pytest.fixture
-def pg_store_url(pg_cluster: PgCluster) -> str:
-    """A fresh database already at the current schema (a copy of one this process migrated),
-    for a test whose subject is not the migration: it saves the server the migration. A
-    module whose tests all are such may make its ``pg_url`` this."""
-    return pg_cluster.create_database(migrated=True)
+def pg_url(request: pytest.FixtureRequest, pg_cluster: PgCluster) -> str:
+    """A fresh database on the session's cluster, for one test (a module may override it):
+    empty, or — marked ``pg_migrated``, a test whose subject is not the migration — already
+    at the current schema (a copy of one this process migrated), which saves the server the
+    migration."""
+    migrated = request.node.get_closest_marker("pg_migrated") is not None
+    return pg_cluster.create_database(migrated=migrated)
 
 
 @pytest.fixture

@@ -35,11 +35,8 @@ from zuke.testing.store_contract import fresh, sample_holder, sample_record
 SECRET = "pw-" + uuid.uuid4().hex[:10]
 
 
-@pytest.fixture
-def pg_url(pg_store_url: str) -> str:
-    """A fresh database already at the store's schema: no test here is about migrating one,
-    and the migration was as much of the server's CPU as the database (issue 28 §7)."""
-    return pg_store_url
+# no test here is about migrating a database: each test's comes at the schema
+pytestmark = pytest.mark.pg_migrated
 
 
 @pytest.fixture

@@ -29,11 +29,8 @@ from zuke.testing.store_contract import fresh, sample_holder, sample_record
 AT = "2026-01-02T03:04:05.000Z"
 
 
-@pytest.fixture
-def pg_url(pg_store_url: str) -> str:
-    """A fresh database already at the store's schema: no test here is about migrating one,
-    and the migration was as much of the server's CPU as the database (issue 28 §7)."""
-    return pg_store_url
+# no test here is about migrating a database: each test's comes at the schema
+pytestmark = pytest.mark.pg_migrated
 
 
 @pytest.fixture

@@ -28,11 +28,8 @@ from zuke.state.wire import record_to_json
 NOW = 1_800_000_000_000
 
 
-@pytest.fixture
-def pg_url(pg_store_url: str) -> str:
-    """A fresh database already at the schema: the subject here is paging, not migrating
-    (issue 28 §7: the migration was as much of the server's CPU as the database)."""
-    return pg_store_url
+# the subject here is paging, not migrating: each test's database comes at the schema
+pytestmark = pytest.mark.pg_migrated
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
