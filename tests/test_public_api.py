@@ -118,7 +118,7 @@ INTERNAL = {
     "zuke.state._fs_index.IndexUnavailable",  # the listing index is down: list by scanning
     "zuke.state._pg_pool.PoolBusy",  # every pooled connection stayed lent: PgDatabase says so
     "zuke.state._pg_pool.PoolClosed",  # the pool was closed: PgDatabase says so
-    "zuke.state._pg_connect._Expired",  # an attempt's time ran out: re-raised as psycopg2's
+    "zuke.state._pg_pool.WaitExpired",  # a connect's time ran out: re-raised as psycopg2's
     "zuke.state._pg_listen._Hung",  # the wake connection's peer stopped answering: reconnect
     "zuke.state._pg_listen._Stopped",  # the listener was closed mid-wait: stop
 }

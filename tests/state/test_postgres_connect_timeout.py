@@ -290,7 +290,7 @@ def test_ctrl_c_during_a_connect_closes_the_half_made_connection(
     before = _fds()
     interrupting = _Interrupting()
     with _stalled() as port:
-        monkeypatch.setattr(_pg_connect, "select", interrupting)
+        monkeypatch.setattr(_pg_pool, "select", interrupting)  # the connect waits in _pg_pool.wait
         store = PostgresStateStore(_url(port))
         with pytest.raises(KeyboardInterrupt):
             store.list_runs()

@@ -33,12 +33,11 @@ from __future__ import annotations
 
 import itertools
 import math
-import select
 import time
 from typing import TYPE_CHECKING
 
 from zuke.state import _pg_driver
-from zuke.state._pg_pool import POLL_OK, POLL_READ, PgConn
+from zuke.state._pg_pool import PgConn, WaitExpired, wait
 
 if TYPE_CHECKING:
     from psycopg2.extensions import connection
@@ -69,10 +68,6 @@ TIMED_OUT = "timeout expired"
 _MIN_TIMEOUT_S = 2
 
 
-class _Expired(Exception):
-    """The attempt's time was out before the server finished the handshake."""
-
-
 def attempt_timeout(raw: connection) -> float | None:
     """The ``connect_timeout`` libpq resolved for ``raw`` (URL, ``PGCONNECT_TIMEOUT``, the
     default zuke put in the URL), in seconds as libpq's blocking connect reads it; ``None``:
@@ -85,25 +80,6 @@ def attempt_timeout(raw: connection) -> float | None:
     return float(max(seconds, _MIN_TIMEOUT_S)) if seconds > 0 else None
 
 
-def handshake(raw: connection, deadline: float) -> None:
-    """Poll ``raw``'s connect to its end (:class:`_Expired` at ``deadline``).
-
-    The socket is asked for on every turn: libpq may close one and open another during a
-    connect (the next address of a host, another host), "do not assume that the socket
-    remains the same across PQconnectPoll calls" (libpq-connect).
-    """
-    while True:
-        state = raw.poll()
-        if state == POLL_OK:
-            return
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise _Expired
-        poller = select.poll()  # not select(2): descriptors past 1024 (many files open)
-        poller.register(raw.fileno(), select.POLLIN if state == POLL_READ else select.POLLOUT)
-        poller.poll(math.ceil(remaining * 1000))
-
-
 def connect_once(dsn: str, deadline: float) -> PgConn:
     """One attempt, bounded by ``connect_timeout`` and ``deadline``; closed on any failure."""
     import psycopg2
@@ -112,8 +88,8 @@ def connect_once(dsn: str, deadline: float) -> PgConn:
     try:
         bound = attempt_timeout(raw)
         ends = math.inf if bound is None else time.monotonic() + bound
-        handshake(raw, min(ends, deadline))
-    except _Expired:
+        wait(raw, min(ends, deadline))
+    except WaitExpired:
         host, port = raw.info.host, raw.info.port
         raw.close()
         waited = f"{bound:g}s (connect_timeout)" if ends <= deadline else "the call's time left"
@@ -156,5 +132,4 @@ __all__ = [
     "attempt_timeout",
     "connect",
     "connect_once",
-    "handshake",
 ]

@@ -24,6 +24,7 @@ that runs.
 
 from __future__ import annotations
 
+import math
 import select
 import threading
 import time
@@ -106,18 +107,35 @@ class PgConn:
 POLL_OK, POLL_READ = 0, 1
 
 
-def wait(raw: connection) -> None:
+class WaitExpired(Exception):
+    """:func:`wait`'s deadline came before what was under way on the connection was done."""
+
+
+def wait(raw: connection, deadline: float | None = None) -> None:
     """Until what is under way on ``raw`` (asynchronous mode) is done: ``poll``, sleeping on
-    its socket; psycopg2 raises what the server or the connection said."""
-    fd = raw.fileno()
+    its socket; psycopg2 raises what the server or the connection said. ``deadline`` (a
+    ``time.monotonic()`` instant; ``None`` for a statement, as libpq's own blocking calls
+    have none): :class:`WaitExpired` when it comes first — a connect's bound, which libpq
+    does not enforce in this mode (:mod:`._pg_connect`).
+
+    The socket is asked for on every turn: during a connect libpq may close one and open
+    another (the next address of a host), "do not assume that the socket remains the same
+    across PQconnectPoll calls" (libpq-connect).
+    """
     while True:
         state = raw.poll()
         if state == POLL_OK:
             return
+        timeout_ms = None
+        if deadline is not None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise WaitExpired
+            timeout_ms = math.ceil(remaining * 1000)
         # poll(2), not select(2): a process with many files open has descriptors past 1024
         poller = select.poll()
-        poller.register(fd, select.POLLIN if state == POLL_READ else select.POLLOUT)
-        poller.poll()
+        poller.register(raw.fileno(), select.POLLIN if state == POLL_READ else select.POLLOUT)
+        poller.poll(timeout_ms)
 
 
 class PoolBusy(Exception):
