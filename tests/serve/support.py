@@ -30,6 +30,8 @@ from zuke.testing.serve import ServeStartError, listening_url
 TOKEN = f"test-serve-token-{uuid.uuid4().hex}"
 START_DEADLINE_S = 20.0
 STOP_DEADLINE_S = 20.0
+#: how long a hung server gets to dump its threads' stacks before it is killed
+DUMP_DEADLINE_S = 5.0
 
 
 @dataclass
@@ -57,10 +59,18 @@ class ServerProcess:
         try:
             code = self.proc.wait(timeout=STOP_DEADLINE_S)
         except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+            # started with -X faulthandler: SIGABRT writes every thread's stack to stderr, so
+            # a hang says where it hung (seen once, stop 33: a SQLite-backed serve whose
+            # requests had all been answered, in tests/e2e/test_lock_processes.py)
+            self.proc.send_signal(signal.SIGABRT)
+            try:
+                self.proc.wait(timeout=DUMP_DEADLINE_S)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
             raise AssertionError(
-                f"zuke serve ignored SIGTERM for {STOP_DEADLINE_S}s\n{self.stderr()}"
+                f"zuke serve ignored SIGTERM for {STOP_DEADLINE_S}s; its threads then, as "
+                f"faulthandler dumped them on SIGABRT:\n{self.stderr()}"
             ) from None
         finally:
             stdout = self.proc.stdout
@@ -93,7 +103,7 @@ def start_server(
     stderr_path = workdir / f"serve-{uuid.uuid4().hex[:8]}.stderr"
     with stderr_path.open("wb") as stderr:
         proc = subprocess.Popen(
-            serve_command(db, "--port", "0", *args),
+            [sys.executable, "-X", "faulthandler", *serve_command(db, "--port", "0", *args)[1:]],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=stderr,
